@@ -1,0 +1,1 @@
+"""Generated protobuf bindings. Only irbridge.serde imports this."""

@@ -1,0 +1,16 @@
+"""The neutral op set. Importing this package registers every op definition."""
+
+from irbridge.ops import elementwise, nn, tensor  # noqa: F401  (register on import)
+from irbridge.ops.registry import (
+    OPSET_VERSION,
+    Category,
+    OpSchema,
+    all_ops,
+    get,
+    infer_types,
+    lookup,
+    node_cost,
+)
+
+__all__ = ["OPSET_VERSION", "Category", "OpSchema", "all_ops", "get", "infer_types", "lookup",
+           "node_cost"]

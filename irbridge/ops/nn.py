@@ -1,0 +1,1 @@
+"""Neural-network ops: matmul family, convolution, attention, norms, pooling, embedding, resize."""

@@ -1,0 +1,320 @@
+"""The op registry: the one place that knows what every neutral op means.
+
+An `OpSchema` holds an op's inputs and typed attributes, its output type inference, its
+cost (MACs and non-matmul FLOPs; bytes are derived here from tensor types), its numpy
+reference implementation and, optionally, a decomposition into other neutral ops for
+back-ends that lack it. Op definitions live in the sibling modules and register
+themselves at import time; `irbridge.ops` imports them all.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from irbridge.dtypes import DType
+from irbridge.errors import OpError
+from irbridge.ir import AttrValue, Cost, Graph, Node, Tensor, TensorType, normalize_attr
+
+if TYPE_CHECKING:
+    from irbridge.builder import GraphBuilder
+    from irbridge.ir import Value
+
+OPSET_VERSION = 1
+"""Version of the neutral op set. Changelog in docs/ops.md (generated): 1 = 2026-11-22."""
+
+
+class Category(enum.Enum):
+    """What kind of work an op does; analysis partitions by category, never by name."""
+
+    MATMUL = "matmul"            # matmul, gemm, linear: matmul-like FLOPs
+    CONV = "conv"                # convolutions: matmul-like FLOPs
+    ATTENTION = "attention"      # scaled dot product attention: two matmuls + softmax
+    NORM = "norm"                # batch/layer/group/RMS norm
+    SOFTMAX = "softmax"
+    ACTIVATION = "activation"
+    ELEMENTWISE = "elementwise"  # arithmetic, comparisons, logic, casts
+    REDUCTION = "reduction"
+    POOL = "pool"
+    SHAPE = "shape"              # metadata-only reshapes (no data movement needed)
+    DATA_MOVEMENT = "data_movement"  # copies: transpose, slice, concat, gather, pad
+    CONSTANT = "constant"
+    CONTROL = "control"
+    OTHER = "other"
+
+    @property
+    def matmul_like(self) -> bool:
+        return self in (Category.MATMUL, Category.CONV, Category.ATTENTION)
+
+
+class AttrKind(enum.Enum):
+    INT = "int"
+    FLOAT = "float"
+    STRING = "string"
+    BOOL = "bool"
+    INTS = "ints"
+    FLOATS = "floats"
+    STRINGS = "strings"
+    DTYPE = "dtype"
+    TENSOR = "tensor"
+    GRAPH = "graph"
+    GRAPHS = "graphs"
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED: Any = _Required()
+"""Default of an attribute that every node must set."""
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    name: str
+    kind: AttrKind
+    default: Any = REQUIRED
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: AttrValue, where: str) -> AttrValue:
+        ok = {
+            AttrKind.INT: lambda v: isinstance(v, int) and not isinstance(v, bool),
+            AttrKind.FLOAT: lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+            AttrKind.STRING: lambda v: isinstance(v, str),
+            AttrKind.BOOL: lambda v: isinstance(v, bool) or v in (0, 1),
+            AttrKind.INTS: lambda v: isinstance(v, tuple) and all(
+                isinstance(x, int) and not isinstance(x, bool) for x in v),
+            AttrKind.FLOATS: lambda v: isinstance(v, tuple) and all(
+                isinstance(x, int | float) for x in v),
+            AttrKind.STRINGS: lambda v: isinstance(v, tuple) and all(isinstance(x, str) for x in v),
+            AttrKind.DTYPE: lambda v: isinstance(v, DType),
+            AttrKind.TENSOR: lambda v: isinstance(v, Tensor),
+            AttrKind.GRAPH: lambda v: isinstance(v, Graph),
+            AttrKind.GRAPHS: lambda v: isinstance(v, tuple) and all(isinstance(x, Graph) for x in v),
+        }[self.kind]
+        if not ok(value):
+            raise OpError(f"{where}: attribute {self.name!r} must be {self.kind.value}, got {value!r}")
+        if self.choices and value not in self.choices:
+            raise OpError(f"{where}: attribute {self.name!r} must be one of "
+                          f"{', '.join(self.choices)}, got {value!r}")
+        if self.kind is AttrKind.FLOAT:
+            return float(value)  # type: ignore[arg-type]
+        if self.kind is AttrKind.BOOL:
+            return bool(value)
+        return value
+
+
+def attr(name: str, kind: AttrKind, default: Any = REQUIRED, doc: str = "",
+         choices: Sequence[str] = ()) -> AttrSpec:
+    return AttrSpec(name, kind, default, doc, tuple(choices))
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    optional: bool = False
+    variadic: bool = False  # only the last input; takes all remaining operands
+
+
+def inputs(*specs: str) -> tuple[InputSpec, ...]:
+    """Parse compact input specs: "x", "bias?" (optional), "xs*" (variadic)."""
+    parsed = []
+    for spec in specs:
+        if spec.endswith("?"):
+            parsed.append(InputSpec(spec[:-1], optional=True))
+        elif spec.endswith("*"):
+            parsed.append(InputSpec(spec[:-1], variadic=True))
+        else:
+            parsed.append(InputSpec(spec))
+    return tuple(parsed)
+
+
+@dataclass
+class OpContext:
+    """What infer and cost functions see of one node."""
+
+    op: str
+    input_types: list[TensorType | None]
+    attrs: dict[str, Any]
+    output_types: list[TensorType | None] = field(default_factory=list)
+    constants: list[np.ndarray | None] = field(default_factory=list)
+    where: str = ""
+
+    def input(self, index: int) -> TensorType:
+        """Type of a present input, or an OpError naming the op."""
+        if index >= len(self.input_types) or self.input_types[index] is None:
+            raise OpError(f"{self.where or self.op}: input {index} is missing or untyped")
+        t = self.input_types[index]
+        assert t is not None
+        return t
+
+    def has_input(self, index: int) -> bool:
+        return index < len(self.input_types) and self.input_types[index] is not None
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        """Static shape of an input, or an OpError if it is symbolic."""
+        t = self.input(index)
+        if not t.is_static:
+            raise OpError(f"{self.where or self.op}: input {index} has no static shape ({t})")
+        return t.static_shape()
+
+    def out_numel(self, index: int = 0) -> int:
+        t = self.output_types[index] if index < len(self.output_types) else None
+        n = t.numel() if t is not None else None
+        return int(n) if n is not None else 0
+
+    def constant(self, index: int) -> np.ndarray | None:
+        return self.constants[index] if index < len(self.constants) else None
+
+    def fail(self, problem: str) -> OpError:
+        return OpError(f"{self.where or self.op}: {problem}")
+
+
+@dataclass(frozen=True)
+class Flops:
+    """What an op's cost function returns; bytes are filled in by the registry."""
+
+    macs: int = 0
+    other: int = 0
+
+
+@dataclass
+class RefContext:
+    """What reference implementations see beyond their inputs."""
+
+    output_types: list[TensorType | None]
+    run_graph: Callable[[Graph, Sequence[np.ndarray]], list[np.ndarray]]
+    where: str = ""
+
+
+InferFn = Callable[[OpContext], list[TensorType]]
+CostFn = Callable[[OpContext], Flops]
+ReferenceFn = Callable[[list[np.ndarray | None], dict[str, Any], RefContext], list[np.ndarray]]
+DecomposeFn = Callable[["GraphBuilder", list["Value | None"], dict[str, Any]], list["Value"]]
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    name: str
+    category: Category
+    inputs: tuple[InputSpec, ...]
+    outputs: tuple[str, ...]
+    attrs: tuple[AttrSpec, ...]
+    infer: InferFn
+    cost: CostFn
+    reference: ReferenceFn
+    doc: str
+    decompose: DecomposeFn | None = None
+    cost_doc: str = ""
+    since_version: int = 1
+    variadic_outputs: bool = False  # outputs[-1] repeats (split, loop)
+
+    def attr_spec(self, name: str) -> AttrSpec:
+        for spec in self.attrs:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+    def resolve_attrs(self, given: Mapping[str, AttrValue], where: str) -> dict[str, Any]:
+        """Check attribute names and kinds, fill defaults; raise OpError naming the node."""
+        known = {a.name for a in self.attrs}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise OpError(f"{where}: op {self.name!r} has no attribute {unknown[0]!r}; "
+                          f"known: {', '.join(sorted(known)) or 'none'}")
+        resolved: dict[str, Any] = {}
+        for spec in self.attrs:
+            if spec.name in given:
+                resolved[spec.name] = spec.check(normalize_attr(given[spec.name]), where)
+            elif spec.default is REQUIRED:
+                raise OpError(f"{where}: op {self.name!r} needs attribute {spec.name!r}")
+            else:
+                resolved[spec.name] = spec.default
+        return resolved
+
+    def check_arity(self, count: int, where: str) -> None:
+        required = sum(1 for s in self.inputs if not s.optional and not s.variadic)
+        variadic = any(s.variadic for s in self.inputs)
+        if count < required or (not variadic and count > len(self.inputs)):
+            names = ", ".join(s.name + ("?" if s.optional else "*" if s.variadic else "")
+                              for s in self.inputs)
+            raise OpError(f"{where}: op {self.name!r} takes ({names}), got {count} inputs")
+
+
+_REGISTRY: dict[str, OpSchema] = {}
+
+
+def register(schema: OpSchema) -> OpSchema:
+    if schema.name in _REGISTRY:
+        raise ValueError(f"op {schema.name!r} registered twice")
+    _REGISTRY[schema.name] = schema
+    return schema
+
+
+def define(name: str, category: Category, *, inputs: tuple[InputSpec, ...],
+           infer: InferFn, cost: CostFn, reference: ReferenceFn, doc: str,
+           outputs: Sequence[str] = ("y",), attrs: Sequence[AttrSpec] = (),
+           decompose: DecomposeFn | None = None, cost_doc: str = "",
+           variadic_outputs: bool = False) -> OpSchema:
+    """Declare and register one op."""
+    return register(OpSchema(name, category, inputs, tuple(outputs), tuple(attrs), infer, cost,
+                             reference, doc.strip(), decompose, cost_doc, 1, variadic_outputs))
+
+
+def get(name: str) -> OpSchema:
+    schema = _REGISTRY.get(name)
+    if schema is None:
+        raise OpError(f"unknown op {name!r} in the neutral op set (opset {OPSET_VERSION})")
+    return schema
+
+
+def lookup(name: str) -> OpSchema | None:
+    return _REGISTRY.get(name)
+
+
+def all_ops() -> list[OpSchema]:
+    return sorted(_REGISTRY.values(), key=lambda s: (s.category.value, s.name))
+
+
+def node_where(node: Node) -> str:
+    path = f" ({node.provenance.module_path})" if node.provenance.module_path else ""
+    return f"node #{node.id} {node.op}{path}"
+
+
+def context_for(node: Node) -> OpContext:
+    """Build the OpContext of a node of the neutral op set (attributes resolved)."""
+    schema = get(node.op)
+    where = node_where(node)
+    schema.check_arity(len(node.inputs), where)
+    constants = [v.tensor.data if v is not None and v.tensor is not None else None
+                 for v in node.inputs]
+    return OpContext(node.op, [v.type if v is not None else None for v in node.inputs],
+                     schema.resolve_attrs(node.attrs, where),
+                     [v.type for v in node.outputs], constants, where)
+
+
+def infer_types(node: Node) -> list[TensorType]:
+    """Infer the output types of a neutral node from its inputs and attributes."""
+    return get(node.op).infer(context_for(node))
+
+
+def node_cost(node: Node) -> Cost:
+    """Cost of one node. Opaque nodes cost their bytes only (no FLOPs are guessed)."""
+    read = sum(_nbytes(v.type) for v in node.inputs if v is not None)
+    written = sum(_nbytes(v.type) for v in node.outputs)
+    params = sum(_nbytes(v.type) for v in node.inputs if v is not None and v.is_parameter)
+    if node.is_opaque:
+        return Cost(0, 0, 0, read, written, params)
+    flops = get(node.op).cost(context_for(node))
+    return Cost(flops.macs, 2 * flops.macs, flops.other, read, written, params)
+
+
+def _nbytes(t: TensorType | None) -> int:
+    n = t.nbytes() if t is not None else None
+    return int(n) if n is not None else 0

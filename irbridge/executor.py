@@ -68,10 +68,10 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
             env[value.name] = np.asarray(array)
         if on_node is not None:
             on_node(node, [env[v.name] for v in node.outputs])
-        for value in node.inputs:
-            if value is not None and last_use.get(value.name) == step and value.name not in keep \
-                    and value.name not in (outer or {}):
-                env.pop(value.name, None)
+        for operand in node.inputs:
+            if operand is not None and last_use.get(operand.name) == step \
+                    and operand.name not in keep and operand.name not in (outer or {}):
+                env.pop(operand.name, None)
     return [_lookup(env, v, f"graph {graph.name!r} output") for v in graph.outputs]
 
 
@@ -111,12 +111,11 @@ def _check_feed(value: Value, array: np.ndarray) -> np.ndarray:
     if array.dtype != value.type.dtype.numpy:
         raise ExecutionError(f"input {value.name!r}: got dtype {array.dtype}, expected "
                              f"{value.type.dtype.short}")
-    if value.type.shape is not None:
-        if len(value.type.shape) != array.ndim or any(
-                isinstance(d, int) and d != s for d, s in zip(value.type.shape, array.shape,
-                                                              strict=True)):
-            raise ExecutionError(f"input {value.name!r}: got shape {list(array.shape)}, "
-                                 f"expected {value.type}")
+    shape = value.type.shape
+    if shape is not None and (len(shape) != array.ndim or any(
+            isinstance(d, int) and d != s for d, s in zip(shape, array.shape, strict=True))):
+        raise ExecutionError(f"input {value.name!r}: got shape {list(array.shape)}, "
+                             f"expected {value.type}")
     return array
 
 

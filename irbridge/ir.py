@@ -37,7 +37,7 @@ class SymDim:
         return self.name
 
 
-Dim = Union[int, SymDim, None]
+Dim = int | SymDim | None
 """A static size, a symbolic size, or None for unknown."""
 
 
@@ -300,9 +300,9 @@ class Graph:
                     **kwargs)  # type: ignore[arg-type]
         for value in outputs:
             value.producer = node
-        for index, value in enumerate(node.inputs):
-            if value is not None:
-                value.uses.append((node, index))
+        for index, operand in enumerate(node.inputs):
+            if operand is not None:
+                operand.uses.append((node, index))
         self.nodes.append(node)
         return node
 

@@ -56,9 +56,8 @@ def _keep_dtype(fn: ArrayFn) -> Callable[[list[np.ndarray | None], dict[str, Any
 
 def _wide(x: np.ndarray) -> np.ndarray:
     """Low-precision floats are computed in float32, as hardware does."""
-    if x.dtype.kind == "f" and x.dtype.itemsize < 4 or x.dtype.kind == "V":
-        return x.astype(np.float32)
-    if x.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+    low_precision = x.dtype.kind == "f" and x.dtype.itemsize < 4
+    if low_precision or x.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
         return x.astype(np.float32)
     return x
 

@@ -1,0 +1,264 @@
+"""Small helpers shared by the PyTorch front-ends: dtypes, tensors, names and locations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+import torch
+import torch.fx
+
+from irbridge.dtypes import DType
+from irbridge.ir import SourceLocation, Tensor, TensorType
+
+_TORCH_TO_DTYPE: dict[torch.dtype, DType] = {
+    torch.float32: DType.FLOAT32,
+    torch.float16: DType.FLOAT16,
+    torch.bfloat16: DType.BFLOAT16,
+    torch.float64: DType.FLOAT64,
+    torch.float8_e4m3fn: DType.FLOAT8_E4M3FN,
+    torch.float8_e5m2: DType.FLOAT8_E5M2,
+    torch.int8: DType.INT8,
+    torch.int16: DType.INT16,
+    torch.int32: DType.INT32,
+    torch.int64: DType.INT64,
+    torch.uint8: DType.UINT8,
+    torch.uint16: DType.UINT16,
+    torch.uint32: DType.UINT32,
+    torch.uint64: DType.UINT64,
+    torch.bool: DType.BOOL,
+    torch.complex64: DType.COMPLEX64,
+    torch.complex128: DType.COMPLEX128,
+}
+_DTYPE_TO_TORCH = {v: k for k, v in _TORCH_TO_DTYPE.items()}
+
+
+def to_dtype(dtype: torch.dtype) -> DType:
+    try:
+        return _TORCH_TO_DTYPE[dtype]
+    except KeyError:
+        raise ValueError(f"torch dtype {dtype} has no irbridge DType") from None
+
+
+def to_torch_dtype(dtype: DType) -> torch.dtype:
+    return _DTYPE_TO_TORCH[dtype]
+
+
+def python_scalar_dtype(value: bool | int | float) -> DType:
+    """The dtype torch gives a Python scalar on its own."""
+    if isinstance(value, bool):
+        return DType.BOOL
+    if isinstance(value, int):
+        return DType.INT64
+    return to_dtype(torch.get_default_dtype())
+
+
+def tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
+    """A numpy copy of a (CPU or GPU) tensor, bfloat16 and float8 included."""
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    t = t.contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    if t.dtype == torch.float8_e4m3fn:
+        return t.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn).copy()
+    if t.dtype == torch.float8_e5m2:
+        return t.view(torch.uint8).numpy().view(ml_dtypes.float8_e5m2).copy()
+    return t.numpy().copy()
+
+
+def has_data(t: torch.Tensor) -> bool:
+    """False for meta and fake tensors (shape-only)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return not (t.is_meta or isinstance(t, FakeTensor))
+
+
+def make_tensor(name: str, t: torch.Tensor, weights: bool) -> Tensor:
+    """An IR model tensor; shape-only when weights are off or the tensor has no data."""
+    dtype = to_dtype(t.dtype)
+    shape = tuple(int(d) for d in t.shape)
+    if weights and has_data(t):
+        return Tensor(name, dtype, shape, tensor_to_numpy(t))
+    return Tensor(name, dtype, shape, None)
+
+
+def static_type(t: torch.Tensor) -> TensorType:
+    return TensorType(to_dtype(t.dtype), tuple(int(d) for d in t.shape))
+
+
+# -- source op strings ----------------------------------------------------------------------
+
+def qualified_name(target: Any) -> str:
+    """`module.name` of a callable as users write it (operator.add, torch.nn.functional.relu)."""
+    if isinstance(target, torch._ops.OpOverload | torch._ops.OpOverloadPacket):
+        return str(target)
+    if isinstance(target, str):
+        return target
+    if isinstance(target, type):
+        return f"{target.__module__}.{target.__qualname__}"
+    try:
+        name = torch.fx.node._get_qualified_name(target)
+    except Exception:
+        name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+        module = getattr(target, "__module__", None)
+        name = f"{module}.{name}" if module else str(name)
+    for private, public in (("_operator.", "operator."), ("torch._ops.aten.", "aten.")):
+        if name.startswith(private):
+            name = public + name[len(private):]
+    return name
+
+
+def source_op(node: torch.fx.Node, root: torch.nn.Module | None) -> str:
+    if node.op == "call_function":
+        return qualified_name(node.target)
+    if node.op == "call_method":
+        return f"call_method:{node.target}"
+    if node.op == "call_module":
+        module = _submodule(root, str(node.target))
+        cls = type(module) if module is not None else None
+        return f"call_module:{qualified_name(cls)}" if cls is not None else f"call_module:{node.target}"
+    return f"{node.op}:{node.target}"
+
+
+def class_name(cls: Any) -> str:
+    if isinstance(cls, type):
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return str(cls) if cls else ""
+
+
+def _submodule(root: torch.nn.Module | None, path: str) -> torch.nn.Module | None:
+    if root is None:
+        return None
+    try:
+        return root.get_submodule(path)
+    except AttributeError:
+        return None
+
+
+# -- module paths ---------------------------------------------------------------------------
+
+_PATH_TOKEN = re.compile(
+    r"""\._(?:modules|parameters|buffers)\[['"]([^'"]+)['"]\]  # ._modules['x']
+      | \[['"]([^'"]+)['"]\]                 # ['x']
+      | \[(-?\d+)\]                          # [0]
+      | \.([A-Za-z_][\w]*|\d+)               # .x or .0
+    """, re.VERBOSE)
+
+
+_HEAD = re.compile(r"""^(?:[LG]\[['"][^'"]+['"]\]|self)(?=$|[.\[])""")
+
+
+class ModulePaths:
+    """Turns the module names front-ends write (`L['self'].layer1[0].conv1`,
+    `L__self___layer1___0___conv1`, `getattr_L__self___layer1___0___conv1`) into
+    `layer1.0.conv1`. Mangled names are resolved against the model's real module names,
+    never guessed from underscores."""
+
+    def __init__(self, root: torch.nn.Module | None) -> None:
+        self.root = root
+        self._mangled: dict[str, str] = {}
+        if root is not None:
+            names: Iterable[str] = [n for n, _ in root.named_modules(remove_duplicate=False)]
+            names = list(names) + [n for n, _ in root.named_parameters(remove_duplicate=False)]
+            names = list(names) + [n for n, _ in root.named_buffers(remove_duplicate=False)]
+            for name in names:
+                for key in _mangle_forms(name):
+                    self._mangled.setdefault(key, name)
+
+    def normalize(self, raw: str) -> str:
+        text = raw.strip()
+        if not text:
+            return ""
+        hit = self._mangled.get(text) or self._mangled.get(_strip_getattr(text))
+        if hit is not None:
+            return hit
+        head = _HEAD.match(text)
+        if head is not None:
+            tail = text[head.end():]
+            return (self._parse_tail(tail) or text) if tail else ""
+        return text
+
+    @staticmethod
+    def _parse_tail(tail: str) -> str | None:
+        parts: list[str] = []
+        pos = 0
+        while pos < len(tail):
+            m = _PATH_TOKEN.match(tail, pos)
+            if m is None:
+                return None
+            parts.append(next(g for g in m.groups() if g is not None))
+            pos = m.end()
+        return ".".join(parts)
+
+
+def _strip_getattr(text: str) -> str:
+    return text[len("getattr_"):] if text.startswith("getattr_") else text
+
+
+def _mangle_forms(name: str) -> list[str]:
+    """The spellings Dynamo and export give a module attribute path."""
+    if not name:
+        return []
+    parts = name.split(".")
+    forms = [
+        "L__self___" + "_".join(parts),
+        "L__self___" + "___".join(parts),
+        "l__self___" + "_".join(parts),
+        "l__self___" + "___".join(parts),
+        "L_self_" + "_".join(f"modules_{p}" for p in parts),
+        "_".join(parts),
+    ]
+    return forms + [f.lower() for f in forms]
+
+
+def deepest_module(node: torch.fx.Node, paths: ModulePaths) -> tuple[str, str]:
+    """(module_path, module_class) of the innermost module a node was traced in."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return "", ""
+    raw, cls = list(stack.values())[-1]
+    return paths.normalize(str(raw)), class_name(cls)
+
+
+# -- locations ------------------------------------------------------------------------------
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n(?:[ \t]+([^\n]*))?')
+_TORCH_DIR = re.sub(r"[/\\]torch$", "", str(torch.__path__[0])) + "/torch/"
+
+
+def location_from_stack(stack_trace: str | None) -> SourceLocation | None:
+    """The innermost frame of a stack trace outside torch itself."""
+    if not stack_trace:
+        return None
+    frames = _FRAME.findall(stack_trace)
+    for file, line, _func, code in reversed(frames):
+        if file.startswith(_TORCH_DIR) and ("/torch/fx/" in file or "/torch/_" in file
+                                            or "/torch/export/" in file):
+            continue
+        if file.startswith(_TORCH_DIR) and file.endswith("nn/modules/module.py"):
+            continue
+        return SourceLocation(file, int(line), code.strip())
+    return None
+
+
+def tensor_leaves(value: Any) -> list[torch.Tensor]:
+    """The tensors of a (possibly nested) output, in pytree order."""
+    import torch.utils._pytree as pytree
+
+    return [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def describe_exception(exc: BaseException, limit: int = 300) -> str:
+    """One line: exception type and the first line of its message."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def flatten_mapping(mapping: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in mapping.items()}

@@ -1,0 +1,1 @@
+"""The `irbridge` command line (typer): one module per command group."""

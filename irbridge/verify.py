@@ -1,0 +1,159 @@
+"""The IR verifier: structural rules, checked with messages that say what and where.
+
+Like torch.fx's linter, it names the offending node (id, op, module path) and value, and
+says what would be right. `verify` collects every problem; `check` raises on the first
+error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from irbridge.errors import IrbridgeError, VerificationError
+from irbridge.ir import Graph, Model, Node, TensorType, Value
+from irbridge.ops import registry
+
+
+@dataclass(frozen=True)
+class Problem:
+    severity: str  # "error" or "warning"
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.where}: {self.message}"
+
+
+def verify(model: Model, *, check_types: bool = True) -> list[Problem]:
+    """All problems of a model, errors first."""
+    problems: list[Problem] = []
+    seen_ids: dict[int, str] = {}
+    for index, graph in enumerate(model.graphs):
+        _verify_graph(model, graph, f"graph {index} ({graph.name})", [], seen_ids, problems,
+                      check_types)
+    _verify_links(model, problems)
+    return sorted(problems, key=lambda p: p.severity != "error")
+
+
+def check(model: Model) -> None:
+    """Raise VerificationError for the first error (warnings pass)."""
+    errors = [p for p in verify(model) if p.severity == "error"]
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise VerificationError(f"{errors[0].where}: {errors[0].message}{more}",
+                                hint="run `irbridge validate FILE` for the full list")
+
+
+def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]],
+                  seen_ids: dict[int, str], problems: list[Problem], check_types: bool) -> None:
+    def error(where: str, message: str) -> None:
+        problems.append(Problem("error", where, message))
+
+    def warn(where: str, message: str) -> None:
+        problems.append(Problem("warning", where, message))
+
+    defined: set[int] = set()  # ids of Value objects available so far
+    names: dict[str, Value] = {}
+
+    def define(value: Value, where: str) -> None:
+        if value.name in names and names[value.name] is not value:
+            error(where, f"value name {value.name!r} is defined twice in {gwhere}")
+        names[value.name] = value
+        defined.add(id(value))
+
+    for value in graph.inputs:
+        define(value, f"{gwhere} input {value.name!r}")
+        if value.type is None:
+            warn(f"{gwhere} input {value.name!r}", "has no type")
+    for value in graph.parameters:
+        define(value, f"{gwhere} parameter {value.name!r}")
+        if value.tensor is None or model.tensors.get(value.name) is not value.tensor:
+            error(f"{gwhere} parameter {value.name!r}",
+                  "is not a tensor of the model (add it with Model.add_tensor)")
+
+    scopes = [*outer, defined]
+    for node in graph.nodes:
+        where = f"{gwhere} {registry.node_where(node)}"
+        if node.id in seen_ids:
+            error(where, f"node id {node.id} is also used by {seen_ids[node.id]}")
+        seen_ids[node.id] = where
+        for index, operand in enumerate(node.inputs):
+            if operand is None:
+                continue
+            if not any(id(operand) in scope for scope in scopes):
+                error(where, f"input {index} reads {operand.name!r}, which is not defined before "
+                             "this node (graph out of topological order, or a dangling value)")
+            if not any(n is node and i == index for n, i in operand.uses):
+                error(where, f"input {index} ({operand.name!r}) is missing from that value's uses")
+        for sub_index, sub in enumerate(node.subgraphs()):
+            _verify_graph(model, sub, f"{where} body {sub_index} ({sub.name})", scopes,
+                          seen_ids, problems, check_types)
+        for value in node.outputs:
+            define(value, where)
+            if value.producer is not node:
+                error(where, f"output {value.name!r} does not record this node as producer")
+            if value.type is None:
+                warn(where, f"output {value.name!r} has no type")
+        if node.is_opaque:
+            warn(where, f"opaque op {node.qualified_op} (not in the neutral op set)")
+            continue
+        _verify_op(node, where, error, check_types)
+
+    for value in graph.outputs:
+        if id(value) not in defined and not any(id(value) in s for s in outer):
+            error(f"{gwhere} output {value.name!r}", "is not produced by any node or input")
+
+
+Report = Callable[[str, str], None]
+
+
+def _verify_op(node: Node, where: str, report: Report, check_types: bool) -> None:
+    schema = registry.lookup(node.op)
+    if schema is None:
+        report(where, f"unknown op {node.op!r} in the neutral op set; use a non-empty domain "
+                      "for an opaque op")
+        return
+    try:
+        schema.check_arity(len(node.inputs), where)
+        schema.resolve_attrs(node.attrs, where)
+        if not schema.variadic_outputs and len(node.outputs) != len(schema.outputs):
+            report(where, f"has {len(node.outputs)} outputs; {node.op} has "
+                          f"{len(schema.outputs)} ({', '.join(schema.outputs)})")
+            return
+        if not check_types or any(v is not None and v.type is None for v in node.inputs):
+            return
+        inferred = registry.infer_types(node)
+    except IrbridgeError as exc:
+        report(where, exc.message.removeprefix(where + ": "))
+        return
+    for value, expected in zip(node.outputs, inferred, strict=False):
+        if value.type is not None and not _compatible(value.type, expected):
+            report(where, f"output {value.name!r} is {value.type} but {node.op} infers "
+                          f"{expected} from its inputs")
+
+
+def _compatible(recorded: TensorType, inferred: TensorType) -> bool:
+    if recorded.dtype != inferred.dtype:
+        return False
+    if recorded.shape is None or inferred.shape is None:
+        return True
+    if len(recorded.shape) != len(inferred.shape):
+        return False
+    return all(not (isinstance(a, int) and isinstance(b, int)) or a == b
+               for a, b in zip(recorded.shape, inferred.shape, strict=True))
+
+
+def _verify_links(model: Model, problems: list[Problem]) -> None:
+    for link in model.links:
+        where = f"link graph {link.from_graph}.{link.from_output} -> graph {link.to_graph}.{link.to_input}"
+        count = len(model.graphs)
+        if not (0 <= link.from_graph < count and 0 <= link.to_graph < count):
+            problems.append(Problem("error", where, f"graph index out of range (model has {count})"))
+            continue
+        if link.from_graph >= link.to_graph:
+            problems.append(Problem("error", where, "links must go forward in execution order"))
+        if link.from_output not in {v.name for v in model.graphs[link.from_graph].outputs}:
+            problems.append(Problem("error", where, f"{link.from_output!r} is not an output"))
+        if link.to_input not in {v.name for v in model.graphs[link.to_graph].inputs}:
+            problems.append(Problem("error", where, f"{link.to_input!r} is not an input"))

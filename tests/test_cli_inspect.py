@@ -60,11 +60,15 @@ def test_validate_clean_and_broken(model_file: Path, tmp_path: Path) -> None:
     result = runner.invoke(app, ["validate", str(model_file)])
     assert result.exit_code == 0 and "0 errors, 0 warnings" in result.stdout
     broken = serde.load(model_file)
-    broken.graph.nodes.reverse()
+    broken.graph.nodes[1].outputs[0].type = TensorType(DType.FLOAT32, (8, 4))
     path = serde.save(broken, tmp_path / "broken.irb")
     result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 1
-    assert "not defined before this node" in result.stdout
+    assert "output 'relu' is f32[8,4] but relu infers f32[4,8]" in result.stdout
+    broken.graph.nodes.reverse()  # out of order: the file cannot even be read
+    path = serde.save(broken, tmp_path / "unordered.irb")
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "reads 'relu', which is not defined before it" in result.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -1,0 +1,520 @@
+"""Graph capture: turn an `nn.Module` and example inputs into torch.fx graphs.
+
+Three methods, each producing a `Capture` (one or more fx graphs, what every placeholder
+means, and how the eager model's outputs map onto graph outputs):
+
+* `fx`      torch.fx symbolic tracing, then an interpreter run that records every node's
+            real output in `node.meta["val"]` (shape propagation with values).
+* `dynamo`  TorchDynamo through `torch.compile(backend=...)`, keeping *every* graph it
+            produces around graph breaks, in execution order, with the links between them
+            found by tensor identity at run time, and the break reasons.
+* `export`  torch.export (non-strict by default), optionally decomposed to core ATen, with
+            optional symbolic batch dimensions.
+
+Captures run with autograd enabled: under `torch.no_grad()` `nn.MultiheadAttention`
+switches to the fused `aten._native_multi_head_attention` fast path, which hides the
+attention's structure (the lowering still expands that op when it appears).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from irbridge.converters.pytorch._util import ModulePaths, describe_exception
+from irbridge.errors import CaptureError
+from irbridge.ir import SymDim
+
+SOURCE_FORMATS = {"fx": "torch.fx", "dynamo": "torch.dynamo", "export": "torch.export"}
+
+DynamicSpec = Mapping[str, tuple[int, int] | tuple[int, int, int]]
+"""{"batch": (min, max)}: entries apply to dims 0, 1, ... of every input tensor in order;
+a triple (dim, min, max) names the dim explicitly."""
+
+
+@dataclass
+class Slot:
+    """What one placeholder of a captured graph stands for."""
+
+    role: str  # input | parameter | buffer | constant | link | symint | unused
+    name: str  # IR input name or model tensor name
+    value: Any = None  # example value: a tensor (real, fake or meta) or a Python value
+    link: tuple[int, int] | None = None  # (graph index, tensor output position)
+
+
+@dataclass
+class CapturedGraph:
+    gm: torch.fx.GraphModule
+    slots: list[Slot]
+    break_reason: str = ""
+    compiled_index: int = 0  # Dynamo: which compiled graph this invocation ran
+    mutations: dict[str, str] = field(default_factory=dict)  # export: output node -> buffer
+
+
+@dataclass
+class Capture:
+    method: str
+    graphs: list[CapturedGraph]
+    root: torch.nn.Module
+    outputs: list[tuple[int, int] | None]  # per tensor leaf of the eager output
+    inputs: dict[str, torch.Tensor]  # IR input name -> example tensor
+    real_values: bool = False  # node.meta["val"] holds real tensors (fx)
+    symbols: dict[str, SymDim] = field(default_factory=dict)  # sympy symbol name -> SymDim
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def source_format(self) -> str:
+        return SOURCE_FORMATS[self.method]
+
+
+# -- shared helpers ---------------------------------------------------------------------
+
+
+def warm_up(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """One eager forward pass, so lazily initialised state (YOLO's anchors and strides,
+    lazy modules) exists before tracing."""
+    with torch.no_grad():
+        model(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def capture_mode() -> Iterator[None]:
+    """Grad enabled (see the module docstring), deterministic default dtype."""
+    with torch.enable_grad():
+        yield
+
+
+def input_names(model: torch.nn.Module, args: tuple[Any, ...],
+                kwargs: Mapping[str, Any]) -> dict[int, str]:
+    """id(tensor) -> a readable input name taken from `forward`'s signature
+    (x, input_ids, pixel_values, or x_0, x_1 for tensors nested in tuples)."""
+    names: dict[int, str] = {}
+    try:
+        bound = inspect.signature(model.forward).bind(*args, **kwargs)
+        items: list[tuple[str, Any]] = list(bound.arguments.items())
+    except (TypeError, ValueError):
+        items = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+    used: set[str] = set()
+    for name, value in items:
+        leaves, _ = pytree.tree_flatten_with_path(value)
+        for path, leaf in leaves:
+            if not isinstance(leaf, torch.Tensor) or id(leaf) in names:
+                continue
+            suffix = "".join(f"_{_key_text(k)}" for k in path)
+            candidate = f"{name}{suffix}"
+            while candidate in used:
+                candidate += "_"
+            used.add(candidate)
+            names[id(leaf)] = candidate
+    return names
+
+
+def _key_text(key: Any) -> str:
+    for attr in ("idx", "key", "name"):
+        if hasattr(key, attr):
+            return str(getattr(key, attr))
+    return str(key)
+
+
+def named_tensors(model: torch.nn.Module) -> dict[int, tuple[str, str]]:
+    """id(param or buffer) -> (role, first qualified name)."""
+    found: dict[int, tuple[str, str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        found.setdefault(id(p), ("parameter", name))
+    for name, b in model.named_buffers(remove_duplicate=False):
+        found.setdefault(id(b), ("buffer", name))
+    return found
+
+
+# -- fx -------------------------------------------------------------------------------
+
+
+class _RecordingInterpreter(torch.fx.Interpreter):
+    """Runs the traced graph and keeps each node's (detached) output in meta["val"]."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        n.meta["val"] = pytree.tree_map_only(torch.Tensor, lambda t: t.detach(), result)
+        return result
+
+
+def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+               *, dynamic: DynamicSpec | None = None) -> Capture:
+    if dynamic:
+        raise CaptureError("fx capture has no symbolic shapes; use frontend='export' "
+                           "(or 'dynamo') with dynamic=")
+    sig = inspect.signature(model.forward)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise CaptureError(f"fx capture: inputs do not fit forward{sig}: {exc}") from exc
+    params = [p for p in sig.parameters.values()
+              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and p.name in bound.arguments
+           for p in sig.parameters.values()):
+        raise CaptureError("fx capture cannot trace forward(*args/**kwargs) inputs")
+    concrete: dict[str, Any] = {}
+    values: list[Any] = []
+    for p in params:
+        value = bound.arguments[p.name] if p.name in bound.arguments else p.default
+        if value is inspect.Parameter.empty:
+            raise CaptureError(f"fx capture: no value for forward argument {p.name!r}")
+        values.append(value)
+        if not any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(value)):
+            concrete[p.name] = value
+    tracer = torch.fx.Tracer()
+    tracer.record_stack_traces = True
+    graph = tracer.trace(model, concrete_args=concrete or None)
+    gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(values):
+        raise CaptureError(f"fx capture: traced {len(placeholders)} inputs for "
+                           f"{len(values)} forward arguments")
+    names = input_names(model, args, kwargs)
+    slots: list[Slot] = []
+    for p, value in zip(params, values, strict=True):
+        if isinstance(value, torch.Tensor):
+            slots.append(Slot("input", names.get(id(value), p.name), value))
+        elif p.name in concrete:
+            slots.append(Slot("unused", p.name, value))
+        else:
+            slots.append(Slot("input", p.name, value))  # pytree of tensors
+    with capture_mode():
+        _RecordingInterpreter(gm).run(*values)
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    count = sum(1 for leaf in pytree.tree_leaves(output_node.args[0])
+                if isinstance(leaf, torch.fx.Node)
+                and isinstance(leaf.meta.get("val"), torch.Tensor))
+    inputs = _input_tensors(args, kwargs, names)
+    return Capture("fx", [CapturedGraph(gm, slots)], model, [(0, i) for i in range(count)],
+                   inputs, real_values=True)
+
+
+def _input_tensors(args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                   names: Mapping[int, str]) -> dict[str, torch.Tensor]:
+    found: dict[str, torch.Tensor] = {}
+    for leaf in pytree.tree_leaves((args, dict(kwargs))):
+        if isinstance(leaf, torch.Tensor) and id(leaf) in names:
+            found[names[id(leaf)]] = leaf
+    return found
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                   *, dynamic: DynamicSpec | None = None, strict: bool = False,
+                   decompose: bool = False) -> Capture:
+    from torch.export import InputKind, OutputKind
+
+    dynamic_shapes, marked = _export_dynamic_shapes(model, args, kwargs, dynamic)
+    with capture_mode():
+        ep = torch.export.export(model, args, dict(kwargs), dynamic_shapes=dynamic_shapes,
+                                 strict=strict)
+        if decompose:
+            ep = ep.run_decompositions()
+    gm = ep.graph_module
+    names = input_names(model, args, kwargs)
+    leaves = pytree.tree_leaves((args, dict(kwargs)))
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    by_name = {n.name: n for n in placeholders}
+    slot_of: dict[str, Slot] = {}
+    user_index = 0
+    state = dict(ep.state_dict)
+    for spec in ep.graph_signature.input_specs:
+        arg_name = getattr(spec.arg, "name", "")
+        if spec.kind == InputKind.USER_INPUT:
+            leaf = leaves[user_index] if user_index < len(leaves) else None
+            user_index += 1
+            if isinstance(leaf, torch.Tensor):
+                slot_of[arg_name] = Slot("input", names.get(id(leaf), arg_name), leaf)
+            else:
+                slot_of[arg_name] = Slot("unused", arg_name, leaf)
+        elif spec.kind == InputKind.PARAMETER:
+            slot_of[arg_name] = Slot("parameter", str(spec.target), state.get(str(spec.target)))
+        elif spec.kind == InputKind.BUFFER:
+            value = state.get(str(spec.target), ep.constants.get(str(spec.target)))
+            slot_of[arg_name] = Slot("buffer", str(spec.target), value)
+        elif spec.kind == InputKind.CONSTANT_TENSOR:
+            slot_of[arg_name] = Slot("constant", str(spec.target),
+                                     ep.constants.get(str(spec.target)))
+        else:
+            slot_of[arg_name] = Slot("unused", arg_name, None)
+    slots = [slot_of.get(n.name, Slot("unused", n.name)) for n in placeholders]
+    for n in placeholders:
+        if n.name not in by_name:
+            continue
+    mutations: dict[str, str] = {}
+    user_outputs = 0
+    output_node = next(n for n in gm.graph.nodes if n.op == "output")
+    tensor_outputs = [leaf for leaf in pytree.tree_leaves(output_node.args[0])
+                      if isinstance(leaf, torch.fx.Node)]
+    for spec in ep.graph_signature.output_specs:
+        if spec.kind == OutputKind.USER_OUTPUT:
+            if getattr(spec.arg, "name", "") in {n.name for n in tensor_outputs}:
+                user_outputs += 1
+        elif spec.kind == OutputKind.BUFFER_MUTATION:
+            mutations[spec.arg.name] = str(spec.target)
+    capture = Capture("export", [CapturedGraph(gm, slots, mutations=mutations)], model,
+                      [(0, i) for i in range(user_outputs)],
+                      _input_tensors(args, kwargs, names))
+    capture.symbols = _export_symbols(ep, slots, placeholders, marked)
+    capture.metadata["export.strict"] = str(strict)
+    capture.metadata["export.decomposed"] = str(decompose)
+    return capture
+
+
+def _dims_of(dynamic: DynamicSpec) -> list[tuple[int, str, int, int]]:
+    dims: list[tuple[int, str, int, int]] = []
+    for position, (name, spec) in enumerate(dynamic.items()):
+        if len(spec) == 3:
+            dim, lo, hi = spec  # type: ignore[misc]
+        elif len(spec) == 2:
+            dim, (lo, hi) = position, spec  # type: ignore[misc]
+        else:
+            raise CaptureError(f"dynamic[{name!r}] must be (min, max) or (dim, min, max)")
+        dims.append((int(dim), str(name), int(lo), int(hi)))
+    return dims
+
+
+def _export_dynamic_shapes(model: torch.nn.Module, args: tuple[Any, ...],
+                           kwargs: Mapping[str, Any], dynamic: DynamicSpec | None,
+                           ) -> tuple[Any, dict[tuple[int, int], str]]:
+    """dynamic_shapes for torch.export and {(id(tensor), dim): name} of what was marked."""
+    if not dynamic:
+        return None, {}
+    dims = _dims_of(dynamic)
+    export_dims = {name: torch.export.Dim(name, min=lo, max=hi) for _, name, lo, hi in dims}
+    marked: dict[tuple[int, int], str] = {}
+
+    def spec_for(value: Any) -> Any:
+        def leaf_spec(leaf: Any) -> Any:
+            if not isinstance(leaf, torch.Tensor):
+                return None
+            chosen = {d: export_dims[n] for d, n, _, _ in dims if d < leaf.dim()}
+            for d, n, _, _ in dims:
+                if d < leaf.dim():
+                    marked[(id(leaf), d)] = n
+            return chosen or None
+        return pytree.tree_map(leaf_spec, value)
+
+    sig = inspect.signature(model.forward)
+    bound = sig.bind(*args, **kwargs)
+    return {name: spec_for(value) for name, value in bound.arguments.items()}, marked
+
+
+def _export_symbols(ep: Any, slots: Sequence[Slot], placeholders: Sequence[torch.fx.Node],
+                    marked: Mapping[tuple[int, int], str]) -> dict[str, SymDim]:
+    symbols: dict[str, SymDim] = {}
+    if not marked:
+        return symbols
+    ranges = {str(k): v for k, v in ep.range_constraints.items()}
+    for slot, node in zip(slots, placeholders, strict=True):
+        val = node.meta.get("val")
+        if slot.role != "input" or not isinstance(val, torch.Tensor):
+            continue
+        for d, size in enumerate(val.shape):
+            name = marked.get((id(slot.value), d))
+            if name is None or not isinstance(size, torch.SymInt):
+                continue
+            key = str(size.node.expr)
+            rng = ranges.get(key)
+            lo = _bound(getattr(rng, "lower", None))
+            hi = _bound(getattr(rng, "upper", None))
+            symbols[key] = SymDim(name, lo, hi)
+    return symbols
+
+
+def _bound(value: Any) -> int | None:
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if abs(number) < 2**62 else None
+
+
+# -- dynamo ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Invocation:
+    compiled_index: int
+    slots: list[Slot]
+    outputs: list[Any]
+
+
+def capture_dynamo(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                   *, dynamic: DynamicSpec | None = None) -> Capture:
+    import torch._dynamo
+
+    compiled: list[tuple[torch.fx.GraphModule, str]] = []
+    invocations: list[_Invocation] = []
+    known = named_tensors(model)
+    names = input_names(model, args, kwargs)
+    user_inputs = {id(t): t for t in pytree.tree_leaves((args, dict(kwargs)))
+                   if isinstance(t, torch.Tensor)}
+    paths = ModulePaths(model)
+
+    def classify(gm: torch.fx.GraphModule, inputs: Sequence[Any]) -> list[Slot]:
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        slots: list[Slot] = []
+        for node, value in zip(placeholders, inputs, strict=True):
+            slots.append(_classify_dynamo_input(node, value, known, names, user_inputs,
+                                                invocations, paths))
+        return slots
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        index = len(compiled)
+        compiled.append((gm, _break_reason(gm)))
+
+        def run(*inputs: Any) -> Any:
+            slots = classify(gm, inputs)
+            outputs = gm(*inputs)
+            flat = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
+            invocations.append(_Invocation(index, slots, flat))
+            return outputs
+
+        return run
+
+    torch._dynamo.reset()
+    try:
+        marked = _mark_dynamic(args, kwargs, dynamic)
+        compiled_model = torch.compile(model, backend=backend, fullgraph=False,
+                                       dynamic=None if dynamic else False)
+        with capture_mode():
+            result = compiled_model(*args, **kwargs)
+    finally:
+        torch._dynamo.reset()
+    if not invocations:
+        raise CaptureError("dynamo produced no graph (the model ran entirely in eager "
+                           "Python); try frontend='export'")
+    graphs = [CapturedGraph(compiled[inv.compiled_index][0], inv.slots,
+                            compiled[inv.compiled_index][1], inv.compiled_index)
+              for inv in invocations]
+    outputs = _map_outputs(result, invocations)
+    capture = Capture("dynamo", graphs, model, outputs, _input_tensors(args, kwargs, names))
+    capture.metadata["dynamo.compiled_graphs"] = str(len(compiled))
+    capture.metadata["dynamo.graph_breaks"] = str(sum(1 for _, r in compiled if r))
+    if marked:
+        capture.symbols = _dynamo_symbols(graphs, marked)
+    return capture
+
+
+def _classify_dynamo_input(node: torch.fx.Node, value: Any,
+                           known: Mapping[int, tuple[str, str]], names: Mapping[int, str],
+                           user_inputs: Mapping[int, torch.Tensor],
+                           invocations: Sequence[_Invocation], paths: ModulePaths) -> Slot:
+    if not isinstance(value, torch.Tensor):
+        return Slot("symint", node.name, value)
+    if id(value) in known:
+        role, name = known[id(value)]
+        return Slot(role, name, value)
+    for index in range(len(invocations) - 1, -1, -1):
+        tensors = [o for o in invocations[index].outputs if isinstance(o, torch.Tensor)]
+        for position, out in enumerate(tensors):
+            if out is value:
+                return Slot("link", node.name, value, (index, position))
+    if id(value) in user_inputs and user_inputs[id(value)] is value:
+        return Slot("input", names.get(id(value), node.name), value)
+    # A tensor the model keeps outside its parameters and buffers (e.g. YOLO's anchors),
+    # or one computed in eager code between graphs: frozen as a constant of this run.
+    grapharg = node.meta.get("grapharg")
+    source = grapharg.source.name() if grapharg is not None else ""
+    if callable(source):  # older torch spells it as a method
+        source = source()
+    name = paths.normalize(str(source)) if source else node.name
+    return Slot("constant", name or node.name, value.detach().clone())
+
+
+def _break_reason(gm: torch.fx.GraphModule) -> str:
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    if reason is None or not getattr(reason, "graph_break", False):
+        return ""
+    text = str(reason.reason).strip().splitlines()[0] if str(reason.reason).strip() else "break"
+    stack = getattr(reason, "user_stack", None) or []
+    if stack:
+        frame = stack[-1]
+        text += f" (at {frame.filename}:{frame.lineno})"
+    return text
+
+
+def _map_outputs(result: Any, invocations: Sequence[_Invocation]) -> list[tuple[int, int] | None]:
+    mapping: list[tuple[int, int] | None] = []
+    for leaf in pytree.tree_leaves(result):
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        found: tuple[int, int] | None = None
+        for index in range(len(invocations) - 1, -1, -1):
+            tensors = [o for o in invocations[index].outputs if isinstance(o, torch.Tensor)]
+            position = next((i for i, o in enumerate(tensors) if o is leaf), None)
+            if position is not None:
+                found = (index, position)
+                break
+        mapping.append(found)
+    return mapping
+
+
+def _mark_dynamic(args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                  dynamic: DynamicSpec | None) -> dict[tuple[int, int], str]:
+    import torch._dynamo
+
+    marked: dict[tuple[int, int], str] = {}
+    if not dynamic:
+        return marked
+    dims = _dims_of(dynamic)
+    for leaf in pytree.tree_leaves((args, dict(kwargs))):
+        if not isinstance(leaf, torch.Tensor):
+            continue
+        for d, name, lo, hi in dims:
+            if d < leaf.dim():
+                torch._dynamo.mark_dynamic(leaf, d, min=lo, max=hi)
+                marked[(id(leaf), d)] = name
+    return marked
+
+
+def _dynamo_symbols(graphs: Sequence[CapturedGraph],
+                    marked: Mapping[tuple[int, int], str]) -> dict[str, SymDim]:
+    symbols: dict[str, SymDim] = {}
+    for cg in graphs:
+        placeholders = [n for n in cg.gm.graph.nodes if n.op == "placeholder"]
+        for node, slot in zip(placeholders, cg.slots, strict=True):
+            val = node.meta.get("example_value")
+            if slot.role != "input" or not isinstance(val, torch.Tensor):
+                continue
+            for d, size in enumerate(val.shape):
+                name = marked.get((id(slot.value), d))
+                if name is None or not isinstance(size, torch.SymInt):
+                    continue
+                expr = size.node.expr
+                shape_env = size.node.shape_env
+                rng = shape_env.var_to_range.get(expr) if shape_env is not None else None
+                symbols[str(expr)] = SymDim(name, _bound(getattr(rng, "lower", None)),
+                                            _bound(getattr(rng, "upper", None)))
+    return symbols
+
+
+# -- dispatch -------------------------------------------------------------------------
+
+
+def run_capture(method: str, model: torch.nn.Module, args: tuple[Any, ...],
+                kwargs: Mapping[str, Any], *, dynamic: DynamicSpec | None = None,
+                decompose: bool = False, strict: bool = False) -> Capture:
+    if method == "fx":
+        return capture_fx(model, args, kwargs, dynamic=dynamic)
+    if method == "export":
+        return capture_export(model, args, kwargs, dynamic=dynamic, strict=strict,
+                              decompose=decompose)
+    if method == "dynamo":
+        return capture_dynamo(model, args, kwargs, dynamic=dynamic)
+    raise CaptureError(f"unknown PyTorch front-end {method!r}; choose auto, fx, export or dynamo")
+
+
+def one_line(exc: BaseException) -> str:
+    return describe_exception(exc)

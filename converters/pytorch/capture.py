@@ -212,7 +212,7 @@ def _input_tensors(args: tuple[Any, ...], kwargs: Mapping[str, Any],
 def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],
                    *, dynamic: DynamicSpec | None = None, strict: bool = False,
                    decompose: bool = False) -> Capture:
-    from torch.export import InputKind, OutputKind
+    from torch.export.graph_signature import InputKind, OutputKind
 
     dynamic_shapes, marked = _export_dynamic_shapes(model, args, kwargs, dynamic)
     with capture_mode():
@@ -224,7 +224,6 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
     names = input_names(model, args, kwargs)
     leaves = pytree.tree_leaves((args, dict(kwargs)))
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    by_name = {n.name: n for n in placeholders}
     slot_of: dict[str, Slot] = {}
     user_index = 0
     state = dict(ep.state_dict)
@@ -248,9 +247,6 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
         else:
             slot_of[arg_name] = Slot("unused", arg_name, None)
     slots = [slot_of.get(n.name, Slot("unused", n.name)) for n in placeholders]
-    for n in placeholders:
-        if n.name not in by_name:
-            continue
     mutations: dict[str, str] = {}
     user_outputs = 0
     output_node = next(n for n in gm.graph.nodes if n.op == "output")

@@ -78,6 +78,20 @@ def _check_vector(ctx: OpContext, index: int, size: Dim, what: str) -> None:
     _same(ctx, shape[0], size, f"{what} length and {size}")
 
 
+def _check_broadcasts_to(ctx: OpContext, index: int, target: tuple[Dim, ...], what: str) -> None:
+    """Input `index`, when present, must broadcast to `target` without growing it."""
+    shape = ctx.input(index).shape if ctx.has_input(index) else None
+    if shape is None:
+        return
+    try:
+        fits = len(shape) <= len(target) and broadcast_shapes([shape, target], "") == target
+    except OpError:
+        fits = False
+    if not fits:
+        raise ctx.fail(f"{what} {format_shape(shape)} does not broadcast to "
+                       f"{format_shape(target)}")
+
+
 def _nchw(ctx: OpContext) -> tuple[Dim, ...] | None:
     """Shape of input 0, which must be laid out [N, C, *spatial] with spatial dims."""
     shape = ctx.input(0).shape
@@ -176,10 +190,7 @@ def _gemm_infer(ctx: OpContext) -> list[TensorType]:
     if dims is None:
         return [TensorType(dtype, None)]
     m, _, n = dims
-    if ctx.has_input(2):
-        c = ctx.input(2).shape
-        if c is not None and broadcast_shapes([c, (m, n)], _where(ctx)) != (m, n):
-            raise ctx.fail(f"c {format_shape(c)} does not broadcast to [{m},{n}]")
+    _check_broadcasts_to(ctx, 2, (m, n), "c")
     return [TensorType(dtype, (m, n))]
 
 
@@ -561,12 +572,7 @@ def _attention_infer(ctx: OpContext) -> list[TensorType]:
     lead = broadcast_shapes([q[:-2], _repeat_heads(k, _kv_repeats(q, k))[:-2],
                              _repeat_heads(v, _kv_repeats(q, v))[:-2]], where)
     assert lead is not None
-    if ctx.has_input(3):
-        mask = ctx.input(3).shape
-        scores = (*lead, q[-2], k[-2])
-        if mask is not None and broadcast_shapes([mask, scores], where) != scores:
-            raise ctx.fail(f"mask {format_shape(mask)} does not broadcast to the scores "
-                           f"{format_shape(scores)}")
+    _check_broadcasts_to(ctx, 3, (*lead, q[-2], k[-2]), "mask")
     return [TensorType(dtype, (*lead, q[-2], v[-1]))]
 
 
@@ -725,13 +731,8 @@ def _trailing_norm_infer(ctx: OpContext) -> list[TensorType]:
     if x is None:
         return _same_as_x(ctx)
     axis = normalize_axis(ctx.attrs["axis"], len(x), _where(ctx))
-    normalised = x[axis:]
-    for index in range(1, len(ctx.input_types)):
-        p = ctx.input(index).shape if ctx.has_input(index) else None
-        if p is not None and (len(p) > len(normalised) or broadcast_shapes(
-                [p, normalised], _where(ctx)) != normalised):
-            raise ctx.fail(f"input {index} {format_shape(p)} does not broadcast to the "
-                           f"normalised dims {format_shape(normalised)}")
+    for index, name in enumerate(("scale", "bias")[:len(ctx.input_types) - 1], start=1):
+        _check_broadcasts_to(ctx, index, x[axis:], f"{name} (to the normalised dims)")
     return _same_as_x(ctx)
 
 

@@ -277,10 +277,10 @@ define("identity", Category.SHAPE, inputs=inputs("x"), infer=_identity_infer,
        doc="x unchanged.")
 
 
-def _infer_minus_one(in_shape: Shape, known: Sequence[Dim], where: str) -> Dim:
-    """The dim a -1 stands for: input numel over the product of the other output dims,
-    cancelling symbols that appear on both sides."""
-    total, rest = _split_dims(in_shape), _split_dims(known)
+def _infer_minus_one(in_dims: Sequence[Dim], out_dims: Sequence[Dim], where: str) -> Dim:
+    """The dim a -1 stands for: the product of `in_dims` over that of `out_dims` (the other
+    output dims), cancelling symbols that appear on both sides."""
+    total, rest = _split_dims(in_dims), _split_dims(out_dims)
     if total is None or rest is None:
         return None
     (in_static, in_symbols), (out_static, out_symbols) = total, rest
@@ -288,8 +288,6 @@ def _infer_minus_one(in_shape: Shape, known: Sequence[Dim], where: str) -> Dim:
         if name in in_symbols:
             in_symbols.remove(name)
             out_symbols.remove(name)
-    if out_static == 0:
-        raise OpError(f"{where}: cannot infer the -1 dim when another output dim is 0")
     if out_symbols:
         return None
     if not in_symbols:
@@ -298,7 +296,7 @@ def _infer_minus_one(in_shape: Shape, known: Sequence[Dim], where: str) -> Dim:
                           f"of {out_static}")
         return in_static // out_static
     if len(in_symbols) == 1 and in_static == out_static:
-        return next(d for d in in_shape if isinstance(d, SymDim) and d.name == in_symbols[0])
+        return next(d for d in in_dims if isinstance(d, SymDim) and d.name == in_symbols[0])
     return None  # e.g. batch*3: not a single symbol
 
 
@@ -306,23 +304,23 @@ def _reshape_dims(in_shape: Shape | None, target: Sequence[int], where: str) -> 
     """Output dims of reshape: 0 copies the input dim at its index, -1 is inferred."""
     if sum(t == -1 for t in target) > 1 or any(t < -1 for t in target):
         raise OpError(f"{where}: shape {list(target)} may hold one -1 and no other negative")
-    dims: list[Dim] = []
-    for i, t in enumerate(target):
-        if t != 0:
-            dims.append(t)
-        elif in_shape is None:
-            dims.append(None)
-        elif i < len(in_shape):
-            dims.append(in_shape[i])
-        else:
-            raise OpError(f"{where}: shape entry {i} is 0 (copy) but the input has rank "
-                          f"{len(in_shape)}")
+    if in_shape is not None and len(target) > len(in_shape) and 0 in target[len(in_shape):]:
+        raise OpError(f"{where}: shape {list(target)} copies (0) a dim beyond the input's "
+                      f"rank {len(in_shape)}")
+    dims: list[Dim] = [(None if in_shape is None else in_shape[i]) if t == 0 else t
+                       for i, t in enumerate(target)]
+    if in_shape is None:
+        return tuple(None if t == -1 else d for t, d in zip(target, dims, strict=True))
+    # copied dims are the same on both sides: leave them out of the element count
+    in_rest = [d for i, d in enumerate(in_shape) if i >= len(target) or target[i] != 0]
+    out_rest = [d for t, d in zip(target, dims, strict=True) if t > 0]
     if -1 in target:
-        i = target.index(-1)
-        dims[i] = None if in_shape is None else _infer_minus_one(
-            in_shape, dims[:i] + dims[i + 1:], where)
-    elif in_shape is not None:
-        a, b = _split_dims(in_shape), _split_dims(dims)
+        if 0 in dims:
+            raise OpError(f"{where}: cannot infer the -1 in {list(target)} when another "
+                          "output dim is 0")
+        dims[target.index(-1)] = _infer_minus_one(in_rest, out_rest, where)
+    else:
+        a, b = _split_dims(in_rest), _split_dims(out_rest)
         if a is not None and b is not None and sorted(a[1]) == sorted(b[1]) and a[0] != b[0]:
             raise OpError(f"{where}: cannot reshape {list(in_shape)} into {list(target)}")
     return tuple(dims)

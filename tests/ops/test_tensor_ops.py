@@ -139,7 +139,9 @@ def test_full() -> None:
     (0.0, 1.0, 0.3, F32), (-1.5, 2.0, 0.5, DType.FLOAT64)])
 def test_range(start: float, limit: float, delta: float, dtype: DType) -> None:
     attrs = {"start": start, "limit": limit, "delta": delta, "dtype": dtype}
-    expected = torch.arange(start, limit, delta, dtype=torch.float64).numpy().astype(dtype.numpy)
+    wide = np.int64 if dtype.is_integer else np.float64
+    expected = onnx_ref("Range", [np.array(v, wide) for v in (start, limit, delta)])[0]
+    expected = expected.astype(dtype.numpy)
     assert shape("range", [], attrs) == expected.shape
     np.testing.assert_allclose(run1("range", [], attrs), expected, rtol=1e-6)
     assert flops("range", [], attrs) == 0
@@ -209,7 +211,7 @@ def test_reshape_shape_input() -> None:
 @pytest.mark.parametrize("in_shape, target, problem", [
     ((2, 3), (4, 2), "cannot reshape"), ((2, 3), (-1, -1), "one -1"),
     ((2, 3), (5, -1), "cannot reshape"), ((2, 3), (0, 0, 0), "rank 2"),
-    ((2, 0), (0, -1), "other output dim is 0")])
+    ((2, 0), (0, 0, -1), "other output dim is 0")])
 def test_reshape_errors(in_shape: tuple[int, ...], target: tuple[int, ...], problem: str) -> None:
     with pytest.raises(OpError, match=problem):
         infer("reshape", [tt(*in_shape)], {"shape": target})
@@ -387,9 +389,10 @@ def test_gather_elements(axis: int) -> None:
     indices = rng.integers(0, x.shape[axis], size=(2, 3)).astype(np.int64)  # smaller than x
     expected = torch.gather(t_(x), axis % 2, t_(indices)).numpy()
     np.testing.assert_array_equal(run1("gather_elements", [x, indices], {"axis": axis}), expected)
-    negative = indices - x.shape[axis]
+    full = (2, 4) if axis == 0 else (3, 2)  # ONNX wants x's dims except along the axis
+    negative = rng.integers(-x.shape[axis], 0, size=full).astype(np.int64)
     np.testing.assert_array_equal(run1("gather_elements", [x, negative], {"axis": axis}),
-                                  onnx_ref("GatherElements", [x, negative], axis=axis)[0])
+                                  onnx_ref("GatherElements", [x, negative], axis=axis % 2)[0])
 
 
 def test_gather_elements_infer() -> None:
@@ -471,7 +474,7 @@ def test_expand_minus_one_and_symbolic() -> None:
     np.testing.assert_array_equal(run1("expand", [x], {"shape": (3, -1, 5, -1)}),
                                   t_(x).expand(3, -1, 5, -1).numpy())
     assert shape("expand", [tt(B, 1, 4)], {"shape": (-1, 3, 4)}) == (B, 3, 4)
-    assert shape("expand", [tt(1, 4)], {"shape": (B, 1, 4)}) == (B, 1, 4)
+    assert shape("expand", [tt(B, 1, 4)], {"shape": (1, 3, 1)}) == (B, 3, 4)
     assert shape("expand", [tt(1, 4), tt(3, dtype=I64)]) == (None, None, 4)  # value unknown
     with pytest.raises(OpError, match="-1"):
         infer("expand", [tt(2)], {"shape": (-1, 2)})
@@ -650,7 +653,7 @@ def test_sort(descending: bool, axis: int) -> None:
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_one_hot(axis: int) -> None:
     indices = np.array([[0, 2, -1], [1, 5, -4]], dtype=np.int64)  # 5 and -4 are out of range
-    expected = onnx_ref("OneHot", [indices, ints(3), np.array([0, 1], np.int64)], axis=axis)[0]
+    expected = onnx_ref("OneHot", [indices, np.array(3), np.array([0, 1], np.int64)], axis=axis)[0]
     np.testing.assert_array_equal(run1("one_hot", [indices], {"depth": 3, "axis": axis}),
                                   expected)
     valid = np.array([0, 2, 1])
@@ -821,7 +824,7 @@ def test_loop_matches_onnx(trips: int, start: bool) -> None:
         expected = ReferenceEvaluator(_onnx_loop_model()).run(None, feeds)
         for a, b in zip(got, expected, strict=True):
             np.testing.assert_allclose(a, b)
-        assert got[1].shape[0] == (4 if trips == 10 else 2)  # stopped by the body's cond
+        assert got[1].shape[0] == (5 if trips == 10 else 2)  # stopped by the body's cond
     else:  # no iteration: the initial value, empty scans of the body's output types
         np.testing.assert_array_equal(got[0], feeds["acc0"])
         assert got[1].shape == (0, 2) and got[2].shape == (0, 1) and got[2].dtype == np.int64

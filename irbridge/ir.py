@@ -27,7 +27,8 @@ NEUTRAL_DOMAIN = ""
 
 @dataclass(frozen=True)
 class SymDim:
-    """A dimension fixed only at run time. Dims with the same name are equal."""
+    """A dimension fixed only at run time. Dims with the same name denote the same size;
+    `==` also compares the bounds (shape logic that only needs the size compares names)."""
 
     name: str
     min: int | None = None

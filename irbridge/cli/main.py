@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -24,7 +23,7 @@ EXIT_BAD_INPUT = 2
 class _Group(TyperGroup):
     """Turns irbridge errors raised by any command into one line and exit code 2."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer vendors click; its Context type is private
         try:
             return super().invoke(ctx)
         except IrbridgeError as exc:

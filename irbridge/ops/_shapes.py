@@ -53,6 +53,8 @@ def normalize_axes(axes: Sequence[int], rank: int, where: str) -> tuple[int, ...
 
 def mul_dims(dims: Sequence[Dim]) -> Dim:
     """Product of dims; symbolic only when a single symbol is scaled by statics."""
+    if any(d == 0 for d in dims):
+        return 0
     total = 1
     symbol: Dim = None
     for d in dims:

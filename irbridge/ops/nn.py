@@ -79,12 +79,15 @@ def _check_vector(ctx: OpContext, index: int, size: Dim, what: str) -> None:
 
 
 def _check_broadcasts_to(ctx: OpContext, index: int, target: tuple[Dim, ...], what: str) -> None:
-    """Input `index`, when present, must broadcast to `target` without growing it."""
+    """Input `index`, when present, must broadcast to `target` without growing it (a
+    symbolic target dim may turn out to match any size)."""
     shape = ctx.input(index).shape if ctx.has_input(index) else None
     if shape is None:
         return
     try:
-        fits = len(shape) <= len(target) and broadcast_shapes([shape, target], "") == target
+        result = broadcast_shapes([shape, target], "") if len(shape) <= len(target) else None
+        fits = result is not None and all(
+            not isinstance(t, int) or r == t for r, t in zip(result, target, strict=True))
     except OpError:
         fits = False
     if not fits:
@@ -319,7 +322,8 @@ class _Window:
         pads = spatial("pads", (0,) * (2 * d))
         if min((*strides, *dilations), default=1) < 1 or min(pads, default=0) < 0:
             raise OpError(f"{where}: strides and dilations must be >= 1 and pads >= 0, got "
-                          f"strides {list(strides)}, dilations {list(dilations)}, pads {list(pads)}")
+                          f"strides {list(strides)}, dilations {list(dilations)}, "
+                          f"pads {list(pads)}")
         return cls(tuple(kernel), strides, pads[:d], pads[d:], dilations,
                    bool(attrs.get("ceil_mode", False)))
 
@@ -568,9 +572,8 @@ def _attention_infer(ctx: OpContext) -> list[TensorType]:
                        f"{format_shape(v)}")
     _same(ctx, q[-1], k[-1], "q and k feature size E")
     _same(ctx, k[-2], v[-2], "k and v sequence length S")
-    where = _where(ctx)
     lead = broadcast_shapes([q[:-2], _repeat_heads(k, _kv_repeats(q, k))[:-2],
-                             _repeat_heads(v, _kv_repeats(q, v))[:-2]], where)
+                             _repeat_heads(v, _kv_repeats(q, v))[:-2]], _where(ctx))
     assert lead is not None
     _check_broadcasts_to(ctx, 3, (*lead, q[-2], k[-2]), "mask")
     return [TensorType(dtype, (*lead, q[-2], v[-1]))]
@@ -595,8 +598,10 @@ def _attention_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray
         scores = np.where(np.tril(np.ones(scores.shape[-2:], dtype=bool)), scores, -np.inf)
     if mask is not None:
         scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + mask
-    probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    probs /= probs.sum(axis=-1, keepdims=True)
+    peak = scores.max(axis=-1, keepdims=True)
+    probs = np.exp(scores - np.where(np.isneginf(peak), 0, peak))
+    total = probs.sum(axis=-1, keepdims=True)
+    probs /= np.where(total == 0, 1, total)  # fully masked rows attend nothing: 0, as torch
     return _result(np.matmul(probs, v), ctx)
 
 
@@ -642,6 +647,8 @@ def _attention_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs)
             scores = gb.op("add", [scores, m])
     score_rank = len(_type(scores).shape or ())
     probs = gb.op("softmax", [scores], {"axis": score_rank - 1})
+    if mask is not None:  # a fully masked row's softmax is NaN; torch makes it 0
+        probs = gb.op("where", [gb.op("isnan", [probs]), _scalar(gb, 0.0, probs, "zero"), probs])
     return [gb.op("matmul", [probs, v])]
 
 
@@ -659,7 +666,7 @@ define("attention", Category.ATTENTION, inputs=inputs("q", "k", "v", "mask?"),
            "q's head dim (-3) is a multiple of k's / v's, their heads are repeated "
            "(grouped-query attention, torch's enable_gqa). mask is bool (True = attend) or "
            "float (added to the scores), broadcastable to [..., L, S]; fully masked rows give "
-           "NaN as in torch's math backend.")
+           "0 as in torch.")
 
 
 # -- normalisation ---------------------------------------------------------------------------
@@ -1027,6 +1034,14 @@ def _source_coords(mode: str, size: int, out: int, inverse: float) -> np.ndarray
     return (o + np.float32(0.5)) * np.float32(inverse) - np.float32(0.5)
 
 
+_ROUNDING: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round_prefer_floor": lambda x: np.ceil(x - np.float32(0.5)),
+    "round_prefer_ceil": lambda x: np.floor(x + np.float32(0.5)),
+}
+
+
 def _cubic_weights(t: np.ndarray) -> np.ndarray:
     """Keys cubic convolution weights of the taps at offsets -1, 0, 1, 2 from floor(x)."""
     a = _CUBIC_A
@@ -1045,10 +1060,7 @@ def _resize_taps(attrs: Attrs, size: int, out: int,
     """Source indices and weights [out, taps] of one spatial axis."""
     x = _source_coords(attrs["coordinate_mode"], size, out, inverse)
     if attrs["mode"] == "nearest":
-        rounding = {"floor": np.floor(x), "ceil": np.ceil(x),
-                    "round_prefer_floor": np.ceil(x - np.float32(0.5)),
-                    "round_prefer_ceil": np.floor(x + np.float32(0.5))}[attrs["nearest_mode"]]
-        index = np.clip(rounding, 0, size - 1).astype(np.int64)[:, None]
+        index = np.clip(_ROUNDING[attrs["nearest_mode"]](x), 0, size - 1).astype(np.int64)[:, None]
         return index, np.ones(index.shape, dtype=np.float32)
     if attrs["mode"] == "linear":
         x = np.clip(x, 0, size - 1)
@@ -1102,5 +1114,4 @@ define("resize", Category.DATA_MOVEMENT, inputs=inputs("x"),
            "pytorch_half_pixel the same but 0 when out = 1, align_corners o * (in - 1) / "
            "(out - 1), asymmetric o / scale. torch's interpolate: nearest = asymmetric + "
            "floor, nearest-exact = half_pixel + round_prefer_ceil, (bi/tri)linear and bicubic "
-           "= half_pixel or align_corners. torch special-cases nearest with out = in or 2 * "
-           "in when a scale_factor is given; front-ends pass sizes there.")
+           "= half_pixel or align_corners, with the scale_factor as scales when given.")

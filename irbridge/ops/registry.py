@@ -18,11 +18,10 @@ import numpy as np
 
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
-from irbridge.ir import AttrValue, Cost, Graph, Node, Tensor, TensorType, normalize_attr
+from irbridge.ir import AttrValue, Cost, Graph, Node, Tensor, TensorType, Value, normalize_attr
 
 if TYPE_CHECKING:
     from irbridge.builder import GraphBuilder
-    from irbridge.ir import Value
 
 OPSET_VERSION = 1
 """Version of the neutral op set. Changelog in docs/ops.md (generated): 1 = 2026-11-22."""
@@ -196,7 +195,7 @@ class RefContext:
 InferFn = Callable[[OpContext], list[TensorType]]
 CostFn = Callable[[OpContext], Flops]
 ReferenceFn = Callable[[list[np.ndarray | None], dict[str, Any], RefContext], list[np.ndarray]]
-DecomposeFn = Callable[["GraphBuilder", list["Value | None"], dict[str, Any]], list["Value"]]
+DecomposeFn = Callable[["GraphBuilder", list[Value | None], dict[str, Any]], list[Value]]
 
 
 @dataclass(frozen=True)
@@ -292,11 +291,24 @@ def context_for(node: Node) -> OpContext:
     schema = get(node.op)
     where = node_where(node)
     schema.check_arity(len(node.inputs), where)
-    constants = [v.tensor.data if v is not None and v.tensor is not None else None
-                 for v in node.inputs]
+    constants = [constant_value(v) for v in node.inputs]
     return OpContext(node.op, [v.type if v is not None else None for v in node.inputs],
                      schema.resolve_attrs(node.attrs, where),
                      [v.type for v in node.outputs], constants, where)
+
+
+def constant_value(value: Value | None) -> np.ndarray | None:
+    """The data of a value known at build time: a model tensor or a `constant` node."""
+    if value is None:
+        return None
+    if value.tensor is not None:
+        return value.tensor.data
+    producer = value.producer
+    if producer is not None and producer.op == "constant" and not producer.is_opaque:
+        tensor = producer.attrs.get("value")
+        if isinstance(tensor, Tensor):
+            return tensor.data
+    return None
 
 
 def infer_types(node: Node) -> list[TensorType]:

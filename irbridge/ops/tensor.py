@@ -918,6 +918,8 @@ _arg_reduction("argmin", np.argmin, "minimum")
 def _same_type_along_axis(ctx: OpContext) -> list[TensorType]:
     """Output type = input type; checks attribute `axis` when the rank is known."""
     x = ctx.input(0)
+    if x.rank == 0:
+        raise ctx.fail("needs an input of rank >= 1")
     if x.rank is not None:
         normalize_axis(ctx.attrs["axis"], x.rank, _where(ctx))
     return [x]
@@ -932,7 +934,8 @@ def _softmax(name: str, log: bool, doc: str) -> None:
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
         axis = normalize_axis(attrs["axis"], x.ndim, ctx.where)
-        shifted = _wide(x) - np.max(_wide(x), axis=axis, keepdims=True)
+        wide = _wide(x)
+        shifted = wide - np.max(wide, axis=axis, keepdims=True)
         exp_sum = np.sum(np.exp(shifted), axis=axis, keepdims=True)
         y = shifted - np.log(exp_sum) if log else np.exp(shifted) / exp_sum
         return [y.astype(_out_dtype(ctx, 0, x.dtype))]
@@ -1027,8 +1030,6 @@ define("topk", Category.OTHER, inputs=inputs("x"), outputs=("values", "indices")
 
 def _sort_infer(ctx: OpContext) -> list[TensorType]:
     x = _same_type_along_axis(ctx)[0]
-    if x.rank == 0:
-        raise ctx.fail("needs an input of rank >= 1")
     return [x, TensorType(DType.INT64, x.shape)]
 
 
@@ -1094,7 +1095,7 @@ def _non_zero_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]
     x = _arg(xs, 0, ctx)
     if x.ndim == 0:  # numpy refuses nonzero on scalars; ONNX gives [0, count]
         return [np.zeros((0, int(bool(x))), dtype=np.int64)]
-    return [np.array(np.nonzero(x), dtype=np.int64).reshape(x.ndim, -1)]
+    return [np.array(np.nonzero(x), dtype=np.int64)]
 
 
 define("non_zero", Category.OTHER, inputs=inputs("x"), infer=_non_zero_infer,
@@ -1143,6 +1144,10 @@ define("if", Category.CONTROL, inputs=inputs("cond"), outputs=("outputs",),
            "Output types come from both branches: dims that differ are unknown.")
 
 
+def _scalar_int(array: np.ndarray) -> int:
+    return int(np.asarray(array).reshape(-1)[0])
+
+
 def _loop_counts(body: Graph, carried: int, where: str) -> int:
     """Number of scan outputs; checks the body's signature."""
     if len(body.inputs) != 2 + carried or len(body.outputs) < 1 + carried:
@@ -1166,14 +1171,18 @@ def _loop_infer(ctx: OpContext) -> list[TensorType]:
     if ctx.has_input(1):
         _check_condition(ctx, 1, "cond")
     trips = ctx.constant(0)
-    count: Dim = int(np.asarray(trips).reshape(-1)[0]) \
-        if trips is not None and not ctx.has_input(1) else None
+    # the iteration count is static only for a constant trip count with no cond input
+    count: Dim = max(_scalar_int(trips), 0) if trips is not None and not ctx.has_input(1) \
+        else None
     finals = [_join_types(ctx.input(2 + i), body.outputs[1 + i].type, where,
                           f"carried value {i}") for i in range(carried)]
     stacked = []
-    for j in range(scans):
-        t = _join_types(body.outputs[1 + carried + j].type, None, where, f"scan output {j}")
-        stacked.append(TensorType(t.dtype, None if t.shape is None else (count, *t.shape)))
+    for j, value in enumerate(body.outputs[1 + carried:]):
+        if value.type is None:
+            raise ctx.fail(f"body scan output {j} ({value.name!r}) is untyped")
+        shape = value.type.shape
+        stacked.append(TensorType(value.type.dtype, None if shape is None else (count, *shape)))
+    assert len(stacked) == scans
     return finals + stacked
 
 
@@ -1191,7 +1200,7 @@ def _loop_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     state = [_arg(xs, i, ctx) for i in range(2, len(xs))]
     n = len(state)
     scans: list[list[np.ndarray]] = [[] for _ in range(_loop_counts(body, n, ctx.where))]
-    limit = None if trip_input is None else int(np.asarray(trip_input).reshape(-1)[0])
+    limit = None if trip_input is None else _scalar_int(trip_input)
     # ONNX: with a trip count and no cond input the body's cond is ignored (a for loop)
     use_body_cond = cond_input is not None or limit is None
     keep_going = True if cond_input is None else _truth(cond_input, "cond", ctx)

@@ -605,6 +605,8 @@ def test_scans(op: str, axis: int, exclusive: bool, reverse: bool) -> None:
 
 
 def test_scan_keeps_int_dtype_and_empty_axis() -> None:
+    with pytest.raises(OpError, match="rank >= 1"):
+        infer("cumsum", [tt()], {"axis": 0})
     assert run1("cumsum", [ints(1, 2, 3)], {"axis": 0}).dtype == np.int64
     assert run1("cumsum", [np.zeros((0, 2), np.float32)],
                 {"axis": 0, "exclusive": True}).shape == (0, 2)
@@ -671,6 +673,7 @@ def test_non_zero() -> None:
     x = np.array([[0, 1.5, 0], [2, 0, -1]], dtype=np.float32)
     np.testing.assert_array_equal(run1("non_zero", [x]), torch.nonzero(t_(x)).T.numpy())
     assert run1("non_zero", [np.array(3.0)]).shape == (0, 1)
+    assert run1("non_zero", [np.zeros((2, 3), np.float32)]).shape == (2, 0)
     assert infer("non_zero", [tt(B, 3)]) == [tt(2, None, dtype=I64)]
     assert flops("non_zero", [tt(2, 3)]) == 6
 

@@ -526,6 +526,7 @@ def _atomic(target: Path) -> Iterator[BinaryIO]:
     removed on any failure."""
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     tmp = Path(tmp_name)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a saved model is a normal file
     handle = os.fdopen(fd, "wb")
     handle.keep = False  # type: ignore[attr-defined]
     try:
@@ -540,6 +541,12 @@ def _atomic(target: Path) -> Iterator[BinaryIO]:
             handle.close()
         if tmp.exists():
             tmp.unlink()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def load(path: str | os.PathLike[str], *, weights: bool = True) -> Model:

@@ -111,6 +111,16 @@ def test_large_tensors_go_to_the_sidecar(tmp_path: Path) -> None:
     assert shape_only.tensors["big"].data is None and shape_only.tensors["big"].shape == (512, 1024)
 
 
+def test_saved_files_get_normal_permissions(tmp_path: Path) -> None:
+    mask = os.umask(0o022)
+    try:
+        path = serde.save(small_model(), tmp_path / "m.irb", weights="external")
+    finally:
+        os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "m.irb.data").stat().st_mode & 0o777 == 0o644
+
+
 def test_shape_only_save_stores_no_weights(tmp_path: Path) -> None:
     path = serde.save(small_model(), tmp_path / "m.irb", weights="none")
     assert serde.load(path).tensors["w"].data is None

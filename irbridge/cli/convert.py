@@ -2,23 +2,157 @@
 
 from __future__ import annotations
 
+import json
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
-from irbridge.cli.render import console
+from irbridge import serde
+from irbridge.cli.render import console, print_summary
+from irbridge.errors import IrbridgeError
+from irbridge.summary import summarize
+
+Frontend = Annotated[str, typer.Option(
+    "--frontend", "-f", help="Capture method: auto (warm up, then fx, export, dynamo), fx, "
+                             "dynamo or export.")]
 
 
 def convert(
-    model: Annotated[str, typer.Argument(help="A zoo name (see `irbridge models`), "
-                                              "path/to/file.py:Name or package.module:factory.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="IR file to write.")] = None,
+    model: Annotated[str, typer.Argument(
+        help="A zoo name (see `irbridge models`), path/to/file.py:Name, package.module:factory, "
+             "a .pt checkpoint (with --trust-checkpoint) or a .yaml ultralytics config.")],
+    output: Annotated[Path | None, typer.Option(
+        "-o", "--output", help="IR file to write (.irb binary, .irbt text). Without it, only "
+                               "the summary is printed.")] = None,
+    frontend: Frontend = "auto",
+    no_weights: Annotated[bool, typer.Option(
+        "--no-weights", help="Write a shape-only IR (no weight data).")] = False,
+    meta: Annotated[bool, typer.Option(
+        "--meta", help="Build and capture on the meta device: no weight is allocated, for "
+                       "models larger than memory. Implies --no-weights.")] = False,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Run the IR in the reference executor and compare every output with "
+                         "the eager model; exit 1 on a mismatch.")] = False,
+    input_shape: Annotated[str | None, typer.Option(
+        "--input-shape", help="Shape of the main input, e.g. 1,3,320,320.")] = None,
+    batch: Annotated[int | None, typer.Option(help="Batch size of the example inputs.")] = None,
+    seq_len: Annotated[int | None, typer.Option(help="Sequence length for text models.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Model dtype: f32, f16, bf16.")] = None,
+    dynamic: Annotated[list[str] | None, typer.Option(
+        help="Make dim 0 of every input symbolic: NAME or NAME=MIN:MAX (export, dynamo). "
+             "Repeat for dims 1, 2, ...")] = None,
+    decompose: Annotated[bool, typer.Option(
+        help="With torch.export: lower from core ATen after decomposition.")] = False,
+    strict: Annotated[bool, typer.Option(help="torch.export in strict mode.")] = False,
+    weights_file: Annotated[Path | None, typer.Option(
+        "--weights", help="Load a local state_dict (.pt, .safetensors) into the model.")] = None,
+    pretrained: Annotated[bool, typer.Option(
+        help="Use pretrained weights (needs a reachable hub or a local cache).")] = False,
+    trust_checkpoint: Annotated[bool, typer.Option(
+        help="Allow loading .pt checkpoints, which unpickle (run) code.")] = False,
 ) -> None:
     """Convert a model into an irbridge IR file and print its summary."""
-    console.print(f"convert {model} -> {output}: front-ends not wired yet")
-    raise typer.Exit(2)
+    from irbridge.converters.pytorch import capture, verify as verify_capture, zoo
+
+    shape = _parse_shape(input_shape) if input_shape else None
+    dynamic_spec = _parse_dynamic(dynamic or [])
+    if meta and verify:
+        raise IrbridgeError("--verify needs real weights; drop --meta")
+    with _status(f"building {model}"):
+        built = zoo.build(model, batch=batch, seq_len=seq_len, input_shape=shape, dtype=dtype,
+                          device="meta" if meta else "cpu", pretrained=pretrained,
+                          weights_file=weights_file, trust_checkpoint=trust_checkpoint)
+    console.print(f"built {built.name} ({built.family}, {built.num_parameters:,} parameters, "
+                  f"weights {built.weights}); inputs {built.input_desc}", markup=False)
+    with _status(f"capturing {built.name} with {frontend}"):
+        result = capture(built.module, built.args, built.kwargs, frontend=frontend,
+                         weights=not (no_weights or meta), dynamic=dynamic_spec or None,
+                         decompose=decompose, strict=strict)
+    ir = result.model
+    ir.name = built.name
+    for method, outcome in result.attempts:
+        console.print(f"  {method}: {outcome}", markup=False)
+    report = None
+    if verify:
+        with _status("verifying against the eager model"):
+            report = verify_capture(result, built.module)
+    if output is not None:
+        serde.save(ir, output, weights="none" if (no_weights or meta) else "auto")
+    print_summary(summarize(ir), title=f"{built.name}: captured with {result.method} "
+                                       f"in {result.seconds:.2f} s")
+    if output is not None:
+        console.print(f"wrote {output}", markup=False)
+    if report is not None:
+        console.print(f"verify: {report.summary()}", markup=False)
+        for check in report.outputs:
+            if not check.passed:
+                console.print(f"  output {check.index} ({check.name or '-'}): max abs "
+                              f"{check.max_abs_error:.3g} > atol {check.atol:g} "
+                              f"{check.note}".rstrip(), markup=False)
+        if not report.passed:
+            raise typer.Exit(1)
+
+
+def models(
+    family: Annotated[str | None, typer.Option(help="Only this family.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List the model zoo by family."""
+    from irbridge.converters.pytorch import zoo
+
+    catalog = zoo.list_models()
+    if family is not None:
+        if family not in catalog:
+            raise IrbridgeError(f"unknown family {family!r}; known: {', '.join(catalog)}")
+        catalog = {family: catalog[family]}
+    if as_json:
+        typer.echo(json.dumps({f: [zoo.entry_to_dict(e) for e in entries]
+                               for f, entries in catalog.items()}, indent=2))
+        return
+    for name, entries in catalog.items():
+        table = Table(title=f"{name} ({len(entries)})", title_justify="left", show_edge=False)
+        for column in ("name", "task", "input", "built by"):
+            table.add_column(column)
+        for e in entries:
+            table.add_row(e.name, e.task, e.input_hint, e.source)
+        console.print(table)
+
+
+def _parse_shape(text: str) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
+    except ValueError:
+        raise IrbridgeError(f"--input-shape {text!r}: expected integers like 1,3,224,224") from None
+    if not shape or any(d < 1 for d in shape):
+        raise IrbridgeError(f"--input-shape {text!r}: dims must be positive")
+    return shape
+
+
+def _parse_dynamic(items: list[str]) -> dict[str, tuple[int, int]]:
+    spec: dict[str, tuple[int, int]] = {}
+    for item in items:
+        name, _, bounds = item.partition("=")
+        lo, hi = 1, 1 << 16
+        if bounds:
+            try:
+                lo_text, _, hi_text = bounds.partition(":")
+                lo, hi = int(lo_text), int(hi_text)
+            except ValueError:
+                raise IrbridgeError(f"--dynamic {item!r}: expected NAME or NAME=MIN:MAX") from None
+        if not name.isidentifier() or not 0 <= lo <= hi:
+            raise IrbridgeError(f"--dynamic {item!r}: expected NAME or NAME=MIN:MAX, MIN <= MAX")
+        spec[name] = (lo, hi)
+    return spec
+
+
+def _status(message: str) -> AbstractContextManager[Any]:
+    """A spinner on terminals; nothing when output is captured (tests, pipes)."""
+    return console.status(message) if console.is_terminal else nullcontext()
 
 
 def register(app: typer.Typer) -> None:
     app.command()(convert)
+    app.command()(models)

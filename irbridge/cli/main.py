@@ -60,10 +60,11 @@ def _main(
 
 
 def _register() -> None:
-    from irbridge.cli import convert, inspect
+    from irbridge.cli import analyze, convert, inspect
 
     inspect.register(app)
     convert.register(app)
+    analyze.register(app)
 
 
 _register()

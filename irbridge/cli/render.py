@@ -21,7 +21,7 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
         ("producer", s.producer),
         ("graphs", str(s.graphs)),
         ("nodes", f"{s.nodes} ({s.opaque_nodes} opaque)"),
-        ("parameters", f"{s.parameters:,} ({human_bytes(s.parameter_bytes)}, {s.weights})"),
+        ("weights+buffers", f"{s.parameters:,} ({human_bytes(s.parameter_bytes)}, {s.weights})"),
         ("inputs", "; ".join(s.inputs) or "-"),
         ("outputs", "; ".join(s.outputs) or "-"),
         ("MACs", f"{s.cost.macs:,} ({human_count(s.cost.macs)})"),
@@ -32,9 +32,9 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
     ]
     if s.uncosted_nodes:
         rows.append(("uncosted", f"{s.uncosted_nodes} nodes with symbolic shapes"))
-    for key in ("capture_method", "capture_attempts"):
+    for key in ("capture.method", "capture.attempts"):
         if key in s.metadata:
-            rows.append((key.replace("_", " "), s.metadata[key]))
+            rows.append((key.replace(".", " "), s.metadata[key]))
     for key, value in rows:
         facts.add_row(key, value)
     console.print(f"[bold]{title}[/bold]")

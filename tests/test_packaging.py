@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,8 +19,8 @@ def test_editable_install_resolves_converters_to_the_top_level_folder() -> None:
 
 
 def test_wheel_contains_converters_under_irbridge(tmp_path: Path) -> None:
-    uv = shutil.which("uv")
-    assert uv is not None, "uv must be on PATH (the README's setup installs it)"
+    uv = os.environ.get("UV") or shutil.which("uv")  # `uv run` sets UV to its own binary
+    assert uv is not None, "run the tests through `uv run` (see the README's quick start)"
     subprocess.run([uv, "build", "--wheel", "--out-dir", str(tmp_path), str(ROOT)],
                    check=True, capture_output=True)
     [wheel] = tmp_path.glob("irbridge-*.whl")

@@ -13,6 +13,7 @@ from irbridge import serde
 from irbridge.cli.render import console
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model
+from irbridge.sources import load_model
 
 
 class Fusion(enum.StrEnum):
@@ -29,14 +30,8 @@ class Format(enum.StrEnum):
 
 
 def resolve_model(spec: str, *, weights: bool = False) -> Model:
-    """FILE_OR_MODEL -> a model. Today an irbridge file (.irb / .irbt); the place to add
-    on-the-fly conversion of a model name (e.g. through irbridge.converters.pytorch)."""
-    path = Path(spec)
-    if path.exists() or path.suffix in (".irb", ".irbt"):
-        return serde.load(path, weights=weights)
-    raise IrbridgeError(f"{spec}: no such file",
-                        hint="give an irbridge file; convert a model first with "
-                             "`irbridge convert NAME -o model.irb`")
+    """FILE_OR_MODEL -> a model: an IR file, an ONNX file, or a zoo name converted on the fly."""
+    return load_model(spec, weights=weights)
 
 
 def parse_batches(text: str | None) -> list[int | None]:
@@ -71,8 +66,8 @@ def parse_bindings(items: list[str] | None) -> dict[str, int]:
 
 
 def analyze(
-    file: Annotated[str, typer.Argument(
-        metavar="FILE_OR_MODEL", help="An irbridge file (.irb or .irbt).")],
+    file_or_model: Annotated[str, typer.Argument(
+        show_default=False, help="An irbridge file (.irb or .irbt).")],
     hardware: Annotated[str, typer.Option(
         "--hardware", "-H", help="Targets, comma-separated: catalog names or aliases "
                                  "(see `irbridge hardware`) or target .yaml files.")] = "h100-sxm",
@@ -109,7 +104,7 @@ def analyze(
         raise IrbridgeError(f"--by-module must be at least 1, got {by_module}")
     if top < 0:
         raise IrbridgeError(f"--top must be at least 0, got {top}")
-    model = resolve_model(file, weights=output is not None)
+    model = resolve_model(file_or_model, weights=output is not None)
     strategies = ("unfused", "fused") if fusion is Fusion.both else (fusion.value,)
     result = driver.analyze(model, targets, dtype=dtype, batches=batches,
                             strategies=strategies, symbols=parse_bindings(bind),

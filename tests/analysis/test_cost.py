@@ -1,0 +1,178 @@
+"""Per-node cost through the registry, totals, module rollup, opaque and symbolic nodes."""
+
+from __future__ import annotations
+
+import pytest
+from graphs import F32, at, conv_bn, llama_model, new_model, resnet_block_model
+
+from irbridge.analysis.binding import bound, model_compute_dtype, parse_compute_dtype
+from irbridge.analysis.cost import cost_model, module_table
+from irbridge.dtypes import DType
+from irbridge.errors import IrbridgeError
+from irbridge.ir import Model, SymDim, TensorType
+from irbridge.ops import node_cost
+
+
+def _conv_model(groups: int, dilation: int, stride: int = 1) -> Model:
+    model, graph, b = new_model("conv")
+    x = graph.add_input("x", TensorType(F32, (2, 32, 28, 28)))
+    graph.set_outputs([conv_bn(b, x, "conv", 32, 64, k=3, stride=stride, groups=groups,
+                               dilation=dilation)])
+    return model
+
+
+@pytest.mark.parametrize("groups, dilation, stride", [(1, 1, 1), (4, 1, 1), (32, 1, 2),
+                                                      (1, 2, 1), (8, 3, 2)])
+def test_grouped_and_dilated_conv_macs(groups: int, dilation: int, stride: int) -> None:
+    costs = cost_model(_conv_model(groups, dilation, stride))
+    out = (28 + 2 * dilation - dilation * 2 - 1) // stride + 1  # pad keeps 'same' at stride 1
+    expected = 2 * 64 * out * out * (32 // groups) * 3 * 3
+    assert costs.total.macs == expected
+    assert costs.total.matmul_flops == 2 * expected
+    conv = costs.nodes[0]
+    assert conv.node.op == "conv" and conv.cost.macs == expected
+
+
+def test_costs_come_from_the_registry_and_totals_add_up() -> None:
+    model = resnet_block_model(2)
+    costs = cost_model(model)
+    for nc in costs.nodes:
+        assert nc.cost == node_cost(nc.node)
+        assert nc.status == "ok"
+    assert costs.total.macs == sum(nc.cost.macs for nc in costs.nodes)
+    assert costs.total.matmul_flops == 2 * costs.total.macs
+    # 4 convs 16->16 3x3 on 8x8, batch 1
+    assert costs.total.macs == 4 * 16 * 8 * 8 * 16 * 9
+    assert costs.warnings() == []
+
+
+def test_module_rollup_is_hierarchical() -> None:
+    model = resnet_block_model(2)
+    rows = module_table(cost_model(model), depth=2)
+    assert [r.path for r in rows] == ["(model)", "layer1", "layer1.0", "layer1.1"]
+    root, layer1, block0, block1 = rows
+    assert root.cost == layer1.cost == block0.cost + block1.cost
+    assert block0.parameters == 2 * (16 * 16 * 9 + 4 * 16)
+    assert root.parameters == block0.parameters + block1.parameters
+    assert block0.output == "f32[1,16,8,8]" and block0.nodes == 7
+    deeper = [r.path for r in module_table(cost_model(model), depth=3)]
+    assert deeper.index("layer1.0") < deeper.index("layer1.0.conv1") < deeper.index("layer1.1")
+    with pytest.raises(IrbridgeError, match="at least 1"):
+        module_table(cost_model(model), depth=0)
+
+
+def test_unattributed_nodes_have_their_own_row() -> None:
+    model, graph, b = new_model("plain")
+    x = graph.add_input("x", TensorType(F32, (4, 8)))
+    graph.set_outputs([b.op("relu", [x])])
+    rows = module_table(cost_model(model), depth=1)
+    assert [r.path for r in rows] == ["(model)", "(no module)"]
+
+
+def _with_opaque() -> Model:
+    model, graph, b = new_model("opaque")
+    x = graph.add_input("x", TensorType(F32, (4, 8)))
+    h = b.op("relu", [x], provenance=at("a"))
+    node = graph.add_node("fancy_op", [h], ["fancy"], output_types=[TensorType(F32, (4, 8))],
+                          domain="custom")
+    graph.add_node("fancy_op", [node.outputs[0]], ["fancy2"],
+                   output_types=[TensorType(F32, (4, 8))], domain="custom")
+    graph.set_outputs([graph.values["fancy2"]])
+    return model
+
+
+def test_opaque_nodes_cost_bytes_only_and_are_named() -> None:
+    costs = cost_model(_with_opaque())
+    opaque = [nc for nc in costs.nodes if nc.status == "opaque"]
+    assert len(opaque) == 2
+    assert all(nc.cost.flops == 0 and nc.cost.bytes_read == 128 for nc in opaque)
+    [line] = costs.warnings()
+    assert line == "2 opaque nodes costed at their bytes only (0 FLOPs): custom::fancy_op x2"
+
+
+def test_symbolic_nodes_are_uncosted_until_bound() -> None:
+    batch = SymDim("s0", 1, 64)
+    model = resnet_block_model(1, batch=batch)
+    costs = cost_model(model)
+    assert costs.total.macs == 0 and len(costs.uncosted) == len(costs.nodes)
+    assert any("uncosted (symbolic dims s0)" in w for w in costs.warnings())
+    with bound(model, batch=8) as binding:
+        bound_costs = cost_model(model, binding)
+    assert binding.symbols == {"s0": 8}
+    assert bound_costs.total == cost_model(resnet_block_model(1, batch=8)).total
+    assert model.graph.inputs[0].type == TensorType(F32, (batch, 16, 8, 8))  # restored
+    with pytest.raises(IrbridgeError, match=r"s0=100 is outside .* \[1, 64\]"), \
+            bound(model, batch=100):
+        pass
+    with pytest.raises(IrbridgeError, match="no symbolic dim 'seq' in the model; its "
+                                            "symbols: s0"), bound(model, symbols={"seq": 4}):
+        pass
+
+
+def test_symbols_bind_by_name_and_derived_dims_are_reinferred() -> None:
+    model = llama_model(1, hidden=64, heads=4, ffn=128, seq=SymDim("seq"), batch=2)
+    with bound(model, symbols={"seq": 16}):
+        costs = cost_model(model)
+    static = cost_model(llama_model(1, hidden=64, heads=4, ffn=128, seq=16, batch=2))
+    assert costs.total == static.total and not costs.uncosted
+
+
+def test_static_batch_is_rescaled_by_reinference() -> None:
+    model = resnet_block_model(1, batch=1)
+    with bound(model, batch=4) as binding:
+        costs = cost_model(model)
+    assert costs.total == cost_model(resnet_block_model(1, batch=4)).total
+    assert "static leading dim 1 of x rescaled" in binding.notes[0]
+    assert model.graph.outputs[0].type == TensorType(F32, (1, 16, 8, 8))
+
+
+def test_static_batch_baked_into_a_reshape_is_an_error() -> None:
+    model, graph, b = new_model("baked")
+    x = graph.add_input("x", TensorType(F32, (1, 4, 8)))
+    graph.set_outputs([b.op("reshape", [x], {"shape": (1, 32)})])
+    with pytest.raises(IrbridgeError, match="captured at batch 1 and a shape is baked"), \
+            bound(model, batch=2):
+        pass
+    assert graph.outputs[0].type == TensorType(F32, (1, 32))
+
+
+def test_storage_dtype_scales_bytes_not_flops() -> None:
+    model = resnet_block_model(1)
+    f32 = cost_model(model).total
+    with bound(model, storage=DType.BFLOAT16):
+        bf16 = cost_model(model).total
+    assert bf16.macs == f32.macs and bf16.other_flops == f32.other_flops
+    assert 2 * bf16.bytes_read == f32.bytes_read and 2 * bf16.param_bytes == f32.param_bytes
+    assert model.graph.inputs[0].type is not None and model.graph.inputs[0].type.dtype == F32
+
+
+def test_compute_dtype_of_a_model_and_parsing() -> None:
+    assert model_compute_dtype(resnet_block_model(1)) == "fp32"
+    assert model_compute_dtype(llama_model(1, hidden=64, heads=4, ffn=128)) == "bf16"
+    assert parse_compute_dtype("bfloat16") == "bf16" and parse_compute_dtype("F16") == "fp16"
+    with pytest.raises(IrbridgeError, match="unknown --dtype 'fp4'; known: fp64, fp32"):
+        parse_compute_dtype("fp4")
+
+
+def test_control_flow_nodes_carry_their_bodies() -> None:
+    from irbridge.builder import GraphBuilder
+    from irbridge.ir import Graph
+
+    model, graph, b = new_model("branch")
+    x = graph.add_input("x", TensorType(F32, (4, 8)))
+    cond = graph.add_input("c", TensorType(DType.BOOL, ()))
+    branches = []
+    for name, op in (("then", "relu"), ("else", "tanh")):
+        sub = Graph(name)
+        sub.reserve_ids(100 if name == "then" else 200)
+        sb = GraphBuilder(sub, model)
+        sub.set_outputs([sb.op(op, [x], name=f"{name}_y")])
+        branches.append(sub)
+    y = b.op("if", [cond], {"then_branch": branches[0], "else_branch": branches[1]})
+    graph.set_outputs([y])
+    costs = cost_model(model)
+    [nc] = costs.nodes
+    assert costs.body_nodes == 2
+    bodies = node_cost(branches[0].nodes[0]) + node_cost(branches[1].nodes[0])
+    assert nc.own_cost == node_cost(nc.node)
+    assert nc.cost == nc.own_cost + bodies and bodies.other_flops > 0

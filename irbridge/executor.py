@@ -77,26 +77,32 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
 
 def run_model(model: Model, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], *,
               on_node: NodeHook | None = None) -> list[np.ndarray]:
-    """Run all graphs of a model in order, wiring graph links; return the last graph's
-    outputs (for a single-graph model: its outputs)."""
+    """Run all graphs of a model in order and return the last graph's outputs (for a
+    single-graph model: its outputs)."""
+    return run_graphs(model, inputs, on_node=on_node)[-1]
+
+
+def run_graphs(model: Model, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], *,
+               on_node: NodeHook | None = None) -> list[list[np.ndarray]]:
+    """Run all graphs of a model in order, feeding each graph input from a link to an
+    earlier graph's output or else from `inputs` by name; return every graph's outputs."""
     first = model.graphs[0]
     if not isinstance(inputs, Mapping):
         inputs = {v.name: a for v, a in zip(first.inputs, inputs, strict=True)}
-    available: dict[tuple[int, str], np.ndarray] = {}
-    outputs: list[np.ndarray] = []
+    results: list[list[np.ndarray]] = []
     for index, graph in enumerate(model.graphs):
         feeds: dict[str, np.ndarray] = {}
         for value in graph.inputs:
             link = next((lk for lk in model.links
                          if lk.to_graph == index and lk.to_input == value.name), None)
             if link is not None:
-                feeds[value.name] = available[(link.from_graph, link.from_output)]
+                position = [v.name for v in model.graphs[link.from_graph].outputs].index(
+                    link.from_output)
+                feeds[value.name] = results[link.from_graph][position]
             elif value.name in inputs:
                 feeds[value.name] = inputs[value.name]
-        outputs = run_graph(graph, feeds, on_node=on_node)
-        for value, array in zip(graph.outputs, outputs, strict=True):
-            available[(index, value.name)] = array
-    return outputs
+        results.append(run_graph(graph, feeds, on_node=on_node))
+    return results
 
 
 def _lookup(env: Mapping[str, np.ndarray], value: Value, where: str) -> np.ndarray:

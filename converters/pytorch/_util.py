@@ -104,7 +104,8 @@ def qualified_name(target: Any) -> str:
     try:
         name = torch.fx.node._get_qualified_name(target)
     except Exception:
-        name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+        name = str(getattr(target, "__qualname__", None)
+                   or getattr(target, "__name__", repr(target)))
         module = getattr(target, "__module__", None)
         name = f"{module}.{name}" if module else str(name)
     for private, public in (("_operator.", "operator."), ("torch._ops.aten.", "aten.")):
@@ -162,7 +163,11 @@ class ModulePaths:
     def __init__(self, root: torch.nn.Module | None) -> None:
         self.root = root
         self._mangled: dict[str, str] = {}
+        # Dynamo keys nn_module_stack entries by id(module): exact, even in resumed frames
+        self.by_id: dict[str, str] = {}
         if root is not None:
+            for name, mod in root.named_modules(remove_duplicate=False):
+                self.by_id.setdefault(str(id(mod)), name)
             names: Iterable[str] = [n for n, _ in root.named_modules(remove_duplicate=False)]
             names = list(names) + [n for n, _ in root.named_parameters(remove_duplicate=False)]
             names = list(names) + [n for n, _ in root.named_buffers(remove_duplicate=False)]
@@ -221,7 +226,9 @@ def deepest_module(node: torch.fx.Node, paths: ModulePaths) -> tuple[str, str]:
     stack = node.meta.get("nn_module_stack")
     if not stack:
         return "", ""
-    raw, cls = list(stack.values())[-1]
+    key, (raw, cls) = list(stack.items())[-1]
+    if str(key) in paths.by_id:
+        return paths.by_id[str(key)], class_name(cls)
     return paths.normalize(str(raw)), class_name(cls)
 
 

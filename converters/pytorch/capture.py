@@ -28,9 +28,10 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from irbridge.converters.pytorch._util import ModulePaths, describe_exception
 from irbridge.errors import CaptureError
 from irbridge.ir import SymDim
+
+from ._util import ModulePaths, describe_exception
 
 SOURCE_FORMATS = {"fx": "torch.fx", "dynamo": "torch.dynamo", "export": "torch.export"}
 
@@ -43,7 +44,7 @@ a triple (dim, min, max) names the dim explicitly."""
 class Slot:
     """What one placeholder of a captured graph stands for."""
 
-    role: str  # input | parameter | buffer | constant | link | symint | unused
+    role: str  # input | parameter | buffer | constant | link | external | symint | unused
     name: str  # IR input name or model tensor name
     value: Any = None  # example value: a tensor (real, fake or meta) or a Python value
     link: tuple[int, int] | None = None  # (graph index, tensor output position)
@@ -56,6 +57,9 @@ class CapturedGraph:
     break_reason: str = ""
     compiled_index: int = 0  # Dynamo: which compiled graph this invocation ran
     mutations: dict[str, str] = field(default_factory=dict)  # export: output node -> buffer
+    # Dynamo re-runs one compiled graph for several modules (a loop over blocks): module
+    # paths recorded at compile time are re-rooted per run, e.g. {"blocks.0": "blocks.1"}
+    path_map: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -80,8 +84,23 @@ class Capture:
 def warm_up(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     """One eager forward pass, so lazily initialised state (YOLO's anchors and strides,
     lazy modules) exists before tracing."""
-    with torch.no_grad():
+    with torch.no_grad(), keep_buffers(model):
         model(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def keep_buffers(model: torch.nn.Module) -> Iterator[None]:
+    """Undo what running the model does to its buffers (batch-norm statistics of a model
+    in training mode), so that capturing leaves the model as it was."""
+    saved = [(b, b.detach().clone()) for b in model.buffers()
+             if not b.is_meta and b.numel() <= 1 << 24]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for buffer, value in saved:
+                if buffer.shape == value.shape:
+                    buffer.copy_(value)
 
 
 @contextlib.contextmanager
@@ -121,6 +140,16 @@ def _key_text(key: Any) -> str:
         if hasattr(key, attr):
             return str(getattr(key, attr))
     return str(key)
+
+
+def tensor_attributes(model: torch.nn.Module) -> dict[int, str]:
+    """id(tensor) -> path of tensors held as plain module attributes (not registered)."""
+    found: dict[int, str] = {}
+    for path, module in model.named_modules():
+        for key, value in vars(module).items():
+            if isinstance(value, torch.Tensor) and not key.startswith("__"):
+                found.setdefault(id(value), f"{path}.{key}" if path else key)
+    return found
 
 
 def named_tensors(model: torch.nn.Module) -> dict[int, tuple[str, str]]:
@@ -163,7 +192,7 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
     concrete: dict[str, Any] = {}
     values: list[Any] = []
     for p in params:
-        value = bound.arguments[p.name] if p.name in bound.arguments else p.default
+        value = bound.arguments.get(p.name, p.default)
         if value is inspect.Parameter.empty:
             raise CaptureError(f"fx capture: no value for forward argument {p.name!r}")
         values.append(value)
@@ -186,7 +215,7 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
             slots.append(Slot("unused", p.name, value))
         else:
             slots.append(Slot("input", p.name, value))  # pytree of tensors
-    with capture_mode():
+    with capture_mode(), keep_buffers(model):
         _RecordingInterpreter(gm).run(*values)
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     count = sum(1 for leaf in pytree.tree_leaves(output_node.args[0])
@@ -248,19 +277,20 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
             slot_of[arg_name] = Slot("unused", arg_name, None)
     slots = [slot_of.get(n.name, Slot("unused", n.name)) for n in placeholders]
     mutations: dict[str, str] = {}
-    user_outputs = 0
+    user_outputs: list[tuple[int, int] | None] = []
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
-    tensor_outputs = [leaf for leaf in pytree.tree_leaves(output_node.args[0])
-                      if isinstance(leaf, torch.fx.Node)]
-    for spec in ep.graph_signature.output_specs:
-        if spec.kind == OutputKind.USER_OUTPUT:
-            if getattr(spec.arg, "name", "") in {n.name for n in tensor_outputs}:
-                user_outputs += 1
+    position = 0
+    for spec, leaf in zip(ep.graph_signature.output_specs, output_node.args[0], strict=True):
+        is_tensor = isinstance(leaf, torch.fx.Node) and isinstance(leaf.meta.get("val"),
+                                                                   torch.Tensor)
+        if spec.kind == OutputKind.USER_OUTPUT and is_tensor:
+            user_outputs.append((0, position))
         elif spec.kind == OutputKind.BUFFER_MUTATION:
             mutations[spec.arg.name] = str(spec.target)
+        if is_tensor:
+            position += 1
     capture = Capture("export", [CapturedGraph(gm, slots, mutations=mutations)], model,
-                      [(0, i) for i in range(user_outputs)],
-                      _input_tensors(args, kwargs, names))
+                      user_outputs, _input_tensors(args, kwargs, names))
     capture.symbols = _export_symbols(ep, slots, placeholders, marked)
     capture.metadata["export.strict"] = str(strict)
     capture.metadata["export.decomposed"] = str(decompose)
@@ -271,9 +301,9 @@ def _dims_of(dynamic: DynamicSpec) -> list[tuple[int, str, int, int]]:
     dims: list[tuple[int, str, int, int]] = []
     for position, (name, spec) in enumerate(dynamic.items()):
         if len(spec) == 3:
-            dim, lo, hi = spec  # type: ignore[misc]
+            dim, lo, hi = spec
         elif len(spec) == 2:
-            dim, (lo, hi) = position, spec  # type: ignore[misc]
+            dim, (lo, hi) = position, spec
         else:
             raise CaptureError(f"dynamic[{name!r}] must be (min, max) or (dim, min, max)")
         dims.append((int(dim), str(name), int(lo), int(hi)))
@@ -353,6 +383,7 @@ def capture_dynamo(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
     compiled: list[tuple[torch.fx.GraphModule, str]] = []
     invocations: list[_Invocation] = []
     known = named_tensors(model)
+    attributes = tensor_attributes(model)
     names = input_names(model, args, kwargs)
     user_inputs = {id(t): t for t in pytree.tree_leaves((args, dict(kwargs)))
                    if isinstance(t, torch.Tensor)}
@@ -362,8 +393,8 @@ def capture_dynamo(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         slots: list[Slot] = []
         for node, value in zip(placeholders, inputs, strict=True):
-            slots.append(_classify_dynamo_input(node, value, known, names, user_inputs,
-                                                invocations, paths))
+            slots.append(_classify_dynamo_input(node, value, known, attributes, names,
+                                                user_inputs, invocations, paths))
         return slots
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
@@ -381,10 +412,11 @@ def capture_dynamo(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
 
     torch._dynamo.reset()
     try:
-        marked = _mark_dynamic(args, kwargs, dynamic)
+        ranges: dict[str, tuple[int, int]] = {}
+        marked = _mark_dynamic(args, kwargs, dynamic, ranges)
         compiled_model = torch.compile(model, backend=backend, fullgraph=False,
                                        dynamic=None if dynamic else False)
-        with capture_mode():
+        with capture_mode(), keep_buffers(model):
             result = compiled_model(*args, **kwargs)
     finally:
         torch._dynamo.reset()
@@ -394,17 +426,31 @@ def capture_dynamo(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
     graphs = [CapturedGraph(compiled[inv.compiled_index][0], inv.slots,
                             compiled[inv.compiled_index][1], inv.compiled_index)
               for inv in invocations]
+    first: dict[int, CapturedGraph] = {}
+    for cg in graphs:
+        if cg.compiled_index in first:
+            cg.path_map = _path_map(first[cg.compiled_index].slots, cg.slots)
+        else:
+            first[cg.compiled_index] = cg
     outputs = _map_outputs(result, invocations)
     capture = Capture("dynamo", graphs, model, outputs, _input_tensors(args, kwargs, names))
+    external = [f"graph {i} input {s.name}" for i, g in enumerate(graphs) for s in g.slots
+                if s.role == "external"]
+    if external:
+        capture.metadata["dynamo.uncaptured_inputs"] = "; ".join(external)
+    missing = sum(1 for o in outputs if o is None)
+    if missing:
+        capture.metadata["dynamo.uncaptured_outputs"] = str(missing)
     capture.metadata["dynamo.compiled_graphs"] = str(len(compiled))
     capture.metadata["dynamo.graph_breaks"] = str(sum(1 for _, r in compiled if r))
     if marked:
-        capture.symbols = _dynamo_symbols(graphs, marked)
+        capture.symbols = _dynamo_symbols(graphs, marked, ranges)
     return capture
 
 
 def _classify_dynamo_input(node: torch.fx.Node, value: Any,
-                           known: Mapping[int, tuple[str, str]], names: Mapping[int, str],
+                           known: Mapping[int, tuple[str, str]],
+                           attributes: Mapping[int, str], names: Mapping[int, str],
                            user_inputs: Mapping[int, torch.Tensor],
                            invocations: Sequence[_Invocation], paths: ModulePaths) -> Slot:
     if not isinstance(value, torch.Tensor):
@@ -419,14 +465,34 @@ def _classify_dynamo_input(node: torch.fx.Node, value: Any,
                 return Slot("link", node.name, value, (index, position))
     if id(value) in user_inputs and user_inputs[id(value)] is value:
         return Slot("input", names.get(id(value), node.name), value)
-    # A tensor the model keeps outside its parameters and buffers (e.g. YOLO's anchors),
-    # or one computed in eager code between graphs: frozen as a constant of this run.
+    if id(value) in attributes:
+        # a tensor the model keeps outside its parameters and buffers (YOLO's anchors and
+        # strides): a constant of this run
+        return Slot("constant", attributes[id(value)], value.detach().clone())
+    # computed by Python that Dynamo left to run eagerly (e.g. a skipped frame): the IR
+    # keeps it as an input of this graph that no earlier graph produces
     grapharg = node.meta.get("grapharg")
     source = grapharg.source.name() if grapharg is not None else ""
     if callable(source):  # older torch spells it as a method
         source = source()
     name = paths.normalize(str(source)) if source else node.name
-    return Slot("constant", name or node.name, value.detach().clone())
+    return Slot("external", name or node.name, value)
+
+
+def _path_map(compiled: Sequence[Slot], run: Sequence[Slot]) -> dict[str, str]:
+    """Module prefixes of the first run of a compiled graph -> those of a later run,
+    found from the parameters each run passed."""
+    mapping: dict[str, str] = {}
+    for a, b in zip(compiled, run, strict=True):
+        if a.role not in ("parameter", "buffer") or a.role != b.role or a.name == b.name:
+            continue
+        pa, pb = a.name.split("."), b.name.split(".")
+        while pa and pb and pa[-1] == pb[-1]:
+            pa.pop()
+            pb.pop()
+        if pa and pb:
+            mapping.setdefault(".".join(pa), ".".join(pb))
+    return mapping
 
 
 def _break_reason(gm: torch.fx.GraphModule) -> str:
@@ -458,7 +524,8 @@ def _map_outputs(result: Any, invocations: Sequence[_Invocation]) -> list[tuple[
 
 
 def _mark_dynamic(args: tuple[Any, ...], kwargs: Mapping[str, Any],
-                  dynamic: DynamicSpec | None) -> dict[tuple[int, int], str]:
+                  dynamic: DynamicSpec | None,
+                  ranges: dict[str, tuple[int, int]]) -> dict[tuple[int, int], str]:
     import torch._dynamo
 
     marked: dict[tuple[int, int], str] = {}
@@ -470,13 +537,17 @@ def _mark_dynamic(args: tuple[Any, ...], kwargs: Mapping[str, Any],
             continue
         for d, name, lo, hi in dims:
             if d < leaf.dim():
-                torch._dynamo.mark_dynamic(leaf, d, min=lo, max=hi)
+                # no min/max here: Dynamo turns its own guards into ranges and then
+                # rejects bounds they do not cover (seen: max=16 vs a guard of <= 15);
+                # the IR records the range the caller asked for
+                torch._dynamo.mark_dynamic(leaf, d)
                 marked[(id(leaf), d)] = name
+                ranges[name] = (lo, hi)
     return marked
 
 
-def _dynamo_symbols(graphs: Sequence[CapturedGraph],
-                    marked: Mapping[tuple[int, int], str]) -> dict[str, SymDim]:
+def _dynamo_symbols(graphs: Sequence[CapturedGraph], marked: Mapping[tuple[int, int], str],
+                    ranges: Mapping[str, tuple[int, int]]) -> dict[str, SymDim]:
     symbols: dict[str, SymDim] = {}
     for cg in graphs:
         placeholders = [n for n in cg.gm.graph.nodes if n.op == "placeholder"]
@@ -488,11 +559,8 @@ def _dynamo_symbols(graphs: Sequence[CapturedGraph],
                 name = marked.get((id(slot.value), d))
                 if name is None or not isinstance(size, torch.SymInt):
                     continue
-                expr = size.node.expr
-                shape_env = size.node.shape_env
-                rng = shape_env.var_to_range.get(expr) if shape_env is not None else None
-                symbols[str(expr)] = SymDim(name, _bound(getattr(rng, "lower", None)),
-                                            _bound(getattr(rng, "upper", None)))
+                lo, hi = ranges[name]
+                symbols[str(size.node.expr)] = SymDim(name, lo, hi)
     return symbols
 
 

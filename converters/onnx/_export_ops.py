@@ -1,0 +1,947 @@
+"""One emitter per neutral op: the ONNX node(s) that compute it at the target opset.
+
+An emitter writes the node's outputs under the names in `e.outs`. Neutral ops that
+promote mixed input dtypes get Casts in front (ONNX ops want equal types). Ops without
+an emitter here (attention, adaptive_avg_pool with general sizes, ...) are lowered by
+the exporter through the registry's decomposition; an emitter may also raise
+NeedDecompose to ask for that.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from irbridge.converters.onnx._common import dtype_to_onnx
+from irbridge.converters.onnx.export import CANONICAL, EMITTERS, Emitter, NeedDecompose, NodeEmit
+from irbridge.dtypes import DType
+from irbridge.errors import ExportError
+from irbridge.ops._shapes import promote
+
+
+def register(op: str, fn: Emitter, canonical: str | None = None) -> None:
+    EMITTERS[op] = fn
+    if canonical:
+        CANONICAL.add((op, canonical))
+
+
+def _operand_dtype(e: NodeEmit, indices: Sequence[int]) -> DType | None:
+    types = [e.in_type(i) for i in indices if e.has(i)]
+    if any(t is None for t in types):
+        return None
+    return promote([t for t in types if t is not None], e.where)
+
+
+# -- elementwise ---------------------------------------------------------------------------
+
+_FLOAT_ONLY = {"Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Tan", "Erf", "Floor", "Ceil",
+               "Round", "Tanh", "Sigmoid", "IsNaN", "IsInf", "Softplus", "Elu", "LeakyRelu",
+               "HardSigmoid", "HardSwish", "Mish", "Gelu"}
+
+
+def _unary(onnx_op: str) -> Emitter:
+    def emit(e: NodeEmit) -> None:
+        source = e.in_dtype(0)
+        if onnx_op in _FLOAT_ONLY and source is not None and not source.is_float:
+            wide = e.ge.cast(e.input(0), source, DType.FLOAT64)
+            y = e.one(onnx_op, [wide])
+            out = e.out_dtype()
+            e.out("Cast", [y], to=dtype_to_onnx(out or source))
+            return
+        e.out(onnx_op, [e.input(0)])
+    return emit
+
+
+for _op, _onnx in {"neg": "Neg", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
+                   "reciprocal": "Reciprocal", "sin": "Sin", "cos": "Cos", "tan": "Tan",
+                   "erf": "Erf", "floor": "Floor", "ceil": "Ceil", "round": "Round",
+                   "sign": "Sign", "logical_not": "Not", "isnan": "IsNaN", "isinf": "IsInf",
+                   "tanh": "Tanh", "sigmoid": "Sigmoid", "relu": "Relu", "identity": "Identity",
+                   "non_zero": "NonZero"}.items():
+    register(_op, _unary(_onnx), _onnx)
+
+
+def _hardswish(e: NodeEmit) -> None:
+    if e.opset >= 14:
+        e.out("HardSwish", [e.input(0)])
+        return
+    x = e.input(0)
+    e.out("Mul", [x, e.one("HardSigmoid", [x], alpha=1 / 6, beta=0.5)])
+
+
+register("hardswish", _hardswish, "HardSwish")
+
+
+def _rsqrt(e: NodeEmit) -> None:
+    e.out("Reciprocal", [e.one("Sqrt", [e.input(0)])])
+
+
+register("rsqrt", _rsqrt)
+
+
+def _gelu(e: NodeEmit) -> None:
+    approximate = e.attrs["approximate"]
+    if e.opset >= 20:
+        e.out("Gelu", [e.input(0)], approximate=approximate)
+        return
+    x, dtype = e.input(0), e.in_dtype(0)
+    half = e.one("Mul", [x, e.scalar(0.5, dtype)])
+    if approximate == "tanh":
+        cube = e.one("Mul", [e.one("Mul", [x, x]), x])
+        inner = e.one("Add", [x, e.one("Mul", [cube, e.scalar(0.044715, dtype)])])
+        t = e.one("Tanh", [e.one("Mul", [inner, e.scalar(math.sqrt(2 / math.pi), dtype)])])
+    else:
+        t = e.one("Erf", [e.one("Div", [x, e.scalar(math.sqrt(2), dtype)])])
+    e.out("Mul", [half, e.one("Add", [t, e.scalar(1, dtype)])])
+
+
+register("gelu", _gelu, "Gelu")
+
+
+def _silu(e: NodeEmit) -> None:
+    x = e.input(0)
+    e.out("Mul", [x, e.one("Sigmoid", [x])])
+
+
+register("silu", _silu)
+
+
+def _mish(e: NodeEmit) -> None:
+    x = e.input(0)
+    if e.opset >= 18:
+        e.out("Mish", [x])
+        return
+    e.out("Mul", [x, e.one("Tanh", [e.one("Softplus", [x])])])
+
+
+register("mish", _mish, "Mish")
+
+
+def _hardsigmoid(e: NodeEmit) -> None:
+    e.out("HardSigmoid", [e.input(0)], alpha=e.attrs["alpha"], beta=e.attrs["beta"])
+
+
+def _leaky_relu(e: NodeEmit) -> None:
+    e.out("LeakyRelu", [e.input(0)], alpha=e.attrs["alpha"])
+
+
+def _elu(e: NodeEmit) -> None:
+    e.out("Elu", [e.input(0)], alpha=e.attrs["alpha"])
+
+
+register("hardsigmoid", _hardsigmoid, "HardSigmoid")
+register("leaky_relu", _leaky_relu, "LeakyRelu")
+register("elu", _elu, "Elu")
+
+
+def _softplus(e: NodeEmit) -> None:
+    """ONNX Softplus is log(1 + exp(x)): beta scales around it; the neutral op's linear
+    tail above `threshold` differs from it by less than exp(-threshold)."""
+    beta = e.attrs["beta"]
+    x = e.input(0)
+    if beta == 1.0:
+        e.out("Softplus", [x])
+        return
+    b = e.scalar(beta, e.in_dtype(0))
+    e.out("Div", [e.one("Softplus", [e.one("Mul", [x, b])]), b])
+
+
+register("softplus", _softplus, "Softplus")
+
+
+def _clip(e: NodeEmit) -> None:
+    dtype = e.in_dtype(0)
+    x = e.input(0)
+    bounds: list[str | None] = [None, None]
+    for slot, key in ((1, "min"), (2, "max")):
+        if e.has(slot):
+            bounds[slot - 1] = e.as_dtype(slot, dtype)
+        elif math.isfinite(e.attrs[key]):
+            value = e.attrs[key]
+            if dtype is not None and dtype.is_integer:
+                value = math.ceil(value) if key == "min" else math.floor(value)
+            bounds[slot - 1] = e.scalar(value, dtype)
+    while bounds and bounds[-1] is None:
+        bounds.pop()
+    e.out("Clip", [x, *bounds])
+
+
+register("clip", _clip, "Clip")
+
+
+def _cast(e: NodeEmit) -> None:
+    target: DType = e.attrs["dtype"]
+    if target in (DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2):
+        e.need_opset(19, "casting to float8")
+        e.out("Cast", [e.input(0)], to=dtype_to_onnx(target), saturate=0)
+        return
+    e.out("Cast", [e.input(0)], to=dtype_to_onnx(target))
+
+
+register("cast", _cast, "Cast")
+
+
+def _binary(onnx_op: str, compare: bool = False) -> Emitter:
+    def emit(e: NodeEmit) -> None:
+        dtype = _operand_dtype(e, (0, 1)) if compare else e.out_dtype()
+        e.out(onnx_op, [e.as_dtype(0, dtype), e.as_dtype(1, dtype)])
+    return emit
+
+
+for _op, _onnx in {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}.items():
+    register(_op, _binary(_onnx), _onnx)
+
+_NARROW_INTS = {DType.INT8, DType.INT16, DType.UINT8, DType.UINT16}
+
+
+def _extremum(onnx_op: str) -> Emitter:
+    """Max / Min; narrow integers go through int32 (common runtimes lack those kernels)."""
+    def emit(e: NodeEmit) -> None:
+        dtype = e.out_dtype()
+        if dtype not in _NARROW_INTS:
+            e.out(onnx_op, [e.as_dtype(0, dtype), e.as_dtype(1, dtype)])
+            return
+        y = e.one(onnx_op, [e.as_dtype(0, DType.INT32), e.as_dtype(1, DType.INT32)])
+        e.out("Cast", [y], to=dtype_to_onnx(dtype) if dtype else None)
+    return emit
+
+
+register("maximum", _extremum("Max"), "Max")
+register("minimum", _extremum("Min"), "Min")
+
+_POW_TYPES = {DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.BFLOAT16, DType.INT32,
+              DType.INT64}
+
+
+def _pow(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    if dtype is None or dtype in _POW_TYPES:
+        e.out("Pow", [e.as_dtype(0, dtype), e.as_dtype(1, dtype)])
+        return
+    wide = DType.INT64 if dtype.is_integer else DType.FLOAT32  # ONNX Pow lacks this type
+    y = e.one("Pow", [e.as_dtype(0, wide), e.as_dtype(1, wide)])
+    e.out("Cast", [y], to=dtype_to_onnx(dtype))
+
+
+register("pow", _pow, "Pow")
+for _op, _onnx in {"equal": "Equal", "less": "Less", "less_equal": "LessOrEqual",
+                   "greater": "Greater", "greater_equal": "GreaterOrEqual",
+                   "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}.items():
+    register(_op, _binary(_onnx, compare=True), _onnx)
+
+
+def _not_equal(e: NodeEmit) -> None:
+    dtype = _operand_dtype(e, (0, 1))
+    e.out("Not", [e.one("Equal", [e.as_dtype(0, dtype), e.as_dtype(1, dtype)])])
+
+
+register("not_equal", _not_equal)
+
+
+def _floor_div(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    a, b = e.as_dtype(0, dtype), e.as_dtype(1, dtype)
+    if dtype is None or dtype.is_float:
+        e.out("Floor", [e.one("Div", [a, b])])
+        return
+    if dtype.name.startswith("UINT"):
+        e.out("Div", [a, b])
+        return
+    quotient = e.one("Div", [a, b])  # truncates toward zero
+    rest = e.one("Sub", [a, e.one("Mul", [quotient, b])])
+    zero = e.scalar(0, dtype)
+    inexact = e.one("Not", [e.one("Equal", [rest, zero])])
+    signs_differ = e.one("Xor", [e.one("Less", [a, zero]), e.one("Less", [b, zero])])
+    adjust = e.one("Cast", [e.one("And", [inexact, signs_differ])], to=dtype_to_onnx(dtype))
+    e.out("Sub", [quotient, adjust])
+
+
+register("floor_div", _floor_div)
+
+
+def _mod(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    a, b = e.as_dtype(0, dtype), e.as_dtype(1, dtype)
+    if dtype is not None and not dtype.is_float:
+        e.out("Mod", [a, b], fmod=0)
+        return
+    rest = e.one("Mod", [a, b], fmod=1)  # sign of the dividend; move to the divisor's
+    zero = e.scalar(0, dtype)
+    fix = e.one("And", [e.one("Not", [e.one("Equal", [rest, zero])]),
+                        e.one("Xor", [e.one("Less", [rest, zero]), e.one("Less", [b, zero])])])
+    e.out("Where", [fix, e.one("Add", [rest, b]), rest])
+
+
+register("mod", _mod)
+
+
+def _prelu(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    x, slope = e.as_dtype(0, dtype), e.as_dtype(1, dtype)
+    xt, st = e.in_type(0), e.in_type(1)
+    if xt is not None and st is not None and xt.shape is not None and st.shape is not None \
+            and len(st.shape) <= len(xt.shape) and all(
+                s == 1 or s == d for s, d in zip(reversed(st.shape), reversed(xt.shape),
+                                                 strict=False)):
+        e.out("PRelu", [x, slope])
+        return
+    zero = e.scalar(0, dtype)
+    e.out("Where", [e.one("GreaterOrEqual", [x, zero]), x, e.one("Mul", [x, slope])])
+
+
+register("prelu", _prelu, "PRelu")
+
+
+def _where(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    cond = e.as_dtype(0, DType.BOOL)
+    e.out("Where", [cond, e.as_dtype(1, dtype), e.as_dtype(2, dtype)])
+
+
+register("where", _where, "Where")
+
+
+# -- matmul family, convolution --------------------------------------------------------------
+
+def _matmul(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    e.out("MatMul", [e.as_dtype(0, dtype), e.as_dtype(1, dtype)])
+
+
+register("matmul", _matmul, "MatMul")
+
+
+def _gemm(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    inputs = [e.as_dtype(i, dtype) for i in range(3) if e.has(i)]
+    a = e.attrs
+    e.out("Gemm", inputs, transA=int(a["trans_a"]), transB=int(a["trans_b"]),
+          alpha=float(a["alpha"]), beta=float(a["beta"]))
+
+
+register("gemm", _gemm, "Gemm")
+
+
+def _linear(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    x, w = e.as_dtype(0, dtype), e.as_dtype(1, dtype)
+    b = e.as_dtype(2, dtype) if e.has(2) else None
+    if e.rank(0) == 2:
+        e.out("Gemm", [x, w] + ([b] if b else []), transB=1)
+        return
+    wt = e.one("Transpose", [w], perm=[1, 0])
+    if b is None:
+        e.out("MatMul", [x, wt])
+        return
+    e.out("Add", [e.one("MatMul", [x, wt]), b])
+
+
+register("linear", _linear)
+
+
+def _window(e: NodeEmit, d: int, default_strides: Sequence[int] | None = None
+            ) -> dict[str, list[int]]:
+    a = e.attrs
+    strides = list(a["strides"]) or list(default_strides or [1] * d)
+    pads = list(a["pads"]) or [0] * (2 * d)
+    out = {"strides": strides, "pads": pads}
+    if "dilations" in a:
+        out["dilations"] = list(a["dilations"]) or [1] * d
+    return out
+
+
+def _conv(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    d = e.rank(0) - 2
+    inputs = [e.as_dtype(i, dtype) for i in range(3) if e.has(i)]
+    e.out("Conv", inputs, group=e.attrs["groups"], **_window(e, d))
+
+
+register("conv", _conv, "Conv")
+
+
+def _conv_transpose(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    d = e.rank(0) - 2
+    inputs = [e.as_dtype(i, dtype) for i in range(3) if e.has(i)]
+    out_pad = list(e.attrs["output_padding"]) or None
+    e.out("ConvTranspose", inputs, group=e.attrs["groups"], output_padding=out_pad,
+          **_window(e, d))
+
+
+register("conv_transpose", _conv_transpose, "ConvTranspose")
+
+
+# -- normalisation, softmax -------------------------------------------------------------------
+
+def _batch_norm(e: NodeEmit) -> None:
+    e.out("BatchNormalization", [e.input(i) for i in range(5)], epsilon=e.attrs["epsilon"])
+
+
+register("batch_norm", _batch_norm, "BatchNormalization")
+
+
+def _normalised_shape(e: NodeEmit, axis: int) -> tuple[int, ...]:
+    t = e.in_type(0)
+    if t is None or t.shape is None:
+        raise NeedDecompose()
+    dims = t.shape[axis % len(t.shape):]
+    if not all(isinstance(d, int) for d in dims):
+        raise NeedDecompose()
+    return tuple(int(d) for d in dims if isinstance(d, int))
+
+
+def _ones(e: NodeEmit, shape: Sequence[int], value: float = 1.0) -> str:
+    dtype = e.in_dtype(0) or DType.FLOAT32
+    return e.const(np.full(tuple(shape), value, dtype=dtype.numpy), "ones" if value else "zeros")
+
+
+def _manual_norm(e: NodeEmit, axes: list[int], epsilon: float, rms: bool) -> None:
+    x, dtype = e.input(0), e.in_dtype(0)
+    if rms:
+        centred = x
+    else:
+        mean = _reduce_op(e, "ReduceMean", x, axes, True)
+        centred = e.one("Sub", [x, mean])
+    var = _reduce_op(e, "ReduceMean", e.one("Mul", [centred, centred]), axes, True)
+    denom = e.one("Sqrt", [e.one("Add", [var, e.scalar(epsilon, dtype)])])
+    y = e.one("Div", [centred, denom])
+    steps = [("Mul", 1)] + ([] if rms else [("Add", 2)])
+    present = [(op, i) for op, i in steps if e.has(i)]
+    for k, (op, index) in enumerate(present):
+        last = k == len(present) - 1
+        y = e.one(op, [y, e.as_dtype(index, dtype)], e.outs[0] if last else None)
+    if not present:
+        e.out("Identity", [y])
+
+
+def _layer_norm(e: NodeEmit) -> None:
+    rank = e.rank(0)
+    axis = e.attrs["axis"] % rank
+    if e.opset < 17:
+        _manual_norm(e, list(range(axis, rank)), e.attrs["epsilon"], rms=False)
+        return
+    scale = e.input(1) if e.has(1) else _ones(e, _normalised_shape(e, axis))
+    inputs = [e.input(0), scale] + ([e.input(2)] if e.has(2) else [])
+    e.emit("LayerNormalization", inputs, [e.outs[0]], axis=axis, epsilon=e.attrs["epsilon"])
+
+
+register("layer_norm", _layer_norm, "LayerNormalization")
+
+
+def _rms_norm(e: NodeEmit) -> None:
+    rank = e.rank(0)
+    axis = e.attrs["axis"] % rank
+    if e.opset < 23:
+        _manual_norm(e, list(range(axis, rank)), e.attrs["epsilon"], rms=True)
+        return
+    scale = e.input(1) if e.has(1) else _ones(e, _normalised_shape(e, axis))
+    e.out("RMSNormalization", [e.input(0), scale], axis=axis, epsilon=e.attrs["epsilon"])
+
+
+register("rms_norm", _rms_norm, "RMSNormalization")
+
+
+def _group_norm(e: NodeEmit) -> None:
+    t = e.in_type(0)
+    if t is None or t.shape is None or not isinstance(t.shape[1], int):
+        raise ExportError(f"{e.where}: group_norm needs a static channel dim to export")
+    channels, groups = t.shape[1], e.attrs["num_groups"]
+    rank = len(t.shape)
+    scale = e.input(1) if e.has(1) else _ones(e, [channels])
+    bias = e.input(2) if e.has(2) else _ones(e, [channels], 0.0)
+    if e.opset >= 21:
+        e.out("GroupNormalization", [e.input(0), scale, bias], num_groups=groups,
+              epsilon=e.attrs["epsilon"])
+        return
+    # InstanceNormalization over [N, G, rest]: each group normalised over its elements
+    x = e.input(0)
+    grouped = e.one("Reshape", [x, e.i64([0, groups, -1])])
+    normed = e.one("InstanceNormalization", [grouped, _ones(e, [groups]),
+                                             _ones(e, [groups], 0.0)],
+                   epsilon=e.attrs["epsilon"])
+    y = e.one("Reshape", [normed, e.one("Shape", [x])])
+    per_channel = e.i64([channels] + [1] * (rank - 2))
+    y = e.one("Mul", [y, e.one("Reshape", [scale, per_channel])])
+    e.out("Add", [y, e.one("Reshape", [bias, per_channel])])
+
+
+register("group_norm", _group_norm, "GroupNormalization")
+
+
+def _softmax(onnx_op: str) -> Emitter:
+    def emit(e: NodeEmit) -> None:
+        e.out(onnx_op, [e.input(0)], axis=e.attrs["axis"])
+    return emit
+
+
+register("softmax", _softmax("Softmax"), "Softmax")
+register("log_softmax", _softmax("LogSoftmax"), "LogSoftmax")
+
+
+# -- reductions ---------------------------------------------------------------------------------
+
+def _reduce_op(e: NodeEmit, onnx_op: str, x: str, axes: Sequence[int], keepdims: bool,
+               output: str | None = None) -> str:
+    axes_input_since = 13 if onnx_op == "ReduceSum" else 18
+    if not axes:
+        return e.one(onnx_op, [x], output, keepdims=int(keepdims))
+    if e.opset >= axes_input_since:
+        return e.one(onnx_op, [x, e.i64(list(axes))], output, keepdims=int(keepdims))
+    return e.one(onnx_op, [x], output, axes=list(axes), keepdims=int(keepdims))
+
+
+def _reduce(onnx_op: str) -> Emitter:
+    def emit(e: NodeEmit) -> None:
+        _reduce_op(e, onnx_op, e.input(0), e.attrs["axes"], e.attrs["keepdims"], e.outs[0])
+    return emit
+
+
+for _op, _onnx in {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean",
+                   "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
+                   "reduce_prod": "ReduceProd", "reduce_l2": "ReduceL2",
+                   "reduce_log_sum_exp": "ReduceLogSumExp"}.items():
+    register(_op, _reduce(_onnx), _onnx)
+
+
+def _arg(onnx_op: str) -> Emitter:
+    def emit(e: NodeEmit) -> None:
+        a = e.attrs
+        e.out(onnx_op, [e.input(0)], axis=a["axis"], keepdims=int(a["keepdims"]),
+              select_last_index=int(a["select_last_index"]))
+    return emit
+
+
+register("argmax", _arg("ArgMax"), "ArgMax")
+register("argmin", _arg("ArgMin"), "ArgMin")
+
+
+def _cumprod_unrolled(e: NodeEmit) -> None:
+    """CumProd before opset 26: a chain of Muls over the slices of a static axis."""
+    a = e.attrs
+    t = e.in_type(0)
+    rank = e.rank(0)
+    axis = a["axis"] % rank
+    n = t.shape[axis] if t is not None and t.shape is not None else None
+    if not isinstance(n, int) or n > 256:
+        raise ExportError(f"{e.where}: cumprod needs opset 26 (ONNX CumProd), or a static "
+                          f"axis of at most 256 elements, to export")
+    dtype = e.in_dtype(0) or DType.FLOAT32
+    x = e.input(0)
+    pieces = [e.one("Slice", [x, e.i64([i]), e.i64([i + 1]), e.i64([axis])]) for i in range(n)]
+    order = list(range(n))[::-1] if a["reverse"] else list(range(n))
+    running: str | None = None
+    results: dict[int, str] = {}
+    for i in order:
+        if a["exclusive"]:
+            if running is None:
+                shape_like = pieces[i]
+                results[i] = e.one("Add", [e.one("Mul", [shape_like, e.scalar(0, dtype)]),
+                                           e.scalar(1, dtype)])
+            else:
+                results[i] = running
+            running = pieces[i] if running is None else e.one("Mul", [running, pieces[i]])
+        else:
+            running = pieces[i] if running is None else e.one("Mul", [running, pieces[i]])
+            results[i] = running
+    e.out("Concat", [results[i] for i in range(n)], axis=axis)
+
+
+def _cumulative(onnx_op: str) -> Emitter:
+    def emit(e: NodeEmit) -> None:
+        if onnx_op == "CumProd" and e.opset < 26:
+            _cumprod_unrolled(e)
+            return
+        a = e.attrs
+        axis = e.const(np.array(a["axis"], dtype=np.int64), "axis")
+        e.out(onnx_op, [e.input(0), axis], exclusive=int(a["exclusive"]),
+              reverse=int(a["reverse"]))
+    return emit
+
+
+register("cumsum", _cumulative("CumSum"), "CumSum")
+register("cumprod", _cumulative("CumProd"), "CumProd")
+
+
+# -- pooling ------------------------------------------------------------------------------------
+
+def _max_pool(e: NodeEmit) -> None:
+    kernel = list(e.attrs["kernel"])
+    window = _window(e, len(kernel), kernel)
+    e.emit("MaxPool", [e.input(0)], [e.outs[0]], kernel_shape=kernel,
+           ceil_mode=int(e.attrs["ceil_mode"]), **window)
+
+
+def _avg_pool(e: NodeEmit) -> None:
+    kernel = list(e.attrs["kernel"])
+    window = _window(e, len(kernel), kernel)
+    e.out("AveragePool", [e.input(0)], kernel_shape=kernel, ceil_mode=int(e.attrs["ceil_mode"]),
+          count_include_pad=int(e.attrs["count_include_pad"]), **window)
+
+
+register("max_pool", _max_pool, "MaxPool")
+register("avg_pool", _avg_pool, "AveragePool")
+
+
+def _adaptive_avg_pool(e: NodeEmit) -> None:
+    if all(o == 1 for o in e.attrs["output_size"]):
+        e.out("GlobalAveragePool", [e.input(0)])
+        return
+    raise NeedDecompose()
+
+
+register("adaptive_avg_pool", _adaptive_avg_pool, "GlobalAveragePool")
+
+
+def _adaptive_max_pool(e: NodeEmit) -> None:
+    outs = e.attrs["output_size"]
+    if all(o == 1 for o in outs):
+        e.out("GlobalMaxPool", [e.input(0)])
+        return
+    sizes = e.static(0)[2:]
+    if all(n % o == 0 for n, o in zip(sizes, outs, strict=True)):
+        kernel = [n // o for n, o in zip(sizes, outs, strict=True)]
+        e.out("MaxPool", [e.input(0)], kernel_shape=kernel, strides=kernel)
+        return
+    y = e.input(0)
+    for axis, (n, o) in enumerate(zip(sizes, outs, strict=True), start=2):
+        if n == o:
+            continue
+        parts = []
+        for i in range(o):
+            start, end = i * n // o, -(-(i + 1) * n // o)
+            piece = e.one("Slice", [y, e.i64([start]), e.i64([end]), e.i64([axis])])
+            parts.append(_reduce_op(e, "ReduceMax", piece, [axis], True))
+        y = e.one("Concat", parts, axis=axis)
+    e.out("Identity", [y])
+
+
+register("adaptive_max_pool", _adaptive_max_pool, "GlobalMaxPool")
+
+
+# -- shapes ---------------------------------------------------------------------------------------
+
+def _static_out(e: NodeEmit) -> tuple[int, ...] | None:
+    t = e.out_type()
+    return t.static_shape() if t is not None and t.is_static else None
+
+
+def _flatten(e: NodeEmit) -> None:
+    rank = max(e.rank(0), 1)
+    start = e.attrs["start_axis"] % rank
+    end = e.attrs["end_axis"] % rank
+    if start == 1 and end == rank - 1:
+        e.out("Flatten", [e.input(0)], axis=1)
+        return
+    static = _static_out(e)
+    if static is not None:
+        e.out("Reshape", [e.input(0), e.i64(list(static), "shape")])
+        return
+    x = e.input(0)
+    shape = e.one("Shape", [x])
+    parts = []
+    if start > 0:
+        parts.append(e.one("Slice", [shape, e.i64([0]), e.i64([start])]))
+    parts.append(e.i64([-1]))
+    if end < rank - 1:
+        parts.append(e.one("Slice", [shape, e.i64([end + 1]), e.i64([rank])]))
+    target = e.one("Concat", parts, axis=0) if len(parts) > 1 else parts[0]
+    e.out("Reshape", [x, target])
+
+
+register("flatten", _flatten, "Flatten")
+
+
+def _reshape(e: NodeEmit) -> None:
+    shape = e.input(1) if e.has(1) else e.i64(list(e.attrs["shape"]), "shape")
+    e.out("Reshape", [e.input(0), shape])
+
+
+register("reshape", _reshape, "Reshape")
+
+
+def _shape_of(e: NodeEmit) -> None:
+    start, end = e.attrs["start"], e.attrs["end"]
+    if e.opset >= 15:
+        e.out("Shape", [e.input(0)], start=start or None, end=end or None)
+        return
+    shape = e.one("Shape", [e.input(0)])
+    if start == 0 and end == 0:
+        e.out("Identity", [shape])
+        return
+    stop = end if end != 0 else 2**62
+    e.out("Slice", [shape, e.i64([start]), e.i64([stop])])
+
+
+register("shape_of", _shape_of, "Shape")
+
+
+def _squeeze(e: NodeEmit) -> None:
+    axes = list(e.attrs["axes"])
+    e.out("Squeeze", [e.input(0)] + ([e.i64(axes, "axes")] if axes else []))
+
+
+def _unsqueeze(e: NodeEmit) -> None:
+    e.out("Unsqueeze", [e.input(0), e.i64(list(e.attrs["axes"]), "axes")])
+
+
+register("squeeze", _squeeze, "Squeeze")
+register("unsqueeze", _unsqueeze, "Unsqueeze")
+
+
+# -- data movement ------------------------------------------------------------------------------
+
+def _concat(e: NodeEmit) -> None:
+    dtype = e.out_dtype()
+    e.out("Concat", [e.as_dtype(i, dtype) for i in range(len(e.ins))], axis=e.attrs["axis"])
+
+
+register("concat", _concat, "Concat")
+
+
+def _embedding(e: NodeEmit) -> None:
+    e.out("Gather", [e.input(0), e.input(1)], axis=0)
+
+
+register("embedding", _embedding)
+
+
+def _expand(e: NodeEmit) -> None:
+    if e.has(1):
+        shape = e.input(1)
+        minus = e.one("Equal", [shape, e.i64(-1)])
+        shape = e.one("Where", [minus, e.i64(1), shape])
+    else:
+        shape = e.i64([1 if d == -1 else d for d in e.attrs["shape"]], "shape")
+    e.out("Expand", [e.input(0), shape])
+
+
+register("expand", _expand, "Expand")
+
+
+def _gather(e: NodeEmit) -> None:
+    e.out("Gather", [e.input(0), e.input(1)], axis=e.attrs["axis"])
+
+
+def _gather_elements(e: NodeEmit) -> None:
+    e.out("GatherElements", [e.input(0), e.input(1)], axis=e.attrs["axis"])
+
+
+def _scatter_elements(e: NodeEmit) -> None:
+    reduction = e.attrs["reduction"]
+    if reduction != "none":
+        e.need_opset(18 if reduction in ("max", "min") else 16,
+                     f"scatter_elements with reduction {reduction}")
+    e.out("ScatterElements", [e.input(0), e.input(1), e.input(2)], axis=e.attrs["axis"],
+          reduction=None if reduction == "none" else reduction)
+
+
+register("gather", _gather, "Gather")
+register("gather_elements", _gather_elements, "GatherElements")
+register("scatter_elements", _scatter_elements, "ScatterElements")
+
+
+def _pad(e: NodeEmit) -> None:
+    mode = e.attrs["mode"]
+    if mode == "wrap":
+        e.need_opset(19, "pad with mode wrap")
+    inputs = [e.input(0), e.i64(list(e.attrs["pads"]), "pads")]
+    if mode == "constant" and e.attrs["value"] != 0.0:
+        dtype = e.in_dtype(0) or DType.FLOAT32
+        inputs.append(e.scalar(e.attrs["value"], dtype, "value"))
+    e.out("Pad", inputs, mode=mode)
+
+
+register("pad", _pad, "Pad")
+
+
+def _permute(e: NodeEmit) -> None:
+    e.out("Transpose", [e.input(0)], perm=list(e.attrs["perm"]))
+
+
+register("permute", _permute, "Transpose")
+
+
+def _resize(e: NodeEmit) -> None:
+    a = e.attrs
+    rank = e.rank(0)
+    x = e.input(0)
+    attrs = {"mode": a["mode"], "coordinate_transformation_mode": a["coordinate_mode"],
+             "nearest_mode": a["nearest_mode"], "cubic_coeff_a": -0.75}
+    spatial = list(range(2, rank))
+    if e.opset >= 18:
+        if a["sizes"]:
+            e.out("Resize", [x, "", "", e.i64(list(a["sizes"]), "sizes")], axes=spatial, **attrs)
+        else:
+            scales = e.const(np.array(a["scales"], dtype=np.float32), "scales")
+            e.out("Resize", [x, "", scales], axes=spatial, **attrs)
+        return
+    if a["sizes"]:
+        t = e.in_type(0)
+        lead = t.shape[:2] if t is not None and t.shape is not None else (None, None)
+        if all(isinstance(d, int) for d in lead):
+            sizes = e.i64([*lead, *a["sizes"]], "sizes")  # type: ignore[list-item]
+        else:
+            head = e.one("Slice", [e.one("Shape", [x]), e.i64([0]), e.i64([2])])
+            sizes = e.one("Concat", [head, e.i64(list(a["sizes"]))], axis=0)
+        e.out("Resize", [x, "", "", sizes], **attrs)
+        return
+    scales = e.const(np.array([1.0, 1.0, *a["scales"]], dtype=np.float32), "scales")
+    e.out("Resize", [x, "", scales], **attrs)
+
+
+register("resize", _resize, "Resize")
+
+
+def _slice(e: NodeEmit) -> None:
+    a = e.attrs
+    count = len(a["starts"])
+    axes = list(a["axes"]) or list(range(count))
+    steps = list(a["steps"]) or [1] * count
+    e.out("Slice", [e.input(0), e.i64(list(a["starts"]), "starts"),
+                    e.i64(list(a["ends"]), "ends"), e.i64(axes, "axes"), e.i64(steps, "steps")])
+
+
+register("slice", _slice, "Slice")
+
+
+def _split(e: NodeEmit) -> None:
+    e.emit("Split", [e.input(0), e.i64(list(e.attrs["sizes"]), "split")], e.outs,
+           axis=e.attrs["axis"])
+
+
+register("split", _split, "Split")
+
+
+def _tile(e: NodeEmit) -> None:
+    e.out("Tile", [e.input(0), e.i64(list(e.attrs["repeats"]), "repeats")])
+
+
+register("tile", _tile, "Tile")
+
+
+def _trilu(e: NodeEmit) -> None:
+    if e.opset < 14:  # no Trilu yet: a constant mask over the (static) last two dims
+        t = e.in_type(0)
+        dims = t.shape[-2:] if t is not None and t.shape is not None else ()
+        if len(dims) != 2 or not all(isinstance(d, int) for d in dims):
+            raise ExportError(f"{e.where}: trilu needs opset 14, or static last dims")
+        rows, cols = (int(d) for d in dims if isinstance(d, int))
+        ones = np.ones((rows, cols), dtype=bool)
+        keep = np.triu(ones, e.attrs["k"]) if e.attrs["upper"] else np.tril(ones, e.attrs["k"])
+        zero = e.scalar(0, e.in_dtype(0))
+        e.out("Where", [e.const(keep, "mask"), e.input(0), zero])
+        return
+    k = e.const(np.array(e.attrs["k"], dtype=np.int64), "k")
+    e.out("Trilu", [e.input(0), k], upper=int(e.attrs["upper"]))
+
+
+register("trilu", _trilu, "Trilu")
+
+
+# -- constants -------------------------------------------------------------------------------------
+
+INLINE = 1 << 20
+"""Constant nodes above this many bytes are written as initializers."""
+
+
+def _constant(e: NodeEmit) -> None:
+    from irbridge.converters.onnx._common import tensor_to_proto
+
+    tensor = e.attrs["value"]
+    if tensor.data is None:
+        raise ExportError(f"{e.where}: constant {tensor.name!r} has no data (shape-only IR)")
+    if tensor.nbytes > INLINE:
+        e.ge.ex.initializers.append(tensor_to_proto(tensor, e.outs[0]))
+        return
+    e.out("Constant", [], value=tensor_to_proto(tensor, e.outs[0]))
+
+
+register("constant", _constant, "Constant")
+
+
+def _full(e: NodeEmit) -> None:
+    dtype: DType = e.attrs["dtype"]
+    value = np.array([e.attrs["value"]]).astype(dtype.numpy)
+    from irbridge.converters.onnx._common import array_to_proto
+
+    e.out("ConstantOfShape", [e.i64(list(e.attrs["shape"]), "shape")],
+          value=array_to_proto(value, "value"))
+
+
+register("full", _full, "ConstantOfShape")
+
+_RANGE_TYPES = {DType.FLOAT32, DType.FLOAT64, DType.INT16, DType.INT32, DType.INT64}
+
+
+def _range(e: NodeEmit) -> None:
+    a = e.attrs
+    dtype: DType = a["dtype"]
+    if dtype not in _RANGE_TYPES:
+        n = max(math.ceil((a["limit"] - a["start"]) / a["delta"]), 0)
+        values = (a["start"] + a["delta"] * np.arange(n)).astype(dtype.numpy)
+        e.out("Identity", [e.const(values, "range")])
+        return
+    e.out("Range", [e.scalar(a["start"], dtype, "start"), e.scalar(a["limit"], dtype, "limit"),
+                    e.scalar(a["delta"], dtype, "delta")])
+
+
+register("range", _range, "Range")
+
+
+# -- selection, one-hot ---------------------------------------------------------------------------
+
+def _topk(e: NodeEmit) -> None:
+    a = e.attrs
+    e.emit("TopK", [e.input(0), e.i64([a["k"]], "k")], e.outs, axis=a["axis"],
+           largest=int(a["largest"]), sorted=int(a["sorted"]))
+
+
+register("topk", _topk, "TopK")
+
+
+def _sort(e: NodeEmit) -> None:
+    a = e.attrs
+    t = e.in_type(0)
+    rank = e.rank(0)
+    axis = a["axis"] % rank
+    dim = t.shape[axis] if t is not None and t.shape is not None else None
+    if isinstance(dim, int):
+        k = e.i64([dim], "k")
+    else:
+        k = e.one("Shape", [e.input(0)], start=axis, end=axis + 1)
+    e.emit("TopK", [e.input(0), k], e.outs, axis=axis, largest=int(a["descending"]), sorted=1)
+
+
+register("sort", _sort)
+
+
+def _one_hot(e: NodeEmit) -> None:
+    a = e.attrs
+    dtype: DType = a["dtype"]
+    values = e.const(np.array([0, 1]).astype(dtype.numpy), "values")
+    depth = e.const(np.array(a["depth"], dtype=np.int64), "depth")
+    e.out("OneHot", [e.input(0), depth, values], axis=a["axis"])
+
+
+register("one_hot", _one_hot)  # import gives one_hot + where: regrouped
+
+
+# -- control flow ----------------------------------------------------------------------------------
+
+def _if(e: NodeEmit) -> None:
+    then_branch = e.ge.subgraph(e.attrs["then_branch"])
+    else_branch = e.ge.subgraph(e.attrs["else_branch"])
+    cond = e.as_dtype(0, DType.BOOL)
+    e.emit("If", [cond], e.outs, then_branch=then_branch, else_branch=else_branch)
+
+
+def _loop(e: NodeEmit) -> None:
+    body = e.ge.subgraph(e.attrs["body"])
+    e.emit("Loop", [n or "" for n in e.ins], e.outs, body=body)
+
+
+register("if", _if, "If")
+register("loop", _loop, "Loop")

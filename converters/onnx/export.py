@@ -1,0 +1,652 @@
+"""irbridge IR -> ONNX.
+
+`to_onnx(model, opset=18)` builds an `onnx.ModelProto` that passes
+`onnx.checker.check_model(full_check=True)`: model tensors become initializers, neutral
+ops map to ONNX ops of the chosen opset (`_export_ops` holds one emitter per op, some of
+them short sequences of ONNX ops), ops without an emitter are lowered through the
+registry's decompositions, opaque nodes of domain "onnx" (or a custom domain) are written
+back as they were imported. Symbolic dims become dim_params.
+
+Each ONNX node records its provenance in metadata_props (irbridge.module_path,
+irbridge.source_op, ...) and in a readable name; the nodes written for one neutral node
+share `irbridge.node`, and a multi-node lowering also records the neutral op, its
+attributes and its inputs and outputs, so that `import_onnx` rebuilds the neutral op.
+
+`export_onnx(model, path, opset=18)` writes the file atomically, with external data
+when the weights pass 2 GiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
+
+from irbridge.builder import GraphBuilder
+from irbridge.converters.onnx._common import (
+    DEFAULT_OPSET,
+    META_ATTRS,
+    META_INPUTS,
+    META_LOCATION,
+    META_MODULE_CLASS,
+    META_MODULE_PATH,
+    META_NODE,
+    META_OP,
+    META_OUTPUTS,
+    META_SOURCE_FORMAT,
+    META_SOURCE_NODE,
+    META_SOURCE_OP,
+    MIN_EXPORT_OPSET,
+    MODEL_META_OPSETS,
+    OPAQUE_ONNX_DOMAIN,
+    array_to_proto,
+    attrs_to_json,
+    dtype_to_onnx,
+    max_opset,
+    tensor_to_proto,
+    without_large_initializers,
+)
+from irbridge.dtypes import DType
+from irbridge.errors import ExportError, IrbridgeError
+from irbridge.ir import AttrValue, Graph, Model, Node, SymDim, Tensor, TensorType, Value
+from irbridge.ops import registry
+
+EXTERNAL_DATA_THRESHOLD = 2 * 1024**3 - 64 * 1024**2
+"""Weights above this many bytes go to an external data file (protobuf's 2 GiB limit)."""
+
+INLINE_CONSTANT_BYTES = 1024
+"""Constants larger than this become initializers instead of Constant nodes."""
+
+
+# -- public API ----------------------------------------------------------------------------
+
+def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True) -> ModelProto:
+    """The IR model as an ONNX ModelProto of the given opset (default domain).
+    `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
+    `export_onnx` checks the written file instead)."""
+    newest = max_opset()
+    if not MIN_EXPORT_OPSET <= opset <= newest:
+        raise ExportError(f"opset {opset} is outside the supported range "
+                          f"{MIN_EXPORT_OPSET}..{newest}")
+    if not model.graphs:
+        raise ExportError("model has no graph to export")
+    proto = _ModelExporter(model, opset).run()
+    if check and _weight_bytes(model) < EXTERNAL_DATA_THRESHOLD:
+        check_proto(proto)
+    return proto
+
+
+def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT_OPSET, *,
+                external_data: bool | None = None, check: bool = True) -> Path:
+    """Write the model as an ONNX file, atomically (temporary files renamed into place).
+    `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB."""
+    target = Path(path)
+    if target.is_dir():
+        raise ExportError(f"{target}: is a folder, not a file name")
+    if not target.parent.is_dir():
+        raise ExportError(f"{target}: folder {target.parent} does not exist")
+    big = _weight_bytes(model) >= EXTERNAL_DATA_THRESHOLD
+    external = big if external_data is None else external_data
+    proto = to_onnx(model, opset=opset, check=check and not big)
+    data_name = target.name + ".data"
+    with _staging(target.parent) as stage:
+        staged = stage / target.name
+        try:
+            if external:
+                onnx.save_model(proto, str(staged), save_as_external_data=True,
+                                all_tensors_to_one_file=True, location=data_name,
+                                size_threshold=1024, convert_attribute=False)
+            else:
+                onnx.save_model(proto, str(staged))
+        except (OSError, ValueError) as exc:
+            raise ExportError(f"{target}: cannot write ONNX file: {exc}") from exc
+        if check and big:
+            try:
+                onnx.checker.check_model(str(staged), full_check=True)
+            except Exception as exc:
+                raise ExportError(f"{target}: exported model fails the ONNX checker: "
+                                  f"{_first_line(exc)}") from exc
+        if (stage / data_name).exists():
+            os.replace(stage / data_name, target.parent / data_name)
+        os.replace(staged, target)
+    return target
+
+
+def check_proto(proto: ModelProto) -> None:
+    """onnx.checker (full check, shape inference in strict mode) as an ExportError. Large
+    weights are left out of the check (only their types and shapes matter to it)."""
+    light, _, _ = without_large_initializers(proto)
+    try:
+        onnx.checker.check_model(light, full_check=True)
+    except Exception as exc:
+        raise ExportError(f"exported model fails the ONNX checker: {_first_line(exc)}") from exc
+
+
+@contextlib.contextmanager
+def _staging(folder: Path) -> Iterator[Path]:
+    stage = Path(tempfile.mkdtemp(prefix=".irbridge-onnx-", dir=folder))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0][:300] if lines else type(exc).__name__
+
+
+def _weight_bytes(model: Model) -> int:
+    return sum(t.nbytes for t in model.tensors.values())
+
+
+# -- the exporter --------------------------------------------------------------------------
+
+class NeedDecompose(Exception):
+    """An emitter cannot write this node directly; use the registry's decomposition."""
+
+
+class _ModelExporter:
+    def __init__(self, model: Model, opset: int) -> None:
+        self.model = model
+        self.opset = opset
+        self.used: set[str] = set()
+        self.names: dict[int, str] = {}
+        self.initializers: list[onnx.TensorProto] = []
+        self.domains: dict[str, int] = {}
+        self.source_opsets = _parse_opsets(model.metadata.get(MODEL_META_OPSETS, ""))
+        self._node_names: set[str] = set()
+        self._counter = 0
+
+    # -- names ----------------------------------------------------------------------------
+    def fresh(self, base: str) -> str:
+        base = base or "v"
+        name = base
+        while name in self.used:
+            self._counter += 1
+            name = f"{base}_{self._counter}"
+        self.used.add(name)
+        return name
+
+    def name_of(self, value: Value) -> str:
+        name = self.names.get(id(value))
+        if name is None:
+            raise ExportError(f"value {value.name!r} is read before it is defined")
+        return name
+
+    def _assign(self, graph: Graph) -> None:
+        for value in [*graph.inputs, *(v for n in graph.nodes for v in n.outputs)]:
+            if id(value) not in self.names:
+                self.names[id(value)] = self.fresh(value.name)
+        for value in graph.parameters:
+            self.names[id(value)] = value.name
+        for node in graph.nodes:
+            for sub in node.subgraphs():
+                self._assign(sub)
+
+    def node_name(self, base: str) -> str:
+        name = base
+        counter = 0
+        while name in self._node_names:
+            counter += 1
+            name = f"{base}_{counter}"
+        self._node_names.add(name)
+        return name
+
+    # -- model ----------------------------------------------------------------------------
+    def run(self) -> ModelProto:
+        model = self.model
+        for tensor in model.tensors.values():
+            self.used.add(tensor.name)
+            self.initializers.append(_initializer(tensor))
+        for graph in model.graphs:
+            self._assign(graph)
+        self._link_graphs()
+        main = _GraphEmitter(self, model.graphs[0].name or "main")
+        inputs: list[onnx.ValueInfoProto] = []
+        for index, graph in enumerate(model.graphs):
+            for value in graph.inputs:
+                if id(value) in self._linked:
+                    continue
+                inputs.append(_value_info(self.name_of(value), value.type, value.name))
+            main.emit_nodes(graph.nodes)
+            del index
+        last = model.graphs[-1]
+        outputs = [_value_info(self.name_of(v), v.type, v.name) for v in last.outputs]
+        # assembled in place: helper.make_graph / make_model would copy every weight twice
+        proto = ModelProto()
+        proto.producer_name = "irbridge"
+        proto.producer_version = model.producer_version
+        graph_proto = proto.graph
+        graph_proto.name = model.name or last.name or "irbridge"
+        graph_proto.node.extend(main.nodes)
+        graph_proto.input.extend(inputs)
+        graph_proto.output.extend(outputs)
+        graph_proto.initializer.extend(self.initializers)
+        self.initializers.clear()
+        opsets = [helper.make_opsetid("", self.opset)]
+        opsets += [helper.make_opsetid(d, v) for d, v in sorted(self.domains.items())]
+        proto.opset_import.extend(opsets)
+        proto.ir_version = helper.find_min_ir_version_for(list(opsets), ignore_unknown=True)
+        proto.ir_version = max(proto.ir_version, 8)
+        for key, text in sorted(model.metadata.items()):
+            entry = proto.metadata_props.add()
+            entry.key, entry.value = key, text
+        if model.source_format:
+            entry = proto.metadata_props.add()
+            entry.key, entry.value = "irbridge.source_format", model.source_format
+        return proto
+
+    def _link_graphs(self) -> None:
+        """Later graphs read earlier graphs' outputs through the model's links."""
+        self._linked: set[int] = set()
+        graphs = self.model.graphs
+        for link in self.model.links:
+            try:
+                source = next(v for v in graphs[link.from_graph].outputs
+                              if v.name == link.from_output)
+                target = next(v for v in graphs[link.to_graph].inputs
+                              if v.name == link.to_input)
+            except (StopIteration, IndexError) as exc:
+                raise ExportError(f"link {link.from_graph}.{link.from_output} -> "
+                                  f"{link.to_graph}.{link.to_input} names no value") from exc
+            self.names[id(target)] = self.name_of(source)
+            self._linked.add(id(target))
+
+    def domain_version(self, domain: str) -> int:
+        version = self.source_opsets.get(domain, 1)
+        self.domains[domain] = version
+        return version
+
+
+def _parse_opsets(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in text.split(","):
+        domain, _, version = item.partition("=")
+        if version.isdigit():
+            out["" if domain in ("", "ai.onnx") else domain] = int(version)
+    return out
+
+
+class _GraphEmitter:
+    """Collects the ONNX nodes of one graph (the main graph or a subgraph)."""
+
+    def __init__(self, ex: _ModelExporter, name: str) -> None:
+        self.ex = ex
+        self.name = name
+        self.nodes: list[NodeProto] = []
+        self.meta: dict[str, str] = {}
+        self.label = ""
+
+    # -- emitting ONNX nodes --------------------------------------------------------------------
+    def emit(self, op_type: str, inputs: Sequence[str | None], outputs: int | Sequence[str] = 1,
+             domain: str = "", **attrs: Any) -> list[str]:
+        names = [self.ex.fresh(f"{self.label or op_type}/{op_type}")
+                 for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
+        clean = {k: v for k, v in attrs.items() if v is not None}
+        node = helper.make_node(op_type, [n or "" for n in inputs], names,
+                                name=self.ex.node_name(f"{self.label or 'node'}/{op_type}"
+                                                       if self.label else op_type),
+                                domain=domain or None, **clean)
+        for key, value in self.meta.items():
+            prop = node.metadata_props.add()
+            prop.key, prop.value = key, value
+        self.nodes.append(node)
+        return names
+
+    def one(self, op_type: str, inputs: Sequence[str | None], output: str | None = None,
+            **attrs: Any) -> str:
+        return self.emit(op_type, inputs, [output] if output else 1, **attrs)[0]
+
+    def const(self, array: np.ndarray, base: str = "const") -> str:
+        array = np.asarray(array)
+        name = self.ex.fresh(f"{self.label}/{base}" if self.label else base)
+        if array.nbytes > INLINE_CONSTANT_BYTES:
+            self.ex.initializers.append(array_to_proto(array, name))
+            return name
+        return self.emit("Constant", [], [name], value=array_to_proto(array, name))[0]
+
+    def i64(self, values: Sequence[int] | int, base: str = "const") -> str:
+        return self.const(np.asarray(values, dtype=np.int64), base)
+
+    def scalar(self, value: float | int | bool, dtype: DType, base: str = "const") -> str:
+        return self.const(np.asarray(value).astype(dtype.numpy), base)
+
+    def cast(self, name: str, source: DType | None, target: DType) -> str:
+        if source == target:
+            return name
+        return self.one("Cast", [name], to=dtype_to_onnx(target))
+
+    # -- IR nodes -----------------------------------------------------------------------------
+    def emit_nodes(self, nodes: Sequence[Node]) -> None:
+        for node in nodes:
+            ins = [None if v is None else self.ex.name_of(v) for v in node.inputs]
+            outs = [self.ex.name_of(v) for v in node.outputs]
+            self.emit_node(node, ins, outs)
+
+    def emit_node(self, node: Node, ins: list[str | None], outs: list[str],
+                  nested: bool = False) -> None:
+        saved = (self.meta, self.label)
+        start = len(self.nodes)
+        if not nested:
+            self.meta = _node_meta(node)
+            self.label = _node_label(node)
+        try:
+            if node.is_opaque:
+                self._emit_opaque(node, ins, outs)
+            else:
+                self._emit_neutral(node, ins, outs)
+        except IrbridgeError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError) as exc:
+            raise ExportError(f"{registry.node_where(node)}: cannot export to ONNX opset "
+                              f"{self.ex.opset}: {_first_line(exc)}") from exc
+        if not nested:
+            self._mark_group(node, start, ins, outs)
+            self.meta, self.label = saved
+
+    def _mark_group(self, node: Node, start: int, ins: list[str | None],
+                    outs: list[str]) -> None:
+        emitted = [n for n in self.nodes[start:] if n.op_type != "Constant"]
+        if node.is_opaque or not self.nodes[start:]:
+            return
+        if len(emitted) == 1 and (node.op, emitted[0].op_type) in CANONICAL:
+            return
+        if node.op == "constant" or any(isinstance(v, Graph) for v in node.attrs.values()):
+            return
+        text = attrs_to_json(node.attrs)
+        if text is None:
+            return
+        first = self.nodes[start]
+        for key, value in ((META_ATTRS, text), (META_INPUTS, json.dumps([i or "" for i in ins])),
+                           (META_OUTPUTS, json.dumps(outs))):
+            prop = first.metadata_props.add()
+            prop.key, prop.value = key, value
+
+    def _emit_neutral(self, node: Node, ins: list[str | None], outs: list[str]) -> None:
+        schema = registry.get(node.op)
+        where = registry.node_where(node)
+        attrs = schema.resolve_attrs(node.attrs, where)
+        emitter = EMITTERS.get(node.op)
+        if emitter is not None:
+            try:
+                emitter(NodeEmit(self, node, attrs, ins, outs))
+                return
+            except NeedDecompose:
+                pass
+        self._decompose(node, attrs, ins, outs, where)
+
+    def _decompose(self, node: Node, attrs: dict[str, Any], ins: list[str | None],
+                   outs: list[str], where: str) -> None:
+        schema = registry.get(node.op)
+        if schema.decompose is None:
+            raise ExportError(f"{where}: neutral op {node.op!r} has no ONNX mapping at opset "
+                              f"{self.ex.opset} and no decomposition")
+        scratch = Graph(f"decompose_{node.op}")
+        stand_ins: list[Value | None] = []
+        for index, value in enumerate(node.inputs):
+            stand_ins.append(None if value is None
+                             else scratch.add_input(f"in{index}", value.type))
+        try:
+            results = schema.decompose(GraphBuilder(scratch), stand_ins, attrs)
+        except IrbridgeError as exc:
+            raise ExportError(f"{where}: cannot lower {node.op} to ONNX: {exc.message}") from exc
+        names: dict[int, str] = {}
+        for value, name in zip(stand_ins, ins, strict=True):
+            if value is not None and name is not None:
+                names[id(value)] = name
+        pending_identity: list[tuple[str, str]] = []
+        for result, out in zip(results, outs, strict=True):
+            if id(result) in names or result.producer is None:
+                source = names.get(id(result))
+                if source is None:
+                    raise ExportError(f"{where}: decomposition returned an unknown value")
+                pending_identity.append((source, out))
+            else:
+                names[id(result)] = out
+        for sub in scratch.nodes:
+            for value in sub.outputs:
+                if id(value) not in names:
+                    names[id(value)] = self.ex.fresh(f"{self.label}/{value.name}")
+        for sub in scratch.nodes:
+            self.emit_node(sub, [None if v is None else names[id(v)] for v in sub.inputs],
+                           [names[id(v)] for v in sub.outputs], nested=True)
+        for source, out in pending_identity:
+            self.one("Identity", [source], out)
+
+    def _emit_opaque(self, node: Node, ins: list[str | None], outs: list[str]) -> None:
+        domain = "" if node.domain == OPAQUE_ONNX_DOMAIN else node.domain
+        where = registry.node_where(node)
+        schema = None
+        if not domain:
+            schema = self._schema(node, where)
+        else:
+            self.ex.domain_version(domain)
+        omitted = node.annotations.values.get("onnx.omitted_outputs", ())
+        names = ["" if isinstance(omitted, tuple) and i in omitted else n
+                 for i, n in enumerate(outs)]
+        attributes = [self._attribute(name, value, schema, where)
+                      for name, value in node.attrs.items()]
+        proto = helper.make_node(node.op, [n or "" for n in ins], names,
+                                 name=self.ex.node_name(self.label), domain=domain or None)
+        proto.attribute.extend(attributes)
+        for key, value in self.meta.items():
+            prop = proto.metadata_props.add()
+            prop.key, prop.value = key, value
+        self.nodes.append(proto)
+
+    def _schema(self, node: Node, where: str) -> onnx.defs.OpSchema:
+        opset = self.ex.opset
+        try:
+            schema = onnx.defs.get_schema(node.op, opset, "")
+        except onnx.defs.SchemaError as exc:
+            raise ExportError(f"{where}: opaque ONNX op {node.op} does not exist at opset "
+                              f"{opset}") from exc
+        source = self.ex.source_opsets.get("")
+        if source is not None and source != opset:
+            try:
+                original = onnx.defs.get_schema(node.op, source, "")
+            except onnx.defs.SchemaError:
+                original = None
+            if original is None or not _same_interface(original, schema):
+                raise ExportError(f"{where}: opaque ONNX op {node.op} was imported at opset "
+                                  f"{source} and changed by opset {opset}; export at opset "
+                                  f"{source} instead")
+        return schema
+
+    def _attribute(self, name: str, value: AttrValue, schema: onnx.defs.OpSchema | None,
+                   where: str) -> AttributeProto:
+        kind: int | None = None
+        if schema is not None and name in schema.attributes:
+            kind = int(cast(Any, schema.attributes[name].type).value)
+        if isinstance(value, Graph):
+            return helper.make_attribute(name, self.subgraph(value))
+        if isinstance(value, tuple) and value and isinstance(value[0], Graph):
+            return helper.make_attribute(name, [self.subgraph(g) for g in value
+                                                if isinstance(g, Graph)])
+        if isinstance(value, Tensor):
+            return helper.make_attribute(name, _initializer(value))
+        if isinstance(value, DType):
+            return helper.make_attribute(name, dtype_to_onnx(value))
+        if value == () and kind is not None:
+            attribute = AttributeProto()
+            attribute.name = name
+            attribute.type = kind  # type: ignore[assignment]
+            return attribute
+        if kind == AttributeProto.FLOATS and isinstance(value, tuple):
+            return helper.make_attribute(name, [float(cast(float, v)) for v in value])
+        if kind == AttributeProto.FLOAT and isinstance(value, int | float):
+            return helper.make_attribute(name, float(cast(float, value)))
+        if kind == AttributeProto.INT and isinstance(value, bool | int):
+            return helper.make_attribute(name, int(value))
+        if isinstance(value, bool):
+            return helper.make_attribute(name, int(value))
+        return helper.make_attribute(name, value)
+
+    def subgraph(self, graph: Graph) -> GraphProto:
+        emitter = _GraphEmitter(self.ex, graph.name)
+        emitter.emit_nodes(graph.nodes)
+        inputs = [_value_info(self.ex.name_of(v), v.type, v.name) for v in graph.inputs]
+        # body outputs carry their element type only: runtimes check declared shapes
+        # strictly, while ONNX itself lets a body's output shapes vary between runs
+        outputs = [_value_info(self.ex.name_of(v), _rank_free(v.type), v.name)
+                   for v in graph.outputs]
+        return helper.make_graph(emitter.nodes, graph.name or "body", inputs, outputs)
+
+
+def _same_interface(a: onnx.defs.OpSchema, b: onnx.defs.OpSchema) -> bool:
+    """Two versions of an op with the same inputs, outputs and attributes (defaults
+    included): later versions that only widen the element types mean the same."""
+    if a.since_version == b.since_version:
+        return True
+
+    def io(schema: onnx.defs.OpSchema) -> list[tuple[str, int, int]]:
+        return [(p.name, int(cast(Any, p.option).value), p.min_arity) for p in
+                [*schema.inputs, *schema.outputs]]
+
+    def attributes(schema: onnx.defs.OpSchema) -> dict[str, bytes]:
+        return {name: a.default_value.SerializeToString() for name, a in
+                schema.attributes.items()}
+
+    return io(a) == io(b) and attributes(a) == attributes(b) \
+        and a.min_input == b.min_input and a.max_input == b.max_input \
+        and a.min_output == b.min_output and a.max_output == b.max_output
+
+
+def _rank_free(t: TensorType | None) -> TensorType | None:
+    return None if t is None else TensorType(t.dtype, None)
+
+
+def _node_meta(node: Node) -> dict[str, str]:
+    p = node.provenance
+    meta = {META_OP: node.qualified_op, META_NODE: str(node.id)}
+    for key, value in ((META_MODULE_PATH, p.module_path), (META_MODULE_CLASS, p.module_class),
+                       (META_SOURCE_FORMAT, p.source_format), (META_SOURCE_OP, p.source_op),
+                       (META_SOURCE_NODE, p.source_node)):
+        if value:
+            meta[key] = value
+    if p.location is not None and p.location.file:
+        meta[META_LOCATION] = f"{p.location.file}:{p.location.line}"
+    return meta
+
+
+def _node_label(node: Node) -> str:
+    path = node.provenance.module_path
+    base = node.name or node.provenance.source_node or f"{node.op}_{node.id}"
+    return f"{path}/{base}" if path else base
+
+
+def _initializer(tensor: Tensor) -> onnx.TensorProto:
+    if tensor.data is None:
+        raise ExportError(f"tensor {tensor.name!r} has no data (shape-only IR); convert again "
+                          "with weights to export ONNX")
+    return tensor_to_proto(tensor)
+
+
+def _value_info(name: str, t: TensorType | None, what: str) -> onnx.ValueInfoProto:
+    if t is None:
+        raise ExportError(f"value {what!r} has no type; ONNX graph inputs and outputs need one")
+    shape: list[int | str | None] | None = None
+    if t.shape is not None:
+        shape = [d if isinstance(d, int) else d.name if isinstance(d, SymDim) else None
+                 for d in t.shape]
+    return helper.make_tensor_value_info(name, dtype_to_onnx(t.dtype), shape)
+
+
+# -- the view an emitter has of one IR node ---------------------------------------------------
+
+class NodeEmit:
+    def __init__(self, ge: _GraphEmitter, node: Node, attrs: dict[str, Any],
+                 ins: list[str | None], outs: list[str]) -> None:
+        self.ge = ge
+        self.node = node
+        self.attrs = attrs
+        self.ins = ins
+        self.outs = outs
+        self.opset = ge.ex.opset
+        self.where = registry.node_where(node)
+
+    def input(self, index: int) -> str:
+        name = self.ins[index] if index < len(self.ins) else None
+        if name is None:
+            raise ExportError(f"{self.where}: input {index} is missing")
+        return name
+
+    def has(self, index: int) -> bool:
+        return index < len(self.ins) and self.ins[index] is not None
+
+    def in_type(self, index: int) -> TensorType | None:
+        value = self.node.inputs[index] if index < len(self.node.inputs) else None
+        return None if value is None else value.type
+
+    def in_dtype(self, index: int) -> DType | None:
+        t = self.in_type(index)
+        return None if t is None else t.dtype
+
+    def out_type(self, index: int = 0) -> TensorType | None:
+        return self.node.outputs[index].type
+
+    def out_dtype(self, index: int = 0) -> DType | None:
+        t = self.out_type(index)
+        return None if t is None else t.dtype
+
+    def rank(self, index: int) -> int:
+        t = self.in_type(index)
+        if t is None or t.shape is None:
+            raise ExportError(f"{self.where}: input {index} needs a known rank to export")
+        return len(t.shape)
+
+    def static(self, index: int) -> tuple[int, ...]:
+        t = self.in_type(index)
+        if t is None or not t.is_static:
+            raise NeedDecompose()
+        return t.static_shape()
+
+    def as_dtype(self, index: int, dtype: DType | None) -> str:
+        name = self.input(index)
+        if dtype is None:
+            return name
+        return self.ge.cast(name, self.in_dtype(index), dtype)
+
+    def emit(self, op_type: str, inputs: Sequence[str | None], outputs: int | Sequence[str] = 1,
+             **attrs: Any) -> list[str]:
+        return self.ge.emit(op_type, inputs, outputs, **attrs)
+
+    def one(self, op_type: str, inputs: Sequence[str | None], output: str | None = None,
+            **attrs: Any) -> str:
+        return self.ge.one(op_type, inputs, output, **attrs)
+
+    def out(self, op_type: str, inputs: Sequence[str | None], **attrs: Any) -> None:
+        """Emit the node's single final output."""
+        self.ge.one(op_type, inputs, self.outs[0], **attrs)
+
+    def const(self, array: np.ndarray, base: str = "const") -> str:
+        return self.ge.const(array, base)
+
+    def i64(self, values: Sequence[int] | int, base: str = "const") -> str:
+        return self.ge.i64(values, base)
+
+    def scalar(self, value: float | int | bool, dtype: DType | None, base: str = "const") -> str:
+        return self.ge.scalar(value, dtype or DType.FLOAT32, base)
+
+    def need_opset(self, opset: int, what: str) -> None:
+        if self.opset < opset:
+            raise ExportError(f"{self.where}: {what} needs opset {opset} or newer "
+                              f"(exporting at {self.opset})")
+
+
+Emitter = Callable[[NodeEmit], None]
+EMITTERS: dict[str, Emitter] = {}
+CANONICAL: set[tuple[str, str]] = set()
+"""(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
+
+from irbridge.converters.onnx import _export_ops  # noqa: E402,F401  (fills EMITTERS)

@@ -1,0 +1,392 @@
+"""Pieces shared by the StableHLO exporter, importer and evaluator: the MLIR context,
+element types, dense attributes, portable-artifact versions, locations and error lines.
+
+Everything MLIR comes from the bindings in torch-mlir's wheel (`torch_mlir.ir` plus the
+`_stablehlo` extension with the dialect, the VHLO serializer and the reference
+interpreter); no other module of irbridge imports them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo
+
+from irbridge.dtypes import DType
+
+BYTECODE_MAGIC = b"ML\xefR"
+"""First bytes of MLIR bytecode (portable artifacts are MLIR bytecode of the VHLO dialect)."""
+
+PRODUCER_PREFIX = "StableHLO_v"
+"""Portable artifacts name their producer "StableHLO_v<target version>"."""
+
+
+# -- context ---------------------------------------------------------------------------------
+
+def new_context(*, allow_unregistered: bool = False) -> ir.Context:
+    """A context with the func and stablehlo dialects (and the interpreter's) registered."""
+    ctx = ir.Context()
+    _stablehlo.register_dialect(ctx)
+    _stablehlo.register_interpreter_dialect(ctx)
+    ctx.allow_unregistered_dialects = allow_unregistered
+    return ctx
+
+
+# -- versions --------------------------------------------------------------------------------
+
+def current_version() -> str:
+    return str(_stablehlo.get_current_version())
+
+
+def minimum_version() -> str:
+    return str(_stablehlo.get_minimum_version())
+
+
+def version_tuple(text: str, what: str = "version") -> tuple[int, int, int]:
+    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", text.strip())
+    if match is None:
+        raise ValueError(f"{what} {text!r} is not of the form MAJOR.MINOR.PATCH (e.g. "
+                         f"{current_version()})")
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+def artifact_version(data: bytes) -> str | None:
+    """The target version written in a portable artifact's bytecode header, if any.
+
+    The header is the magic, a varint bytecode version, then the producer string
+    (NUL-terminated)."""
+    if not data.startswith(BYTECODE_MAGIC):
+        return None
+    pos = len(BYTECODE_MAGIC)
+    # varint (MLIR's prefix varint: the count of trailing zero bits of the first byte + 1
+    # gives the byte length); skip it
+    if pos >= len(data):
+        return None
+    first = data[pos]
+    length = 9 if first == 0 else ((first & -first).bit_length())
+    pos += length
+    end = data.find(b"\0", pos, pos + 256)
+    if end < 0:
+        return None
+    producer = data[pos:end].decode("utf-8", "replace")
+    if producer.startswith(PRODUCER_PREFIX):
+        return producer[len(PRODUCER_PREFIX):]
+    return None
+
+
+# -- element types ---------------------------------------------------------------------------
+
+ELEMENT_TYPES: dict[DType, str] = {
+    DType.FLOAT32: "f32", DType.FLOAT16: "f16", DType.BFLOAT16: "bf16", DType.FLOAT64: "f64",
+    DType.FLOAT8_E4M3FN: "f8E4M3FN", DType.FLOAT8_E5M2: "f8E5M2",
+    DType.INT8: "i8", DType.INT16: "i16", DType.INT32: "i32", DType.INT64: "i64",
+    DType.UINT8: "ui8", DType.UINT16: "ui16", DType.UINT32: "ui32", DType.UINT64: "ui64",
+    DType.BOOL: "i1", DType.COMPLEX64: "complex<f32>", DType.COMPLEX128: "complex<f64>",
+}
+_FROM_ELEMENT = {v: k for k, v in ELEMENT_TYPES.items()}
+_FROM_ELEMENT |= {"si8": DType.INT8, "si16": DType.INT16, "si32": DType.INT32,
+                  "si64": DType.INT64}
+
+
+def element_type(dtype: DType) -> str:
+    return ELEMENT_TYPES[dtype]
+
+
+def tensor_type(dtype: DType, shape: tuple[int, ...]) -> str:
+    dims = "".join(f"{d}x" for d in shape)
+    return f"tensor<{dims}{ELEMENT_TYPES[dtype]}>"
+
+
+def dtype_of_element(text: str) -> DType | None:
+    return _FROM_ELEMENT.get(text)
+
+
+@dataclass(frozen=True)
+class RankedType:
+    """An MLIR ranked tensor type read back: element dtype (None if irbridge has none),
+    dims (None for a dynamic dim) and the element type's text."""
+
+    dtype: DType | None
+    shape: tuple[int | None, ...]
+    element: str
+
+    @property
+    def is_static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+    def static_shape(self) -> tuple[int, ...]:
+        return tuple(d for d in self.shape if d is not None)
+
+
+def ranked_type(t: ir.Type) -> RankedType | None:
+    """A tensor type as (dtype, dims), or None for a non-tensor or unranked type."""
+    if not ir.RankedTensorType.isinstance(t):
+        return None
+    rt = ir.RankedTensorType(t)
+    dims = tuple(None if rt.is_dynamic_dim(i) else int(rt.get_dim_size(i))
+                 for i in range(rt.rank))
+    element = str(rt.element_type)
+    return RankedType(dtype_of_element(element), dims, element)
+
+
+# -- literals and dense attributes ---------------------------------------------------------
+
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def splat_literal(value: object, dtype: DType) -> str:
+    """The MLIR literal of one element (hex bits for floats: exact, inf and nan included)."""
+    if dtype is DType.BOOL:
+        return "true" if bool(value) else "false"
+    if dtype.is_integer:
+        return str(int(value))  # type: ignore[call-overload]
+    if dtype in (DType.COMPLEX64, DType.COMPLEX128):
+        c = complex(value)  # type: ignore[arg-type]
+        return f"({float_literal(c.real)}, {float_literal(c.imag)})"
+    array = np.asarray(value).astype(dtype.numpy)
+    bits = int(array.view(_UINT_OF_SIZE[dtype.itemsize]))
+    return f"0x{bits:0{2 * dtype.itemsize}X}"
+
+
+def float_literal(value: float) -> str:
+    """A decimal float literal MLIR accepts (always with a '.' or exponent)."""
+    text = repr(float(value))
+    if text in ("inf", "-inf", "nan"):
+        raise ValueError(f"no decimal literal for {text}")
+    return text if ("." in text or "e" in text) else text + ".0"
+
+
+def float_attr(value: float, element: str = "f32") -> str:
+    """A FloatAttr in hex form (exact for any value)."""
+    dtype = {"f32": DType.FLOAT32, "f64": DType.FLOAT64, "f16": DType.FLOAT16,
+             "bf16": DType.BFLOAT16}[element]
+    return f"{splat_literal(value, dtype)} : {element}"
+
+
+def dense_attr(array: np.ndarray, dtype: DType) -> ir.DenseElementsAttr:
+    """A DenseElementsAttr of `array` (in the current context)."""
+    array = np.ascontiguousarray(array)
+    if dtype in (DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.INT8, DType.INT16,
+                 DType.INT32, DType.INT64, DType.BOOL):
+        if array.size == 1:  # the binding makes one-element buffers splats: say the shape
+            return ir.DenseElementsAttr.get(array.reshape(-1), type=_element(dtype),
+                                            shape=list(array.shape))
+        return ir.DenseElementsAttr.get(array)
+    bits = array.view(_UINT_OF_SIZE[dtype.itemsize]) if dtype.itemsize in _UINT_OF_SIZE \
+        else array
+    return ir.DenseElementsAttr.get(bits.reshape(-1) if array.size == 1 else bits,
+                                    type=_element(dtype), shape=list(array.shape))
+
+
+def _element(dtype: DType) -> ir.Type:
+    return ir.Type.parse(ELEMENT_TYPES[dtype])
+
+
+def attr_to_array(attr: ir.Attribute, rt: RankedType) -> np.ndarray:
+    """The data of a dense elements attribute as a numpy array of the irbridge dtype."""
+    if rt.dtype is None:
+        raise ValueError(f"element type {rt.element} has no irbridge dtype")
+    dtype = rt.dtype
+    shape = rt.static_shape()
+    dense = ir.DenseElementsAttr(attr)
+    if dense.is_splat:
+        return np.full(shape, _scalar(dense.get_splat_value(), dtype), dtype=dtype.numpy)
+    if dtype in (DType.FLOAT32, DType.FLOAT64, DType.FLOAT16):
+        return np.array(ir.DenseFPElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
+    if dtype.is_integer or dtype is DType.BOOL:
+        return np.array(ir.DenseIntElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
+    values = [_scalar(dense[i], dtype) for i in range(len(dense))]  # bf16, fp8, complex
+    return np.array(values, dtype=np.float64 if dtype.is_float else dtype.numpy) \
+        .astype(dtype.numpy).reshape(shape)
+
+
+def _scalar(attr: ir.Attribute, dtype: DType) -> object:
+    if ir.IntegerAttr.isinstance(attr):
+        value = ir.IntegerAttr(attr).value
+        if dtype is DType.BOOL:
+            return bool(value)
+        if dtype.name.startswith("UINT") and value < 0:
+            return value + (1 << (8 * dtype.itemsize))
+        return value
+    if ir.FloatAttr.isinstance(attr):
+        return ir.FloatAttr(attr).value
+    if ir.BoolAttr.isinstance(attr):
+        return ir.BoolAttr(attr).value
+    text = str(attr)  # complex: (re, im) : complex<f32>
+    match = re.match(r"\(([^,]+),\s*([^)]+)\)", text)
+    if match:
+        return complex(float(match[1]), float(match[2]))
+    raise ValueError(f"cannot read element {text}")
+
+
+# -- locations -------------------------------------------------------------------------------
+
+def escape(text: str) -> str:
+    """An MLIR string literal body: quotes, backslashes and control characters escaped."""
+    out = []
+    for ch in text:
+        if ch in ('"', "\\") or ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.extend(f"\\{b:02X}" for b in ch.encode("utf-8"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _unescape(text: str) -> str:
+    data = bytearray()
+    i = 0
+    raw = text.encode("utf-8")
+    while i < len(raw):
+        if raw[i:i + 1] == b"\\" and i + 1 < len(raw):
+            nxt = raw[i + 1:i + 3]
+            if re.fullmatch(rb"[0-9A-Fa-f]{2}", nxt):
+                data.append(int(nxt, 16))
+                i += 3
+                continue
+            data.append({ord("n"): 10, ord("t"): 9}.get(raw[i + 1], raw[i + 1]))
+            i += 2
+            continue
+        data.append(raw[i])
+        i += 1
+    return data.decode("utf-8", "replace")
+
+
+@dataclass
+class LocInfo:
+    """What a location says: the NameLoc names from the outside in, and the first
+    file:line found (file "" when none)."""
+
+    names: list[str]
+    file: str = ""
+    line: int = 0
+    col: int = 0
+
+
+def parse_location(text: str) -> LocInfo:
+    """Read `str(location)`: nested NameLocs, FileLineColLocs, callsite and fused locs.
+
+    Names are collected depth-first through name children (callee first for call sites,
+    every member of a fused location); the file position is the first one met."""
+    info = LocInfo([])
+    body = text.strip()
+    if body.startswith("loc(") and body.endswith(")"):
+        body = body[4:-1]
+    _LocParser(body, info).parse()
+    return info
+
+
+class _LocParser:
+    _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+    _POS = re.compile(r":(\d+):(\d+)(?:\s+to\s+(?:\d+)?:?\d+)?")
+
+    def __init__(self, text: str, info: LocInfo) -> None:
+        self.text, self.pos, self.info = text, 0, info
+
+    def parse(self) -> None:
+        try:
+            self._loc()
+        except (IndexError, ValueError):
+            pass  # a location we cannot read only loses provenance
+
+    def _skip(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t\n":
+            self.pos += 1
+
+    def _loc(self) -> None:
+        self._skip()
+        text = self.text
+        if text.startswith("callsite(", self.pos):
+            self.pos += len("callsite(")
+            self._loc()
+            self._skip()
+            if text.startswith("at", self.pos):
+                self.pos += 2
+                names = len(self.info.names)
+                self._loc()
+                del self.info.names[names:]  # the caller's names are not this op's path
+            self._expect(")")
+        elif text.startswith("fused", self.pos):
+            self.pos += len("fused")
+            if text.startswith("<", self.pos):  # fused<metadata>[...]
+                depth = 0
+                while True:
+                    ch = text[self.pos]
+                    depth += ch == "<"
+                    depth -= ch == ">"
+                    self.pos += 1
+                    if depth == 0:
+                        break
+            self._expect("[")
+            while True:
+                self._loc()
+                self._skip()
+                if text.startswith(",", self.pos):
+                    self.pos += 1
+                    continue
+                break
+            self._expect("]")
+        elif text.startswith("unknown", self.pos):
+            self.pos += len("unknown")
+        elif text.startswith('"', self.pos):
+            match = self._STRING.match(text, self.pos)
+            if match is None:
+                raise ValueError("bad string")
+            self.pos = match.end()
+            value = _unescape(match[1])
+            pos = self._POS.match(text, self.pos)
+            if pos is not None:  # file:line:col
+                self.pos = pos.end()
+                if not self.info.file:
+                    self.info.file, self.info.line, self.info.col = value, int(pos[1]), \
+                        int(pos[2])
+                return
+            self.info.names.append(value)
+            self._skip()
+            if text.startswith("(", self.pos):
+                self.pos += 1
+                self._loc()
+                self._expect(")")
+        elif text.startswith("#", self.pos):  # an alias we cannot resolve here
+            while self.pos < len(text) and text[self.pos] not in "),]":
+                self.pos += 1
+        else:
+            raise ValueError("unexpected location syntax")
+
+    def _expect(self, ch: str) -> None:
+        self._skip()
+        if not self.text.startswith(ch, self.pos):
+            raise ValueError(f"expected {ch!r}")
+        self.pos += 1
+
+
+# -- error lines -----------------------------------------------------------------------------
+
+def one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def diagnostics_line(exc: BaseException) -> str:
+    """The first diagnostic of an MLIRError as 'LOCATION: message', else the text."""
+    diags = getattr(exc, "error_diagnostics", None)
+    if diags:
+        first = diags[0]
+        loc = parse_location(str(first.location))
+        where = f"line {loc.line}:{loc.col}" if loc.line else ""
+        message = one_line(first.message)
+        return f"{where}: {message}" if where else message
+    text = str(exc)
+    match = re.search(r'error: "-":(\d+):(\d+): ([^\n]*)', text)
+    if match:
+        return f"line {match[1]}:{match[2]}: {one_line(match[3])}"
+    return one_line(text)
+
+
+__all__ = ["BYTECODE_MAGIC", "ELEMENT_TYPES", "LocInfo", "RankedType", "artifact_version",
+           "attr_to_array", "current_version", "dense_attr", "diagnostics_line", "dtype_of_element",
+           "element_type", "escape", "float_attr", "minimum_version", "new_context",
+           "one_line", "parse_location", "ranked_type", "splat_literal", "tensor_type",
+           "version_tuple"]

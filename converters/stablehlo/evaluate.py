@@ -1,0 +1,100 @@
+"""Run a StableHLO module through the StableHLO reference interpreter (`eval_module`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo
+
+from irbridge.errors import ExportError, FileFormatError
+
+from ._mlir import (
+    BYTECODE_MAGIC,
+    attr_to_array,
+    dense_attr,
+    diagnostics_line,
+    new_context,
+    ranked_type,
+)
+from .export import ExportedModule
+
+
+def load_module(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Module,
+                ctx: ir.Context | None = None) -> tuple[ir.Context, ir.Module]:
+    """A module from text, portable-artifact / bytecode bytes, a file path, or as is."""
+    if isinstance(source, ExportedModule):
+        return source.context, source.module
+    if isinstance(source, ir.Module):
+        return source.context, source
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and "\n" not in source
+                                            and Path(source).suffix in (".mlir", ".mlirbc")):
+        data = Path(source).read_bytes()
+    else:
+        data = source.encode("utf-8") if isinstance(source, str) else bytes(source)
+    ctx = ctx or new_context()
+    with ctx:
+        try:
+            if data.startswith(BYTECODE_MAGIC):
+                try:
+                    return ctx, _stablehlo.deserialize_portable_artifact(ctx, data)
+                except Exception:
+                    return ctx, ir.Module.parse(data)
+            return ctx, ir.Module.parse(data.decode("utf-8"))
+        except Exception as exc:
+            raise FileFormatError(f"cannot read the StableHLO module: "
+                                  f"{diagnostics_line(exc)}") from exc
+
+
+def evaluate(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Module,
+             inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Evaluate `@main` of a StableHLO module on `inputs` (one array per argument, in
+    order: graph inputs, then weights when they were exported as arguments) with the
+    StableHLO reference interpreter; returns one array per result."""
+    ctx, module = load_module(source)
+    with ctx, ir.Location.unknown():
+        main = _main(module)
+        arg_types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+                         .inputs)
+        res_types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+                         .results)
+        if len(inputs) != len(arg_types):
+            raise ExportError(f"@main takes {len(arg_types)} arguments, got {len(inputs)} inputs")
+        args = []
+        for index, (array, t) in enumerate(zip(inputs, arg_types, strict=True)):
+            rt = ranked_type(t)
+            if rt is None or rt.dtype is None or not rt.is_static:
+                raise ExportError(f"argument {index} has type {t}, which the evaluator cannot "
+                                  "feed")
+            data = np.asarray(array)
+            if tuple(data.shape) != rt.static_shape():
+                raise ExportError(f"argument {index}: got shape {list(data.shape)}, expected "
+                                  f"{t}")
+            args.append(dense_attr(data.astype(rt.dtype.numpy, copy=False), rt.dtype))
+        try:
+            results = _stablehlo.eval_module(module, args)
+        except Exception as exc:
+            raise ExportError(f"the StableHLO interpreter failed: {diagnostics_line(exc)}") \
+                from exc
+        out = []
+        for attr, t in zip(results, res_types, strict=True):
+            rt = ranked_type(t)
+            assert rt is not None
+            out.append(attr_to_array(attr, rt))
+        return out
+
+
+def _main(module: ir.Module) -> ir.Operation:
+    funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
+    for op in funcs:
+        if ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op.operation
+    if len(funcs) == 1:
+        return funcs[0].operation
+    raise ExportError("the module has no @main function")
+
+
+__all__ = ["evaluate", "load_module"]

@@ -1,0 +1,430 @@
+"""IR -> StableHLO: an MLIR module in the `func` and `stablehlo` dialects only.
+
+The exporter walks the graph in order and writes every node as StableHLO ops in MLIR's
+generic text form (see `_emitter.py`); ops without a direct lowering go through their
+registry decomposition (`schema.decompose`) and the ops that produces. The text is
+parsed into a module in a context with the StableHLO dialect, large constants are
+filled in through the Python API, and the module is verified. From there it is printed
+(`.mlir`) or serialized as a versioned portable artifact (`.mlirbc`).
+
+Provenance is kept as MLIR locations: every op of a node carries
+`loc("<module path>"("<source op>"("<file>":<line>:0)))`, i.e. a NameLoc with the module
+path wrapping a NameLoc with the source op, wrapping the source file position when known.
+Graph inputs are named by their block-argument locations (`loc("x")`), outputs by a
+`irbridge.name` result attribute.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo
+
+from irbridge.builder import GraphBuilder
+from irbridge.dtypes import DType
+from irbridge.errors import ExportError, IrbridgeError, OpError
+from irbridge.ir import Graph, Model, Node, TensorType, Value
+from irbridge.ops import registry
+
+from ._emitter import Emitter, Sym, TypeSpec
+from ._export_ops import LOWERINGS, Lowering, Unsupported
+from ._mlir import (
+    current_version,
+    dense_attr,
+    diagnostics_line,
+    escape,
+    minimum_version,
+    new_context,
+    tensor_type,
+    version_tuple,
+)
+
+PRODUCER = "irbridge"
+
+_DECOMPOSE_FIRST = frozenset({"gemm", "attention", "embedding", "adaptive_avg_pool"})
+"""Ops lowered through their registry decomposition rather than a direct lowering."""
+
+_FOLDED = frozenset({"constant", "full", "range", "shape_of"})
+"""Ops whose value is fixed at export time (static shapes): written as constants."""
+
+
+@dataclass
+class ExportedModule:
+    """A built and verified module, with what went into it."""
+
+    context: ir.Context
+    module: ir.Module
+    input_names: list[str]
+    output_names: list[str]
+    weight_names: list[str] = field(default_factory=list)  # trailing arguments, if any
+    seconds: float = 0.0
+
+    def text(self, *, debug_info: bool = True) -> str:
+        with self.context:
+            return str(self.module.operation.get_asm(enable_debug_info=debug_info))
+
+    def artifact(self, target_version: str | None = None) -> bytes:
+        version = check_target_version(target_version)
+        with self.context:
+            try:
+                return bytes(_stablehlo.serialize_portable_artifact(self.module, version))
+            except Exception as exc:
+                raise ExportError(f"StableHLO portable serialization (target {version}) "
+                                  f"failed: {diagnostics_line(exc)}") from exc
+
+
+def check_target_version(target: str | None) -> str:
+    """The target version to serialize for (default: the current one), checked to lie
+    between the minimum and the current version this StableHLO build writes."""
+    current, minimum = current_version(), minimum_version()
+    if target is None:
+        return current
+    try:
+        wanted = version_tuple(target, "target version")
+    except ValueError as exc:
+        raise ExportError(str(exc)) from exc
+    if not version_tuple(minimum) <= wanted <= version_tuple(current):
+        raise ExportError(f"target version {target} is outside the range this StableHLO "
+                          f"build writes ({minimum} to {current})")
+    return ".".join(str(p) for p in wanted)
+
+
+def build_module(model: Model, *, weights_as_args: bool = False) -> ExportedModule:
+    """Lower a model into a verified StableHLO module."""
+    start = time.perf_counter()
+    text, placeholders, inputs, outputs, weights = _ModuleWriter(model, weights_as_args).write()
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        try:
+            module = ir.Module.parse(text)
+        except Exception as exc:  # a bug of the exporter: say where
+            raise ExportError(f"internal error: the emitted StableHLO does not parse: "
+                              f"{diagnostics_line(exc)}") from exc
+        main = _function(module, "main")
+        ops = main.regions[0].blocks[0].operations
+        for op, (array, dtype) in zip(ops, placeholders, strict=False):
+            op.attributes["value"] = dense_attr(array, dtype)
+        try:
+            module.operation.verify()
+        except Exception as exc:
+            raise ExportError(f"internal error: the emitted StableHLO does not verify: "
+                              f"{diagnostics_line(exc)}") from exc
+    return ExportedModule(ctx, module, inputs, outputs, weights, time.perf_counter() - start)
+
+
+def _function(module: ir.Module, name: str) -> Any:
+    for op in module.body.operations:
+        if op.operation.name == "func.func" and \
+                ir.StringAttr(op.attributes["sym_name"]).value == name:
+            return op
+    raise ExportError(f"internal error: no function @{name}")
+
+
+def to_mlir_text(model: Model, *, weights_as_args: bool = False, debug_info: bool = True) -> str:
+    return build_module(model, weights_as_args=weights_as_args).text(debug_info=debug_info)
+
+
+def export_stablehlo(model: Model, path: str | os.PathLike[str], *,
+                     target_version: str | None = None, weights_as_args: bool = False) -> Path:
+    """Write `model` as StableHLO: text for `.mlir`, a portable artifact for `.mlirbc`
+    (and any other suffix). The write is atomic (temporary file + os.replace)."""
+    out = Path(path)
+    version = check_target_version(target_version)
+    built = build_module(model, weights_as_args=weights_as_args)
+    data = built.text().encode("utf-8") if out.suffix == ".mlir" else built.artifact(version)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+# -- the writer ---------------------------------------------------------------------------------
+
+def node_location(node: Node) -> str:
+    """loc("<module path>"("<source op>"[("<file>":<line>:0)]))."""
+    p = node.provenance
+    inner = f'"{escape(p.source_op or node.op)}"'
+    if p.location is not None and p.location.file:
+        inner += f'("{escape(p.location.file)}":{max(p.location.line, 0)}:0)'
+    return f'loc("{escape(p.module_path)}"({inner}))'
+
+
+class _ModuleWriter:
+    def __init__(self, model: Model, weights_as_args: bool) -> None:
+        self.model = model
+        self.weights_as_args = weights_as_args
+        self.em = Emitter()
+        self.env: dict[int, Sym] = {}  # id(Value) -> Sym
+        self.weight_syms: dict[str, Sym] = {}
+
+    def write(self) -> tuple[str, list[tuple[np.ndarray, DType]], list[str], list[str],
+                             list[str]]:
+        model = self.model
+        if not model.graphs:
+            raise ExportError("the model has no graph to export")
+        args: list[str] = []
+        input_names: list[str] = []
+        linked = {(lk.to_graph, lk.to_input) for lk in model.links}
+        for gi, graph in enumerate(model.graphs):
+            for value in graph.inputs:
+                if (gi, value.name) in linked:
+                    continue
+                dtype, shape = _static(value, f"graph {graph.name!r} input {value.name!r}")
+                sym = Sym(f"%arg{len(args)}", dtype, shape)
+                args.append(f"{sym.ref}: {sym.type} loc(\"{escape(value.name)}\")")
+                input_names.append(value.name)
+                self.env[id(value)] = sym
+        weights: list[str] = []
+        if self.weights_as_args:
+            for tensor in model.tensors.values():
+                sym = Sym(f"%arg{len(args)}", tensor.dtype, tensor.shape)
+                args.append(f"{sym.ref}: {sym.type} {{irbridge.weight}} "
+                            f"loc(\"{escape(tensor.name)}\")")
+                weights.append(tensor.name)
+                self.weight_syms[tensor.name] = sym
+        outputs: list[Sym] = []
+        produced: dict[tuple[int, str], Sym] = {}
+        for gi, graph in enumerate(model.graphs):
+            for value in graph.inputs:
+                link = next((lk for lk in model.links
+                             if lk.to_graph == gi and lk.to_input == value.name), None)
+                if link is not None:
+                    self.env[id(value)] = produced[(link.from_graph, link.from_output)]
+            outputs = self.graph(graph)
+            for value, sym in zip(graph.outputs, outputs, strict=True):
+                produced[(gi, value.name)] = sym
+        last = model.graphs[-1]
+        output_names = [v.name for v in last.outputs]
+        results = ", ".join(f"{s.type} {{irbridge.name = \"{escape(n)}\"}}"
+                            for s, n in zip(outputs, output_names, strict=True))
+        name = escape(model.name or "model")
+        lines = [f'module @"{name}" attributes {{irbridge.producer = '
+                 f'"{PRODUCER} {escape(model.producer_version)}"}} {{',
+                 f"func.func @main({', '.join(args)}) -> ({results}) {{",
+                 *self.em.hoisted, *self.em.body,
+                 f'"func.return"({", ".join(s.ref for s in outputs)}) : '
+                 f'({", ".join(s.type for s in outputs)}) -> () loc(unknown)',
+                 "}", "}"]
+        return "\n".join(lines), self.em.placeholders, input_names, output_names, weights
+
+    # -- graphs and nodes ------------------------------------------------------------------------
+    def graph(self, graph: Graph) -> list[Sym]:
+        for value in graph.parameters:
+            self.env[id(value)] = self.weight(value)
+        for node in graph.nodes:
+            self.node(node)
+        return [self.lookup(v, f"graph {graph.name!r} output") for v in graph.outputs]
+
+    def weight(self, value: Value) -> Sym:
+        tensor = value.tensor
+        assert tensor is not None
+        sym = self.weight_syms.get(tensor.name)
+        if sym is not None:
+            return sym
+        if tensor.data is None:
+            raise ExportError(f"tensor {tensor.name!r} has no data (shape-only IR); export "
+                              "with weights_as_args=True or convert again with weights")
+        sym = self.em.const(tensor.data, tensor.dtype, loc=f'loc("{escape(tensor.name)}")',
+                            hoist=True)
+        self.weight_syms[tensor.name] = sym
+        return sym
+
+    def lookup(self, value: Value, where: str) -> Sym:
+        sym = self.env.get(id(value))
+        if sym is None:
+            if value.tensor is not None:
+                sym = self.weight(value)
+                self.env[id(value)] = sym
+                return sym
+            raise ExportError(f"{where}: value {value.name!r} is not defined before its use")
+        return sym
+
+    def node(self, node: Node, where: str | None = None) -> None:
+        where = where or registry.node_where(node)
+        if node.is_opaque:
+            raise ExportError(f"{where}: opaque op {node.qualified_op} has no StableHLO "
+                              "lowering (only neutral ops can be exported)")
+        schema = registry.lookup(node.op)
+        if schema is None:
+            raise ExportError(f"{where}: unknown op {node.op!r}")
+        try:
+            attrs = schema.resolve_attrs(node.attrs, where)
+        except OpError as exc:
+            raise ExportError(str(exc)) from exc
+        xs = [None if v is None else self.lookup(v, where) for v in node.inputs]
+        outs = [_static(v, f"{where} output {v.name!r}") for v in node.outputs]
+        saved_loc = self.em.loc
+        self.em.loc = node_location(node)
+        try:
+            results = self.lower(node, schema, xs, attrs, outs, where)
+        finally:
+            self.em.loc = saved_loc
+        if len(results) != len(node.outputs):
+            raise ExportError(f"{where}: internal error: lowered to {len(results)} values, "
+                              f"expected {len(node.outputs)}")
+        em = self.em
+        for value, sym, (dtype, shape) in zip(node.outputs, results, outs, strict=True):
+            if sym.shape != shape:
+                if sym.numel != int(np.prod(shape, dtype=np.int64)):
+                    raise ExportError(f"{where}: internal error: lowered output "
+                                      f"{value.name!r} has shape {list(sym.shape)}, the IR "
+                                      f"says {list(shape)}")
+                sym = em.reshape(sym, shape)
+            self.env[id(value)] = em.convert(sym, dtype)
+
+    def lower(self, node: Node, schema: registry.OpSchema, xs: list[Sym | None],
+              attrs: dict[str, Any], outs: list[TypeSpec], where: str) -> list[Sym]:
+        em = self.em
+        if node.op in _FOLDED:
+            ctx = registry.RefContext([TensorType(d, s) for d, s in outs], _no_graph, where)
+            args = [None if x is None else _const_of(x) for x in xs]
+            (array,) = schema.reference(args, attrs, ctx)
+            return [em.const(np.asarray(array), outs[0][0])]
+        if node.op == "if":
+            return self.lower_if(node, xs, attrs, outs, where)
+        if node.op == "loop":
+            return self.lower_loop(node, xs, attrs, outs, where)
+        fn = LOWERINGS.get(node.op)
+        if (fn is None or node.op in _DECOMPOSE_FIRST) and schema.decompose is not None:
+            return self.decompose(node, schema, xs, attrs, where)
+        if fn is None:
+            raise ExportError(f"{where}: op {node.op!r} has no StableHLO lowering and no "
+                              "registry decomposition")
+        try:
+            return fn(Lowering(em, node, xs, attrs, outs))
+        except Unsupported as exc:
+            raise ExportError(f"{where}: cannot lower to StableHLO: {exc}") from exc
+        except IrbridgeError:
+            raise
+        except (ValueError, KeyError, AssertionError) as exc:
+            raise ExportError(f"{where}: internal error lowering to StableHLO: {exc}") from exc
+
+    def decompose(self, node: Node, schema: registry.OpSchema, xs: list[Sym | None],
+                  attrs: dict[str, Any], where: str) -> list[Sym]:
+        """Lower the registry decomposition of `node` (a small graph built on the fly)."""
+        assert schema.decompose is not None
+        graph = Graph(f"decompose_{node.op}")
+        inputs: list[Value | None] = []
+        for index, sym in enumerate(xs):
+            if sym is None:
+                inputs.append(None)
+                continue
+            value = graph.add_input(f"in{index}", TensorType(sym.dtype, sym.shape))
+            self.env[id(value)] = sym
+            inputs.append(value)
+        try:
+            outputs = schema.decompose(GraphBuilder(graph), inputs, attrs)
+        except OpError as exc:
+            raise ExportError(f"{where}: decomposition failed: {exc}") from exc
+        for inner in graph.nodes:
+            inner.provenance = node.provenance
+            self.node(inner, f"{where} (decomposed: {inner.op})")
+        return [self.lookup(v, where) for v in outputs]
+
+    # -- control flow ------------------------------------------------------------------------
+    def lower_if(self, node: Node, xs: list[Sym | None], attrs: dict[str, Any],
+                 outs: list[TypeSpec], where: str) -> list[Sym]:
+        em = self.em
+        cond = xs[0]
+        assert cond is not None
+        pred = em.reshape(em.convert(cond, DType.BOOL), ())
+        regions = []
+        for key in ("then_branch", "else_branch"):
+            branch: Graph = attrs[key]
+            region = em.region()
+            with region:
+                results = self.graph(branch)
+                results = [em.convert(em.reshape(s, shape), dtype)
+                           for s, (dtype, shape) in zip(results, outs, strict=True)]
+                em.ret(results)
+            regions.append(region.text)
+        return em.emit("stablehlo.if", [pred], outs, regions=regions)
+
+    def lower_loop(self, node: Node, xs: list[Sym | None], attrs: dict[str, Any],
+                   outs: list[TypeSpec], where: str) -> list[Sym]:
+        """ONNX Loop as stablehlo.while over (iteration, keep_going, carried..., scans...);
+        scan outputs are written into preallocated buffers (static trip count only)."""
+        em = self.em
+        body: Graph = attrs["body"]
+        trip, cond = xs[0], xs[1]
+        carried = [x for x in xs[2:] if x is not None]
+        n = len(carried)
+        scan_types = outs[n:]
+        if scan_types and any(shape[0] is None for _, shape in scan_types):
+            raise ExportError(f"{where}: a loop with scan outputs needs a static trip count")
+        i64, boolean = (DType.INT64, ()), (DType.BOOL, ())
+        use_body_cond = cond is not None or trip is None
+        iteration = em.splat(0, DType.INT64)
+        keep = em.reshape(em.convert(cond, DType.BOOL), ()) if cond is not None else \
+            em.splat(True, DType.BOOL)
+        limit = em.reshape(em.convert(trip, DType.INT64), ()) if trip is not None else None
+        scans = [em.splat(0, dtype, shape) for dtype, shape in scan_types]
+        state = [iteration, keep, *carried, *scans]
+        types: list[TypeSpec] = [i64, boolean, *((s.dtype, s.shape) for s in carried),
+                                 *scan_types]
+        cond_region = em.region(types)
+        with cond_region as args:
+            go = args[1]
+            if limit is not None:
+                go = em.binary("stablehlo.and", go, em.compare("LT", args[0], limit), DType.BOOL)
+            em.ret([go])
+        body_region = em.region(types)
+        with body_region as args:
+            step, flag, values, buffers = args[0], args[1], args[2:2 + n], args[2 + n:]
+            inner_in = [step, flag, *values]
+            for value, sym in zip(body.inputs, inner_in, strict=True):
+                dtype, shape = _static(value, f"{where} body input {value.name!r}")
+                self.env[id(value)] = em.convert(em.reshape(sym, shape), dtype)
+            results = self.graph(body)
+            new_flag = em.reshape(em.convert(results[0], DType.BOOL), ()) if use_body_cond \
+                else flag
+            new_values = [em.convert(em.reshape(r, s.shape), s.dtype)
+                          for r, s in zip(results[1:1 + n], values, strict=True)]
+            new_buffers = []
+            for result, buffer in zip(results[1 + n:], buffers, strict=True):
+                row = em.reshape(em.convert(result, buffer.dtype), (1, *buffer.shape[1:]))
+                zeros = [em.splat(0, DType.INT64)] * (buffer.rank - 1)
+                new_buffers.append(em.op("stablehlo.dynamic_update_slice",
+                                         [buffer, row, step, *zeros], buffer.dtype,
+                                         buffer.shape))
+            next_step = em.add(step, em.splat(1, DType.INT64))
+            em.ret([next_step, new_flag, *new_values, *new_buffers])
+        final = em.emit("stablehlo.while", state, types,
+                        regions=[cond_region.text, body_region.text])
+        return final[2:]
+
+
+def _no_graph(graph: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
+    raise ExportError("constant folding cannot run subgraphs")
+
+
+def _const_of(sym: Sym) -> np.ndarray:
+    if sym.const is None:
+        return np.zeros(sym.shape, dtype=sym.dtype.numpy)  # shape_of reads only the shape
+    return np.asarray(sym.const)
+
+
+def _static(value: Value, where: str) -> TypeSpec:
+    t = value.type
+    if t is None or not t.is_static:
+        raise ExportError(f"{where} has type {t if t is not None else 'unknown'}; StableHLO "
+                          "export needs static shapes (capture with concrete input sizes)")
+    return t.dtype, t.static_shape()
+
+
+__all__ = ["ExportedModule", "build_module", "check_target_version", "export_stablehlo",
+           "node_location", "tensor_type", "to_mlir_text"]

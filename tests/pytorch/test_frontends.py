@@ -1,0 +1,60 @@
+"""Every front-end on small models: zero opaque nodes, numerics equal to eager."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from pytorch_toys import FRONTENDS, check, example
+
+from irbridge.converters.pytorch import capture
+
+MODELS = ["convnet", "mlp", "attention", "keywords"]
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+@pytest.mark.parametrize("name", MODELS)
+def test_toy_models(name: str, frontend: str) -> None:
+    model, args, kwargs = example(name)
+    result = capture(model, args, kwargs, frontend=frontend)
+    assert result.method == frontend
+    assert result.model.source_format == {"fx": "torch.fx", "export": "torch.export",
+                                          "dynamo": "torch.dynamo"}[frontend]
+    assert result.model.metadata["capture.method"] == frontend
+    assert result.model.metadata["torch.version"] == torch.__version__
+    check(result, model)
+
+
+def test_keyword_inputs_are_named_after_forward_arguments() -> None:
+    model, args, kwargs = example("keywords")
+    for frontend in ("fx", "export"):
+        result = capture(model, args, kwargs, frontend=frontend)
+        names = [v.name for v in result.model.graph.inputs]
+        assert names == ["input_ids", "attention_mask"], names
+        assert set(result.inputs) == {"input_ids", "attention_mask"}
+
+
+def test_parameters_are_named_by_module_path_and_shared() -> None:
+    model, args, kwargs = example("convnet")
+    result = capture(model, args, kwargs, frontend="export")
+    tensors = result.model.tensors
+    assert "stem.0.weight" in tensors and "fc.bias" in tensors
+    assert "stem.1.num_batches_tracked" not in tensors  # unused buffers stay out
+    assert tensors["conv.weight"].data is not None
+    assert tensors["conv.weight"].shape == (8, 4, 3, 3)
+
+
+def test_decompose_to_core_aten() -> None:
+    model, args, kwargs = example("convnet")
+    result = capture(model, args, kwargs, frontend="export", decompose=True)
+    ops = {n.provenance.source_op for _, n in result.model.all_nodes()}
+    assert "aten.convolution.default" in ops
+    assert result.model.metadata["capture.decompose"] == "True"
+    check(result, model)
+
+
+def test_weights_false_gives_shape_only_tensors() -> None:
+    model, args, kwargs = example("mlp")
+    result = capture(model, args, kwargs, frontend="fx", weights=False)
+    assert result.model.is_shape_only
+    assert all(t.data is None for t in result.model.tensors.values())
+    assert result.model.parameter_count() == sum(p.numel() for p in model.parameters())

@@ -1,0 +1,629 @@
+"""The PyTorch model zoo: names, offline builds, inputs from forward signatures, errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+# Nothing in the zoo may need a model hub: keep Hugging Face offline for this whole module
+# (set before transformers is first imported by a build).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import torch
+from torch import nn
+
+from irbridge.converters.pytorch import zoo
+from irbridge.converters.pytorch.zoo import ZooError
+from irbridge.errors import CaptureError, IrbridgeError
+
+# --------------------------------------------------------------------------------------------
+# Listing
+# --------------------------------------------------------------------------------------------
+
+
+def test_list_models_has_every_family_and_the_required_names() -> None:
+    models = zoo.list_models()
+    assert tuple(models) == zoo.FAMILIES
+    names = {family: {e.name for e in entries} for family, entries in models.items()}
+    assert {"resnet18", "vit_b_16", "efficientnet_b0"} <= names["torchvision-classification"]
+    assert len(names["torchvision-classification"]) >= 80
+    assert {"fasterrcnn_resnet50_fpn", "ssd300_vgg16"} <= names["torchvision-detection"]
+    assert {"deeplabv3_resnet50", "fcn_resnet50"} <= names["torchvision-segmentation"]
+    assert {
+        "bert-base-uncased",
+        "gpt2",
+        "facebook/detr-resnet-50",
+        "google/vit-base-patch16-224",
+        "t5-small",
+        "llama-tiny",
+        "llama-3-8b",
+        "llama-3-70b",
+    } <= names["transformers"]
+    for version in ("yolov8", "yolo11"):
+        assert {f"{version}{s}" for s in "nsmlx"} <= names["ultralytics"]
+    all_names = zoo.model_names()
+    assert len(all_names) == len(set(all_names)), "a name is registered twice"
+    for entries in models.values():
+        for entry in entries:
+            assert entry.source and entry.task and entry.input_hint
+
+
+def test_find_model_accepts_aliases() -> None:
+    assert zoo.find_model("yolov8n.yaml") is zoo.find_model("yolov8n")
+    assert zoo.find_model("detr-resnet-50") is zoo.find_model("facebook/detr-resnet-50")
+    assert zoo.find_model("ResNet18") is zoo.find_model("resnet18")
+    assert zoo.find_model("no-such-model") is None
+    entry = zoo.find_model("inception_v3")
+    assert entry is not None and entry.image_size == 299  # torchvision's published crop size
+
+
+# --------------------------------------------------------------------------------------------
+# Builds: every family, offline
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "described"),
+    [
+        ("resnet18", "torchvision-classification", "x: float32[1, 3, 224, 224]"),
+        (
+            "fasterrcnn_mobilenet_v3_large_320_fpn",
+            "torchvision-detection",
+            "images: list of 1 x float32[3, 320, 320]",
+        ),
+        ("lraspp_mobilenet_v3_large", "torchvision-segmentation", "input: float32[1, 3, 520, 520]"),
+        (
+            "llama-tiny",
+            "transformers",
+            "input_ids=int64[1, 128] ids<1000, attention_mask=int64[1, 128]",
+        ),
+        ("yolov8n", "ultralytics", "x: float32[1, 3, 640, 640]"),
+    ],
+)
+def test_family_builds_offline_and_runs(name: str, family: str, described: str) -> None:
+    built = zoo.build(name)
+    assert built.family == family and built.name == name
+    assert not built.module.training
+    assert built.input_desc == described
+    assert built.weights == "random (seed 0)"
+    zoo.check_inputs(built)
+
+
+def test_video_model_gets_a_clip() -> None:
+    built = zoo.build("r3d_18", device="meta")
+    assert built.input_desc == "x: float32[1, 3, 16, 112, 112]"
+    assert built.inputs[0].dims == ("batch", "channels", "frames", "height", "width")
+    zoo.check_inputs(built)
+
+
+def test_yolo11_builds() -> None:
+    built = zoo.build("yolo11n", input_shape=(1, 3, 320, 320))
+    out = zoo.check_inputs(built)
+    assert out[0].shape == (1, 84, 2100)  # 80 classes + 4 box values, (40² + 20² + 10²) anchors
+
+
+# Parameter counts of the architectures the presets name (their published sizes).
+HF_PARAMS = {
+    "bert-base-uncased": 109_482_240,  # BertModel with pooler
+    "gpt2": 124_439_808,  # lm_head tied to wte
+    "t5-small": 60_506_624,
+    "google/vit-base-patch16-224": 86_567_656,
+    "facebook/detr-resnet-50": 41_524_768,  # 91 COCO labels, HF ResNet-50 backbone
+    "llama-3-8b": 8_030_261_248,
+}
+
+
+@pytest.mark.parametrize("name", sorted(HF_PARAMS))
+def test_transformers_presets_build_on_meta(name: str) -> None:
+    built = zoo.build(name, device="meta")
+    assert built.num_parameters == HF_PARAMS[name]
+    assert all(p.device.type == "meta" for p in built.module.parameters())
+    zoo.check_inputs(built)  # runs under FakeTensorMode: shapes only
+
+
+def test_text_inputs_follow_the_signature() -> None:
+    bert = zoo.build("bert-base-uncased", device="meta", seq_len=64, batch=2)
+    assert bert.args == ()
+    assert set(bert.kwargs) == {"input_ids", "attention_mask"}
+    assert bert.input_desc == "input_ids=int64[2, 64] ids<30522, attention_mask=int64[2, 64]"
+    t5 = zoo.build("t5-small", device="meta")
+    assert list(t5.kwargs) == ["input_ids", "attention_mask", "decoder_input_ids"]
+    vit = zoo.build("google/vit-base-patch16-224", device="meta")
+    assert vit.input_desc == "pixel_values=float32[1, 3, 224, 224]"
+    detr = zoo.build("facebook/detr-resnet-50", device="meta")
+    assert detr.input_desc == "pixel_values: float32[1, 3, 800, 800]"  # required: positional
+
+
+def test_llama_3_70b_on_meta_is_instant_and_small() -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    built = zoo.build("llama-3-70b", device="meta")
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    h, inter, layers, heads, kv, vocab = 8192, 28672, 80, 64, 8, 128256
+    head_dim = h // heads
+    attention = h * heads * head_dim + 2 * h * kv * head_dim + heads * head_dim * h  # q, k, v, o
+    mlp = 3 * h * inter  # gate, up, down
+    per_layer = attention + mlp + 2 * h  # two RMSNorm weights
+    expected = layers * per_layer + 2 * vocab * h + h  # + embed, lm_head, final norm
+    assert expected == 70_553_706_496
+    assert built.num_parameters == expected
+    assert grown_mib < 1024, f"meta build grew the process by {grown_mib:.0f} MiB"
+    assert all(p.is_meta for p in built.module.parameters())
+    assert built.kwargs["input_ids"].is_meta
+    out = zoo.check_inputs(built)
+    assert tuple(out.logits.shape) == (1, 128, vocab)
+
+
+def test_build_is_seeded_and_leaves_the_global_rng_alone() -> None:
+    state = torch.get_rng_state()
+    a = zoo.build("llama-tiny")
+    b = zoo.build("llama-tiny")
+    assert torch.equal(torch.get_rng_state(), state)
+    for (ka, va), (kb, vb) in zip(
+        a.module.state_dict().items(), b.module.state_dict().items(), strict=True
+    ):
+        assert ka == kb and torch.equal(va, vb)
+    assert torch.equal(a.kwargs["input_ids"], b.kwargs["input_ids"])
+    assert int(a.kwargs["input_ids"].max()) < 1000
+
+
+def test_overrides_batch_seq_len_shape_and_dtype() -> None:
+    built = zoo.build("resnet18", input_shape=(2, 3, 64, 64), dtype="bf16")
+    assert built.input_desc == "x: bfloat16[2, 3, 64, 64]"
+    assert next(built.module.parameters()).dtype == torch.bfloat16
+    text = zoo.build("llama-tiny", batch=3, seq_len=16, dtype=torch.float16)
+    assert text.input_desc == "input_ids=int64[3, 16] ids<1000, attention_mask=int64[3, 16]"
+    assert next(text.module.parameters()).dtype == torch.float16
+    shaped = zoo.build("llama-tiny", input_shape=(2, 8))
+    assert shaped.kwargs["attention_mask"].shape == (2, 8)
+    det = zoo.build(
+        "fasterrcnn_mobilenet_v3_large_320_fpn", input_shape=(2, 3, 256, 256), device="meta"
+    )
+    assert det.input_desc == "images: list of 2 x float32[3, 256, 256]"
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs derived from forward signatures (custom modules)
+# --------------------------------------------------------------------------------------------
+
+
+class KeywordOnly(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 8)
+
+    def forward(self, *, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.embed(input_ids) * attention_mask[..., None]
+
+
+class PixelModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+
+    def forward(self, pixel_values: torch.Tensor | None = None) -> torch.Tensor:
+        assert pixel_values is not None
+        return self.conv(pixel_values)
+
+
+class TwoImages(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, images: list[torch.Tensor]) -> torch.Tensor:
+        return self.conv(torch.stack(images))
+
+
+class Mlp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(12, 5))
+
+    def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        return self.net(x) * scale
+
+
+class Recurrent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(6, 4, batch_first=True)
+
+    def forward(self, seq: torch.Tensor) -> torch.Tensor:
+        return self.rnn(seq)[0]
+
+
+class NeedsTwo(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + boxes
+
+
+def test_keyword_only_inputs_are_kwargs() -> None:
+    args, kwargs, specs = zoo.derive_inputs(KeywordOnly(), seq_len=10)
+    assert args == () and list(kwargs) == ["input_ids", "attention_mask"]
+    assert kwargs["input_ids"].dtype == torch.int64 and int(kwargs["input_ids"].max()) < 50
+    assert torch.equal(kwargs["attention_mask"], torch.ones(1, 10, dtype=torch.int64))
+    assert specs[0].dims == ("batch", "seq")
+    KeywordOnly()(*args, **kwargs)
+
+
+def test_pixel_values_take_channels_from_the_model() -> None:
+    args, kwargs, _ = zoo.derive_inputs(PixelModel())
+    assert args == () and kwargs["pixel_values"].shape == (1, 1, 224, 224)
+    PixelModel()(**kwargs)
+
+
+def test_list_annotation_gives_a_list_of_images() -> None:
+    args, _, specs = zoo.derive_inputs(TwoImages(), batch=2, image_size=32)
+    assert isinstance(args[0], list) and len(args[0]) == 2
+    assert args[0][0].shape == (3, 32, 32) and specs[0].kind == "image_list"
+
+
+def test_generic_names_use_the_first_layer() -> None:
+    args, kwargs, _ = zoo.derive_inputs(Mlp(), batch=4)
+    assert args[0].shape == (4, 12) and kwargs == {}  # optional `scale` is left to its default
+    args, _, specs = zoo.derive_inputs(Recurrent(), seq_len=7)
+    assert args[0].shape == (1, 7, 6) and specs[0].dims == ("batch", "seq", "features")
+
+
+def test_underivable_required_input_is_an_error() -> None:
+    with pytest.raises(ZooError, match=r"required parameter 'boxes' of NeedsTwo"):
+        zoo.derive_inputs(NeedsTwo(), model_name="NeedsTwo")
+
+
+# --------------------------------------------------------------------------------------------
+# User models: file.py:Name, package.module:factory, checkpoints, weights files
+# --------------------------------------------------------------------------------------------
+
+USER_FILE = """
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.conv(x).relu()
+
+class NeedsArgs(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+
+def make_with_inputs():
+    model = nn.Sequential(nn.Linear(5, 2))
+    return model, torch.ones(2, 5)
+
+def make_with_kwargs():
+    class Kw(nn.Module):
+        def forward(self, *, a, b):
+            return a + b
+    return Kw(), {"a": torch.ones(2), "b": torch.ones(2)}
+
+def make_plain():
+    return Net()
+
+def broken():
+    raise ValueError("no GPU here")
+
+def not_a_model():
+    return 42
+
+instance = Net()
+CONSTANT = 3
+"""
+
+
+@pytest.fixture
+def user_file(tmp_path: Path) -> Path:
+    path = tmp_path / "my_models.py"
+    path.write_text(USER_FILE)
+    return path
+
+
+def test_file_class_is_instantiated(user_file: Path) -> None:
+    built = zoo.build(f"{user_file}:Net", input_shape=(1, 3, 32, 32))
+    assert built.family == "user" and type(built.module).__name__ == "Net"
+    assert built.input_desc == "x: float32[1, 3, 32, 32]"
+    assert zoo.check_inputs(built).shape == (1, 8, 30, 30)
+    assert zoo.build(f"{user_file}:make_plain").input_desc == "x: float32[1, 3, 224, 224]"
+    assert zoo.build(f"{user_file}:instance").family == "user"
+
+
+def test_factory_inputs_are_used(user_file: Path) -> None:
+    built = zoo.build(f"{user_file}:make_with_inputs", dtype="float64")
+    assert built.args[0].shape == (2, 5) and built.args[0].dtype == torch.float64
+    assert zoo.check_inputs(built).shape == (2, 2)
+    kw = zoo.build(f"{user_file}:make_with_kwargs")
+    assert kw.args == () and set(kw.kwargs) == {"a", "b"}
+    assert torch.equal(zoo.check_inputs(kw), torch.full((2,), 2.0))
+
+
+def test_package_module_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = tmp_path / "zoo_pkg_for_test"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "models.py").write_text(USER_FILE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    built = zoo.build("zoo_pkg_for_test.models:make_plain", device="meta")
+    assert built.module.conv.weight.is_meta and built.args[0].is_meta
+
+
+@pytest.mark.parametrize(
+    ("suffix", "message"),
+    [
+        (":Nett", r"has no attribute 'Nett'.*did you mean: Net"),
+        (":NeedsArgs", r"could not instantiate .*NeedsArgs with no arguments"),
+        (":broken", r"calling .*broken\(\) failed: ValueError: no GPU here"),
+        (":not_a_model", r"returned a int; expected an nn.Module"),
+        (":CONSTANT", r"is a int, not an nn.Module class or a factory"),
+        (":torch", r"is a module, not an nn.Module class"),
+        (":1bad", r"is not a Python name"),
+    ],
+)
+def test_bad_user_names(user_file: Path, suffix: str, message: str) -> None:
+    with pytest.raises(ZooError, match=message) as info:
+        zoo.build(f"{user_file}{suffix}")
+    assert "\n" not in str(info.value)
+
+
+def test_bad_user_locations(tmp_path: Path) -> None:
+    with pytest.raises(ZooError, match=r"no such model file: .*missing\.py"):
+        zoo.build(f"{tmp_path}/missing.py:Net")
+    with pytest.raises(ZooError, match=r"cannot import module 'no_such_pkg_xyz\.mod'"):
+        zoo.build("no_such_pkg_xyz.mod:make")
+    (tmp_path / "syntax.py").write_text("def broken(:\n")
+    with pytest.raises(ZooError, match=r"importing .*syntax\.py failed: SyntaxError"):
+        zoo.build(f"{tmp_path}/syntax.py:broken")
+    with pytest.raises(ZooError, match=r"needs the name of the model inside it"):
+        zoo.build(f"{tmp_path}/syntax.py")
+
+
+def test_checkpoints_need_trust(tmp_path: Path) -> None:
+    path = tmp_path / "whole.pt"
+    torch.save(nn.Sequential(nn.Linear(4, 2), nn.ReLU()), path)
+    with pytest.raises(ZooError, match=r"refusing to load .*whole\.pt.*--trust-checkpoint"):
+        zoo.build(str(path))
+    built = zoo.build(str(path), trust_checkpoint=True)
+    assert built.family == "checkpoint" and built.input_desc == "input: float32[1, 4]"
+    zoo.check_inputs(built)
+    state = tmp_path / "state.pt"
+    torch.save(nn.Linear(4, 2).state_dict(), state)
+    with pytest.raises(ZooError, match=r"is a state_dict .*--weights FILE"):
+        zoo.build(str(state), trust_checkpoint=True)
+    with pytest.raises(ZooError, match=r"no such checkpoint file: yolov8n\.pt.*'yolov8n'"):
+        zoo.build("yolov8n.pt")
+    with pytest.raises(ZooError, match=r"is a weights file, not a model"):
+        zoo.build("model.safetensors")
+
+
+def test_ultralytics_style_checkpoint(tmp_path: Path) -> None:
+    """ultralytics saves {"model": half-precision module, "train_args": {...}}."""
+    import copy
+
+    source = zoo.build("yolov8n").module
+    path = tmp_path / "y8.pt"
+    torch.save({"model": copy.deepcopy(source).half(), "train_args": {"imgsz": 320}}, path)
+    built = zoo.build(str(path), trust_checkpoint=True)
+    assert built.input_desc == "x: float32[1, 3, 320, 320]"
+    assert next(built.module.parameters()).dtype == torch.float32
+    assert built.num_parameters == 3_157_200
+    zoo.check_inputs(built)
+
+
+def test_weights_file_round_trip(tmp_path: Path) -> None:
+    from safetensors.torch import save_file
+
+    source = zoo.build("llama-tiny").module
+    with torch.no_grad():
+        for p in source.parameters():
+            p.mul_(2.0)
+    expected = {k: v.clone() for k, v in source.state_dict().items()}
+    for path in (tmp_path / "w.pt", tmp_path / "w.safetensors"):
+        if path.suffix == ".pt":
+            torch.save({"state_dict": source.state_dict()}, path)
+        else:
+            save_file({k: v.contiguous() for k, v in source.state_dict().items()}, str(path))
+        built = zoo.build("llama-tiny", weights_file=path)
+        assert built.weights == f"file {path}"
+        for key, value in built.module.state_dict().items():
+            assert torch.equal(value, expected[key]), key
+
+
+def test_weights_file_with_tied_parameters(tmp_path: Path) -> None:
+    (tmp_path / "tied.py").write_text(
+        textwrap.dedent(
+            """
+            from torch import nn
+
+            class Tied(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.embed = nn.Embedding(20, 4)
+                    self.head = nn.Linear(4, 20, bias=False)
+                    self.head.weight = self.embed.weight
+
+                def forward(self, input_ids):
+                    return self.head(self.embed(input_ids))
+            """
+        )
+    )
+    spec = f"{tmp_path}/tied.py:Tied"
+    state = {"embed.weight": torch.full((20, 4), 0.5)}  # saved once, as HF does
+    torch.save(state, tmp_path / "tied_w.pt")
+    built = zoo.build(spec, weights_file=tmp_path / "tied_w.pt", seq_len=5)
+    assert torch.equal(built.module.head.weight, state["embed.weight"])
+    assert built.input_desc == "input_ids: int64[1, 5] ids<20"
+
+
+def test_weights_file_errors(tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong.pt"
+    torch.save(nn.Linear(3, 3).state_dict(), wrong)
+    with pytest.raises(ZooError, match=r"does not fit llama-tiny: .*missing keys.*unexpected keys"):
+        zoo.build("llama-tiny", weights_file=wrong)
+    pickled = tmp_path / "pickled.pt"
+    torch.save({"model": nn.Linear(3, 3)}, pickled)
+    with pytest.raises(ZooError, match=r"is not a plain state_dict"):
+        zoo.build("llama-tiny", weights_file=pickled)
+    with pytest.raises(ZooError, match=r"no such weights file"):
+        zoo.build("llama-tiny", weights_file=tmp_path / "nope.pt")
+    with pytest.raises(ZooError, match=r"device 'meta' holds no weights"):
+        zoo.build("llama-tiny", weights_file=wrong, device="meta")
+
+
+# --------------------------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "suggestion"),
+    [
+        ("resnet19", "resnet18"),
+        ("llama3-70b", "llama-3-70b"),
+        ("yolov8", "yolov8n"),
+        ("bert-base", "bert-base-uncased"),
+    ],
+)
+def test_unknown_model_suggests_close_names(name: str, suggestion: str) -> None:
+    with pytest.raises(ZooError) as info:
+        zoo.build(name)
+    text = str(info.value)
+    assert f"unknown model {name!r}" in text and suggestion in text and "\n" not in text
+    assert isinstance(info.value, CaptureError) and isinstance(info.value, IrbridgeError)
+
+
+def test_unknown_hf_model_type() -> None:
+    with pytest.raises(ZooError, match=r"unknown transformers model type 'robertta'.*roberta"):
+        zoo.build("hf:robertta")
+
+
+def test_bad_options() -> None:
+    with pytest.raises(ZooError, match=r"unknown dtype 'float8'"):
+        zoo.build("resnet18", dtype="float8")
+    with pytest.raises(ZooError, match=r"not a floating-point type"):
+        zoo.build("resnet18", dtype=torch.int8)
+    with pytest.raises(ZooError, match=r"batch must be a positive integer"):
+        zoo.build("resnet18", batch=0)
+    with pytest.raises(ZooError, match=r"input shape must be positive integers"):
+        zoo.build("resnet18", input_shape=(1, -3, 224, 224))
+    with pytest.raises(ZooError, match=r"--batch 2 contradicts --input-shape \[1, 3, 64, 64\]"):
+        zoo.build("resnet18", batch=2, input_shape=(1, 3, 64, 64))
+    with pytest.raises(ZooError, match=r"sequence length 600 exceeds the 512 positions"):
+        zoo.build("bert-tiny", seq_len=600)
+
+
+def test_wrong_input_shape_is_caught_by_check_inputs() -> None:
+    built = zoo.build("resnet18", input_shape=(1, 224))
+    with pytest.raises(ZooError) as info:
+        zoo.check_inputs(built)
+    text = str(info.value)
+    assert text.startswith("resnet18 rejected inputs x: float32[1, 224]: RuntimeError: ")
+    assert "\n" not in text
+
+
+def test_pretrained_without_a_hub_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_cwd: Path
+) -> None:
+    monkeypatch.setattr(zoo, "_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: "/nonexistent-irbridge-hub")
+    with pytest.raises(ZooError, match=r"pretrained weights for resnet18 .* not cached"):
+        zoo.build("resnet18", pretrained=True)
+    with pytest.raises(ZooError, match=r"pretrained weights for gpt2 .*HF_HUB_OFFLINE"):
+        zoo.build("gpt2", pretrained=True)
+    with pytest.raises(ZooError, match=r"llama-tiny is a config-only preset"):
+        zoo.build("llama-tiny", pretrained=True)
+    with pytest.raises(ZooError, match=r"pretrained weights for yolov8n .*github\.com"):
+        zoo.build("yolov8n", pretrained=True)
+
+
+# --------------------------------------------------------------------------------------------
+# No network access at all
+# --------------------------------------------------------------------------------------------
+
+GUARD = """
+import json, socket, sys
+attempts = []
+def _refuse(kind):
+    def fn(*args, **kwargs):
+        attempts.append(f"{kind} {args[1:] if kind.startswith('socket.') else args}"[:200])
+        raise OSError("network disabled by test")
+    return fn
+socket.socket.connect = _refuse("socket.connect")
+socket.socket.connect_ex = _refuse("socket.connect_ex")
+socket.socket.sendto = _refuse("socket.sendto")
+socket.getaddrinfo = _refuse("getaddrinfo")
+socket.create_connection = _refuse("create_connection")
+from irbridge.converters.pytorch import zoo
+for name, device in [("yolov8n", "cpu"), ("t5-small", "meta"), ("facebook/detr-resnet-50", "meta")]:
+    built = zoo.build(name, device=device)
+    if device == "cpu":
+        zoo.check_inputs(built)
+print(json.dumps(attempts))
+"""
+
+
+def test_builds_attempt_no_network_access(tmp_path: Path) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("YOLO_", "HF_", "TRANSFORMERS_")) and k != "PYTEST_CURRENT_TEST"
+    }
+    env["YOLO_CONFIG_DIR"] = str(tmp_path / "ultralytics")  # a fresh settings file
+    result = subprocess.run(
+        [sys.executable, "-c", GUARD], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    last = result.stdout.strip().splitlines()[-1]
+    assert json.loads(last) == []
+    assert result.stdout.strip() == last, "ultralytics printed to stdout"
+
+
+# --------------------------------------------------------------------------------------------
+# Slow: real (CPU) builds of the full-size presets
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bert-base-uncased",
+        "gpt2",
+        "t5-small",
+        "google/vit-base-patch16-224",
+        "facebook/detr-resnet-50",
+    ],
+)
+def test_transformers_presets_run_on_cpu(name: str) -> None:
+    built = zoo.build(name, seq_len=32)
+    assert built.num_parameters == HF_PARAMS[name]
+    zoo.check_inputs(built)
+
+
+@pytest.mark.slow
+def test_hf_auto_architecture_builds() -> None:
+    built = zoo.build("hf:roberta", seq_len=16)
+    assert type(built.module).__name__ == "RobertaModel"
+    zoo.check_inputs(built)
+    lm = zoo.build("hf:gpt_neox:causal-lm", device="meta")
+    assert type(lm.module).__name__ == "GPTNeoXForCausalLM"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [f"{v}{s}" for v in ("yolov8", "yolo11") for s in "nsmlx"])
+def test_every_yolo_size_builds(name: str) -> None:
+    built = zoo.build(name, input_shape=(1, 3, 256, 256))
+    zoo.check_inputs(built)

@@ -96,7 +96,7 @@ class Tensor:
                 raise ValueError(
                     f"tensor {name!r}: data is {data.dtype}{list(data.shape)}, "
                     f"declared {dtype.short}{list(self.shape)}")
-            data = np.ascontiguousarray(data)
+            data = np.require(data, requirements="C")  # ascontiguousarray makes 0-d 1-d
         self.data = data
 
     @classmethod

@@ -12,8 +12,8 @@ import typer
 from irbridge import serde
 from irbridge.cli.render import console
 from irbridge.errors import IrbridgeError
+from irbridge.formats import load_model
 from irbridge.ir import Model
-from irbridge.sources import load_model
 
 
 class Fusion(enum.StrEnum):

@@ -10,9 +10,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from irbridge import serde
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
+from irbridge.formats import is_model_file, load_model, output_format, read_file, write_model
 from irbridge.summary import summarize
 
 Frontend = Annotated[str, typer.Option(
@@ -25,8 +25,12 @@ def convert(
         help="A zoo name (see `irbridge models`), path/to/file.py:Name, package.module:factory, "
              "a .pt checkpoint (with --trust-checkpoint) or a .yaml ultralytics config.")],
     output: Annotated[Path | None, typer.Option(
-        "-o", "--output", help="IR file to write (.irb binary, .irbt text). Without it, only "
-                               "the summary is printed.")] = None,
+        "-o", "--output", help="File to write: .irb (binary IR), .irbt (text IR), or another "
+                               "format with --to or its suffix (.onnx, .mlir, .mlirbc). "
+                               "Without it, only the summary is printed.")] = None,
+    to: Annotated[str | None, typer.Option(
+        "--to", help="Output format: irb, onnx, stablehlo (default: from the -o suffix).")] = None,
+    opset: Annotated[int | None, typer.Option(help="ONNX opset for --to onnx.")] = None,
     frontend: Frontend = "auto",
     no_weights: Annotated[bool, typer.Option(
         "--no-weights", help="Write a shape-only IR (no weight data).")] = False,
@@ -54,8 +58,14 @@ def convert(
     trust_checkpoint: Annotated[bool, typer.Option(
         help="Allow loading .pt checkpoints, which unpickle (run) code.")] = False,
 ) -> None:
-    """Convert a model into an irbridge IR file and print its summary."""
-    from irbridge.converters.pytorch import capture, verify as verify_capture, zoo
+    """Convert a model (zoo name, Python file, ONNX or StableHLO file) into an irbridge IR
+    file, or another format with --to, and print its summary."""
+    fmt = output_format(output, to) if output is not None else None
+    if is_model_file(model):
+        _convert_file(Path(model), output, fmt, opset)
+        return
+    from irbridge.converters.pytorch import capture, zoo
+    from irbridge.converters.pytorch import verify as verify_capture
 
     shape = _parse_shape(input_shape) if input_shape else None
     dynamic_spec = _parse_dynamic(dynamic or [])
@@ -80,7 +90,8 @@ def convert(
         with _status("verifying against the eager model"):
             report = verify_capture(result, built.module)
     if output is not None:
-        serde.save(ir, output, weights="none" if (no_weights or meta) else "auto")
+        write_model(ir, output, fmt, opset=opset,
+                    weights="none" if (no_weights or meta) else "auto")
     print_summary(summarize(ir), title=f"{built.name}: captured with {result.method} "
                                        f"in {result.seconds:.2f} s")
     if output is not None:
@@ -94,6 +105,38 @@ def convert(
                               f"{check.note}".rstrip(), markup=False)
         if not report.passed:
             raise typer.Exit(1)
+
+
+def _convert_file(source: Path, output: Path | None, fmt: str | None,
+                  opset: int | None) -> None:
+    """Import a model file of another format (or re-save an IR file)."""
+    with _status(f"reading {source}"):
+        ir = read_file(source)
+    if output is not None:
+        write_model(ir, output, fmt, opset=opset)
+    print_summary(summarize(ir), title=f"{source}: read as {ir.source_format or 'irbridge'}")
+    if output is not None:
+        console.print(f"wrote {output}", markup=False)
+
+
+def export(
+    file: Annotated[str, typer.Argument(help="An IR, ONNX or StableHLO file, or a zoo name.")],
+    to: Annotated[str, typer.Option("--to", help="Output format: irb, onnx, stablehlo.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
+    opset: Annotated[int | None, typer.Option(help="ONNX opset (default 18).")] = None,
+    target_version: Annotated[str | None, typer.Option(
+        help="StableHLO portable artifact version (default: the current one).")] = None,
+    weights_as_args: Annotated[bool, typer.Option(
+        help="StableHLO: weights become function arguments instead of constants.")] = False,
+) -> None:
+    """Export a model to another format."""
+    fmt = output_format(output, to)
+    with _status(f"reading {file}"):
+        model = load_model(file, weights=True)
+    with _status(f"writing {output}"):
+        write_model(model, output, fmt, opset=opset, target_version=target_version,
+                    weights_as_args=weights_as_args)
+    console.print(f"wrote {output} ({fmt})", markup=False)
 
 
 def models(
@@ -155,4 +198,5 @@ def _status(message: str) -> AbstractContextManager[Any]:
 
 def register(app: typer.Typer) -> None:
     app.command()(convert)
+    app.command()(export)
     app.command()(models)

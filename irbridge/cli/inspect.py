@@ -11,7 +11,7 @@ from rich.table import Table
 from irbridge import serde
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
-from irbridge.ir import Graph, Model, Node
+from irbridge.ir import Graph, Node
 from irbridge.ops import registry
 from irbridge.summary import human_bytes, human_count, summarize
 from irbridge.verify import verify

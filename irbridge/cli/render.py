@@ -7,7 +7,7 @@ from rich.table import Table
 
 from irbridge.summary import ModelSummary, human_bytes, human_count
 
-console = Console(highlight=False)
+console = Console(highlight=False, soft_wrap=True)  # plain lines never wrap (pipes, grep)
 
 
 def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:

@@ -1,0 +1,95 @@
+"""What users name on the command line, resolved in one place: model files are read by
+suffix (irbridge, ONNX, StableHLO), anything else is a model to capture through the
+PyTorch front-ends; outputs are written by format name or suffix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from irbridge import serde
+from irbridge.errors import IrbridgeError
+from irbridge.ir import Model
+
+IR_SUFFIXES = (".irb", ".irbt")
+ONNX_SUFFIXES = (".onnx",)
+STABLEHLO_SUFFIXES = (".mlir", ".mlirbc")
+
+
+def is_model_file(spec: str) -> bool:
+    return Path(spec).suffix in IR_SUFFIXES + ONNX_SUFFIXES + STABLEHLO_SUFFIXES
+
+
+def read_file(path: Path, *, weights: bool = True) -> Model:
+    """Read an irbridge, ONNX or StableHLO file into the IR, by suffix."""
+    if path.suffix in IR_SUFFIXES:
+        return serde.load(path, weights=weights)
+    if path.suffix in ONNX_SUFFIXES:
+        from irbridge.converters.onnx import import_onnx
+
+        return import_onnx(path)
+    if path.suffix in STABLEHLO_SUFFIXES:
+        from irbridge.converters.stablehlo import import_stablehlo
+
+        return import_stablehlo(path)
+    raise IrbridgeError(f"{path}: unknown model file type {path.suffix!r}; expected one of "
+                        f"{', '.join(IR_SUFFIXES + ONNX_SUFFIXES + STABLEHLO_SUFFIXES)}")
+
+
+def load_model(spec: str, *, weights: bool = False, frontend: str = "auto") -> Model:
+    """FILE_OR_MODEL -> Model. A model name is built by the zoo and captured; with
+    `weights=False` it stays shape-only (enough for analysis)."""
+    if is_model_file(spec):
+        return read_file(Path(spec), weights=weights)
+    if Path(spec).is_dir():
+        raise IrbridgeError(f"{spec}: is a folder; give a model file or a model name")
+    from irbridge.converters.pytorch import capture, zoo
+
+    built = zoo.build(spec)
+    result = capture(built.module, built.args, built.kwargs, frontend=frontend, weights=weights)
+    result.model.name = built.name
+    return result.model
+
+
+def _write_irb(model: Model, path: Path, **options: Any) -> Path:
+    return serde.save(model, path, weights=options.get("weights", "auto"))
+
+
+def _write_onnx(model: Model, path: Path, **options: Any) -> Path:
+    from irbridge.converters.onnx import DEFAULT_OPSET, export_onnx
+
+    return export_onnx(model, path, opset=options.get("opset") or DEFAULT_OPSET)
+
+
+def _write_stablehlo(model: Model, path: Path, **options: Any) -> Path:
+    from irbridge.converters.stablehlo import export_stablehlo
+
+    return export_stablehlo(model, path, target_version=options.get("target_version"),
+                            weights_as_args=options.get("weights_as_args", False))
+
+
+WRITERS: dict[str, Callable[..., Path]] = {
+    "irb": _write_irb,
+    "onnx": _write_onnx,
+    "stablehlo": _write_stablehlo,
+}
+_BY_SUFFIX = {**dict.fromkeys(IR_SUFFIXES, "irb"), **dict.fromkeys(ONNX_SUFFIXES, "onnx"),
+              **dict.fromkeys(STABLEHLO_SUFFIXES, "stablehlo")}
+
+
+def output_format(path: Path, fmt: str | None) -> str:
+    """The format to write: `fmt` when given, else from the suffix."""
+    if fmt is not None:
+        if fmt not in WRITERS:
+            raise IrbridgeError(f"unknown output format {fmt!r}; known: {', '.join(WRITERS)}")
+        return fmt
+    if path.suffix in _BY_SUFFIX:
+        return _BY_SUFFIX[path.suffix]
+    raise IrbridgeError(f"{path}: cannot tell the format from suffix {path.suffix!r}",
+                        hint=f"pass --to ({', '.join(WRITERS)})")
+
+
+def write_model(model: Model, path: Path, fmt: str | None = None, **options: Any) -> Path:
+    """Write `model` to `path` in `fmt` (or the suffix's format), atomically."""
+    return WRITERS[output_format(path, fmt)](model, path, **options)

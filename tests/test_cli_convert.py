@@ -1,0 +1,113 @@
+"""`irbridge convert`, `export` and `models` end to end on a small user model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from irbridge import serde
+from irbridge.cli.main import app
+
+runner = CliRunner()
+
+NET = '''
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        return self.head(y.mean(dim=(2, 3)))
+'''
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> str:
+    (tmp_path / "net.py").write_text(NET)
+    return f"{tmp_path / 'net.py'}:Net"
+
+
+def invoke(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_convert_verify_writes_ir_with_provenance(net: str, tmp_path: Path) -> None:
+    out = tmp_path / "net.irb"
+    code, stdout, stderr = invoke("convert", net, "--input-shape", "2,3,16,16", "--verify",
+                                  "-o", str(out))
+    assert code == 0, stderr
+    assert "verify: PASS" in stdout and "wrote" in stdout
+    model = serde.load(out)
+    ops = [n.op for n in model.graph.nodes]
+    assert "conv" in ops and "batch_norm" in ops and "linear" in ops
+    conv = next(n for n in model.graph.nodes if n.op == "conv")
+    assert conv.provenance.module_path == "conv"
+    assert model.graph.inputs[0].type is not None
+    assert model.graph.inputs[0].type.shape == (2, 3, 16, 16)
+
+
+def test_convert_shape_only_and_each_frontend(net: str, tmp_path: Path) -> None:
+    for frontend in ("fx", "export", "dynamo"):
+        out = tmp_path / f"{frontend}.irb"
+        code, stdout, stderr = invoke("convert", net, "--input-shape", "1,3,8,8", "--frontend",
+                                      frontend, "--no-weights", "-o", str(out))
+        assert code == 0, stderr
+        model = serde.load(out)
+        assert model.is_shape_only and model.metadata["capture.method"] == frontend
+
+
+def test_onnx_one_step_import_and_export(net: str, tmp_path: Path) -> None:
+    onnx_file = tmp_path / "net.onnx"
+    code, _, stderr = invoke("convert", net, "--input-shape", "1,3,8,8", "--to", "onnx",
+                             "-o", str(onnx_file))
+    assert code == 0, stderr
+    irb = tmp_path / "from_onnx.irb"
+    code, stdout, stderr = invoke("convert", str(onnx_file), "-o", str(irb))
+    assert code == 0, stderr
+    assert "read as onnx" in stdout
+    assert serde.load(irb).source_format == "onnx"
+    code, stdout, stderr = invoke("export", str(irb), "--to", "onnx", "-o",
+                                  str(tmp_path / "again.onnx"), "--opset", "20")
+    assert code == 0, stderr
+    import onnx
+
+    assert onnx.load(str(tmp_path / "again.onnx")).opset_import[0].version == 20
+
+
+@pytest.mark.parametrize("args, message", [
+    (["convert", "resnet19"], "unknown model 'resnet19'; did you mean: resnet18"),
+    (["convert", "/nowhere/net.py:Net"], "no such model file: /nowhere/net.py"),
+    (["convert", "{net}", "--input-shape", "1,3"], "forward pass failed"),
+    (["convert", "{net}", "--input-shape", "a,b"], "expected integers like 1,3,224,224"),
+    (["convert", "{net}", "--dynamic", "batch=9:1"], "MIN <= MAX"),
+    (["convert", "{net}", "-o", "{tmp}/x.weird"], "cannot tell the format from suffix"),
+    (["export", "{tmp}/missing.irb", "--to", "onnx", "-o", "{tmp}/x.onnx"], "no such file"),
+    (["models", "--family", "nope"], "unknown family 'nope'"),
+])
+def test_errors_are_one_line_and_write_nothing(net: str, tmp_path: Path, args: list[str],
+                                               message: str) -> None:
+    before = set(tmp_path.iterdir())
+    code, _, stderr = invoke(*[a.replace("{net}", net).replace("{tmp}", str(tmp_path))
+                               for a in args])
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], stderr
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_models_lists_families_and_json() -> None:
+    code, stdout, _ = invoke("models", "--family", "transformers", "--json")
+    assert code == 0
+    import json
+
+    names = [e["name"] for e in json.loads(stdout)["transformers"]]
+    assert {"bert-base-uncased", "gpt2", "t5-small", "llama-3-70b"} <= set(names)

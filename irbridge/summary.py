@@ -72,16 +72,22 @@ def _describe(value: Value) -> str:
     return f"{value.name}: {value.type if value.type is not None else '?'}"
 
 
+def _three_digits(x: float) -> str:
+    """Three significant digits without scientific notation: 1.81, 22.3, 1002."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def human_count(n: float, unit: str = "") -> str:
-    """1234567 -> '1.23 M'; keeps three significant digits."""
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+    """1234567 -> '1.23 M'; 3.35e12 with unit 'B/s' -> '3.35 TB/s'."""
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(n) >= factor:
-            return f"{n / factor:.3g} {prefix}{unit}"
-    return f"{n:.3g} {unit}".rstrip() if isinstance(n, float) else f"{n} {unit}".rstrip()
+            return f"{_three_digits(n / factor)} {prefix}{unit}"
+    text = _three_digits(n) if isinstance(n, float) else str(n)
+    return f"{text} {unit}".rstrip()
 
 
 def human_bytes(n: int) -> str:
     for factor, prefix in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
         if n >= factor:
-            return f"{n / factor:.3g} {prefix}"
+            return f"{_three_digits(n / factor)} {prefix}"
     return f"{n} B"

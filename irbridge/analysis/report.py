@@ -32,10 +32,7 @@ def human_seconds(seconds: float) -> str:
 
 def human_rate(value: float, unit: str) -> str:
     """3.35e12 -> '3.35 TB/s' (up to peta)."""
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
+    return human_count(value, unit)
 
 
 def _intensity(value: float) -> str:

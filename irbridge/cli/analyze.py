@@ -67,7 +67,7 @@ def parse_bindings(items: list[str] | None) -> dict[str, int]:
 
 def analyze(
     file_or_model: Annotated[str, typer.Argument(
-        show_default=False, help="An irbridge file (.irb or .irbt).")],
+        show_default=False, help="An IR, ONNX or StableHLO file, or a zoo model name (captured on the fly, shape-only).")],
     hardware: Annotated[str, typer.Option(
         "--hardware", "-H", help="Targets, comma-separated: catalog names or aliases "
                                  "(see `irbridge hardware`) or target .yaml files.")] = "h100-sxm",

@@ -106,12 +106,9 @@ def tensor_from_proto(proto: TensorProto, name: str | None = None,
 
 
 def make_tensor(name: str, array: np.ndarray, dtype: DType | None = None) -> Tensor:
-    """An IR tensor holding `array` with its exact shape (Tensor() alone turns a 0-d
-    array into a 1-element vector through np.ascontiguousarray)."""
-    array = np.require(np.asarray(array), requirements="C")
-    tensor = Tensor(name, dtype or DType.from_numpy(array.dtype), array.shape, array)
-    tensor.data = array
-    return tensor
+    """An IR tensor holding `array` with its exact shape (0-d arrays stay 0-d)."""
+    array = np.asarray(array)
+    return Tensor(name, dtype or DType.from_numpy(array.dtype), array.shape, array)
 
 
 def tensor_data(tensor: Tensor) -> np.ndarray:

@@ -18,6 +18,7 @@ from irbridge.converters.onnx._common import dtype_to_onnx
 from irbridge.converters.onnx.export import CANONICAL, EMITTERS, Emitter, NeedDecompose, NodeEmit
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError
+from irbridge.ops import registry
 from irbridge.ops._shapes import promote
 
 
@@ -32,6 +33,30 @@ def _operand_dtype(e: NodeEmit, indices: Sequence[int]) -> DType | None:
     if any(t is None for t in types):
         return None
     return promote([t for t in types if t is not None], e.where)
+
+
+def _i64_input(e: NodeEmit, index: int) -> str:
+    """An integer parameter input as int64 (ONNX wants int64 axes, pads, repeats, ...)."""
+    return e.as_dtype(index, DType.INT64)
+
+
+def _known_ints(e: NodeEmit, index: int) -> tuple[int, ...] | None:
+    """The values of a parameter input that is a model tensor or a constant node (for
+    opsets whose ONNX op wants them as an attribute), else None."""
+    if not e.has(index):
+        return None
+    value = registry.constant_value(e.node.inputs[index])
+    return None if value is None else tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+
+def _shaped(e: NodeEmit, index: int, rank: int, dtype: DType | None = None) -> str:
+    """A one-element parameter input as a scalar (rank 0) or a 1-element vector (rank 1),
+    cast to `dtype` when given."""
+    name = e.input(index) if dtype is None else e.as_dtype(index, dtype)
+    t = e.in_type(index)
+    if t is not None and t.rank == rank:
+        return name
+    return e.one("Reshape", [name, e.i64([1] * rank, "shape")])
 
 
 # -- elementwise ---------------------------------------------------------------------------
@@ -495,7 +520,20 @@ def _reduce_op(e: NodeEmit, onnx_op: str, x: str, axes: Sequence[int], keepdims:
 
 def _reduce(onnx_op: str) -> Emitter:
     def emit(e: NodeEmit) -> None:
-        _reduce_op(e, onnx_op, e.input(0), e.attrs["axes"], e.attrs["keepdims"], e.outs[0])
+        a = e.attrs
+        since = 13 if onnx_op == "ReduceSum" else 18
+        known = _known_ints(e, 1)
+        if known is not None and e.opset < since:  # a constant input: the attribute form
+            a = {**a, "axes": known}
+        elif e.has(1):  # axes known at run time
+            e.need_opset(since, f"{onnx_op} with run-time axes")
+            e.out(onnx_op, [e.input(0), _i64_input(e, 1)], keepdims=int(a["keepdims"]),
+                  noop_with_empty_axes=1 if a["noop_with_empty_axes"] else None)
+            return
+        if not a["axes"] and a["noop_with_empty_axes"]:  # no reduction: sqrt(x^2) or x
+            e.out("Abs" if onnx_op == "ReduceL2" else "Identity", [e.input(0)])
+            return
+        _reduce_op(e, onnx_op, e.input(0), a["axes"], a["keepdims"], e.outs[0])
     return emit
 
 
@@ -521,6 +559,12 @@ register("argmin", _arg("ArgMin"), "ArgMin")
 def _cumprod_unrolled(e: NodeEmit) -> None:
     """CumProd before opset 26: a chain of Muls over the slices of a static axis."""
     a = e.attrs
+    if e.has(1):
+        known = _known_ints(e, 1)
+        if known is None:
+            raise ExportError(f"{e.where}: cumprod with a run-time axis needs opset 26 (ONNX "
+                              "CumProd) to export")
+        a = {**a, "axis": known[0]}
     t = e.in_type(0)
     rank = e.rank(0)
     axis = a["axis"] % rank
@@ -555,7 +599,8 @@ def _cumulative(onnx_op: str) -> Emitter:
             _cumprod_unrolled(e)
             return
         a = e.attrs
-        axis = e.const(np.array(a["axis"], dtype=np.int64), "axis")
+        axis = _shaped(e, 1, 0, DType.INT64) if e.has(1) else \
+            e.const(np.array(a["axis"], dtype=np.int64), "axis")
         e.out(onnx_op, [e.input(0), axis], exclusive=int(a["exclusive"]),
               reverse=int(a["reverse"]))
     return emit
@@ -577,6 +622,10 @@ def _max_pool(e: NodeEmit) -> None:
 def _avg_pool(e: NodeEmit) -> None:
     kernel = list(e.attrs["kernel"])
     window = _window(e, len(kernel), kernel)
+    if all(d == 1 for d in window["dilations"]):
+        del window["dilations"]  # AveragePool takes dilations from opset 19 only
+    else:
+        e.need_opset(19, "dilated avg_pool")
     e.out("AveragePool", [e.input(0)], kernel_shape=kernel, ceil_mode=int(e.attrs["ceil_mode"]),
           count_include_pad=int(e.attrs["count_include_pad"]), **window)
 
@@ -679,12 +728,16 @@ register("shape_of", _shape_of, "Shape")
 
 
 def _squeeze(e: NodeEmit) -> None:
+    if e.has(1):
+        e.out("Squeeze", [e.input(0), _i64_input(e, 1)])
+        return
     axes = list(e.attrs["axes"])
     e.out("Squeeze", [e.input(0)] + ([e.i64(axes, "axes")] if axes else []))
 
 
 def _unsqueeze(e: NodeEmit) -> None:
-    e.out("Unsqueeze", [e.input(0), e.i64(list(e.attrs["axes"]), "axes")])
+    axes = _i64_input(e, 1) if e.has(1) else e.i64(list(e.attrs["axes"]), "axes")
+    e.out("Unsqueeze", [e.input(0), axes])
 
 
 register("squeeze", _squeeze, "Squeeze")
@@ -747,9 +800,12 @@ def _pad(e: NodeEmit) -> None:
     mode = e.attrs["mode"]
     if mode == "wrap":
         e.need_opset(19, "pad with mode wrap")
-    inputs = [e.input(0), e.i64(list(e.attrs["pads"]), "pads")]
-    if mode == "constant" and e.attrs["value"] != 0.0:
-        dtype = e.in_dtype(0) or DType.FLOAT32
+    pads = _i64_input(e, 1) if e.has(1) else e.i64(list(e.attrs["pads"]), "pads")
+    inputs = [e.input(0), pads]
+    dtype = e.in_dtype(0) or DType.FLOAT32
+    if mode == "constant" and e.has(2):
+        inputs.append(_shaped(e, 2, 0, dtype))
+    elif mode == "constant" and e.attrs["value"] != 0.0:
         inputs.append(e.scalar(e.attrs["value"], dtype, "value"))
     e.out("Pad", inputs, mode=mode)
 
@@ -764,12 +820,40 @@ def _permute(e: NodeEmit) -> None:
 register("permute", _permute, "Transpose")
 
 
+def _resize_input(e: NodeEmit, attrs: dict[str, object]) -> None:
+    """Resize with scales (input 1) or sizes (input 2) known at run time, given per
+    spatial dim or per dim of x."""
+    rank = e.rank(0)
+    x = e.input(0)
+    index = 1 if e.has(1) else 2
+    t = e.in_type(index)
+    length = t.shape[0] if t is not None and t.shape is not None and len(t.shape) == 1 \
+        else None
+    if length not in (rank, rank - 2):
+        raise ExportError(f"{e.where}: resize {'scales' if index == 1 else 'sizes'} of "
+                          "unknown length cannot be exported")
+    value = e.as_dtype(index, DType.FLOAT32 if index == 1 else DType.INT64)
+    if length == rank - 2:
+        if e.opset >= 18:
+            attrs["axes"] = list(range(2, rank))
+        elif index == 1:
+            value = e.one("Concat", [e.const(np.ones(2, np.float32), "scales"), value], axis=0)
+        else:
+            head = e.one("Slice", [e.one("Shape", [x]), e.i64([0]), e.i64([2])])
+            value = e.one("Concat", [head, value], axis=0)
+    inputs = [x, "", value] if index == 1 else [x, "", "", value]
+    e.out("Resize", inputs, **attrs)
+
+
 def _resize(e: NodeEmit) -> None:
     a = e.attrs
     rank = e.rank(0)
     x = e.input(0)
     attrs = {"mode": a["mode"], "coordinate_transformation_mode": a["coordinate_mode"],
              "nearest_mode": a["nearest_mode"], "cubic_coeff_a": -0.75}
+    if e.has(1) or e.has(2):
+        _resize_input(e, attrs)
+        return
     spatial = list(range(2, rank))
     if e.opset >= 18:
         if a["sizes"]:
@@ -797,32 +881,57 @@ register("resize", _resize, "Resize")
 
 def _slice(e: NodeEmit) -> None:
     a = e.attrs
-    count = len(a["starts"])
-    axes = list(a["axes"]) or list(range(count))
-    steps = list(a["steps"]) or [1] * count
-    e.out("Slice", [e.input(0), e.i64(list(a["starts"]), "starts"),
-                    e.i64(list(a["ends"]), "ends"), e.i64(axes, "axes"), e.i64(steps, "steps")])
+    if not any(e.has(i) for i in range(1, 5)):
+        count = len(a["starts"])
+        axes = list(a["axes"]) or list(range(count))
+        steps = list(a["steps"]) or [1] * count
+        e.out("Slice", [e.input(0), e.i64(list(a["starts"]), "starts"),
+                        e.i64(list(a["ends"]), "ends"), e.i64(axes, "axes"),
+                        e.i64(steps, "steps")])
+        return
+    # run-time bounds: each input as int64, else its attribute (empty axes / steps: omitted)
+    inputs: list[str | None] = [e.input(0)]
+    for index, name in enumerate(("starts", "ends", "axes", "steps"), start=1):
+        if e.has(index):
+            inputs.append(_i64_input(e, index))
+        elif a[name] or name in ("starts", "ends"):
+            inputs.append(e.i64(list(a[name]), name))
+        else:
+            inputs.append(None)
+    while inputs[-1] is None:
+        inputs.pop()
+    e.out("Slice", inputs)
 
 
 register("slice", _slice, "Slice")
 
 
 def _split(e: NodeEmit) -> None:
-    e.emit("Split", [e.input(0), e.i64(list(e.attrs["sizes"]), "split")], e.outs,
-           axis=e.attrs["axis"])
+    sizes = _i64_input(e, 1) if e.has(1) else e.i64(list(e.attrs["sizes"]), "split")
+    e.emit("Split", [e.input(0), sizes], e.outs, axis=e.attrs["axis"])
 
 
 register("split", _split, "Split")
 
 
 def _tile(e: NodeEmit) -> None:
-    e.out("Tile", [e.input(0), e.i64(list(e.attrs["repeats"]), "repeats")])
+    repeats = _i64_input(e, 1) if e.has(1) else e.i64(list(e.attrs["repeats"]), "repeats")
+    e.out("Tile", [e.input(0), repeats])
 
 
 register("tile", _tile, "Tile")
 
 
 def _trilu(e: NodeEmit) -> None:
+    k = e.attrs["k"]
+    if e.has(1):
+        known = _known_ints(e, 1)
+        if e.opset >= 14 or known is None:
+            e.need_opset(14, "trilu with a run-time k")
+            e.out("Trilu", [e.input(0), _shaped(e, 1, 0, DType.INT64)],
+                  upper=int(e.attrs["upper"]))
+            return
+        k = known[0]
     if e.opset < 14:  # no Trilu yet: a constant mask over the (static) last two dims
         t = e.in_type(0)
         dims = t.shape[-2:] if t is not None and t.shape is not None else ()
@@ -830,7 +939,7 @@ def _trilu(e: NodeEmit) -> None:
             raise ExportError(f"{e.where}: trilu needs opset 14, or static last dims")
         rows, cols = (int(d) for d in dims if isinstance(d, int))
         ones = np.ones((rows, cols), dtype=bool)
-        keep = np.triu(ones, e.attrs["k"]) if e.attrs["upper"] else np.tril(ones, e.attrs["k"])
+        keep = np.triu(ones, k) if e.attrs["upper"] else np.tril(ones, k)
         zero = e.scalar(0, e.in_dtype(0))
         e.out("Where", [e.const(keep, "mask"), e.input(0), zero])
         return
@@ -878,6 +987,13 @@ _RANGE_TYPES = {DType.FLOAT32, DType.FLOAT64, DType.INT16, DType.INT32, DType.IN
 
 def _range(e: NodeEmit) -> None:
     a = e.attrs
+    if any(e.has(i) for i in range(3)):  # run-time bounds: scalars of the inputs' dtype
+        out = e.out_dtype() or DType.INT64
+        if out not in _RANGE_TYPES:
+            raise ExportError(f"{e.where}: ONNX Range lacks {out.short}")
+        e.out("Range", [_shaped(e, i, 0) if e.has(i) else e.scalar(a[name], out, name)
+                        for i, name in enumerate(("start", "limit", "delta"))])
+        return
     dtype: DType = a["dtype"]
     if dtype not in _RANGE_TYPES:
         n = max(math.ceil((a["limit"] - a["start"]) / a["delta"]), 0)
@@ -895,7 +1011,8 @@ register("range", _range, "Range")
 
 def _topk(e: NodeEmit) -> None:
     a = e.attrs
-    e.emit("TopK", [e.input(0), e.i64([a["k"]], "k")], e.outs, axis=a["axis"],
+    k = _shaped(e, 1, 1, DType.INT64) if e.has(1) else e.i64([a["k"]], "k")
+    e.emit("TopK", [e.input(0), k], e.outs, axis=a["axis"],
            largest=int(a["largest"]), sorted=int(a["sorted"]))
 
 
@@ -919,11 +1036,21 @@ register("sort", _sort)
 
 
 def _one_hot(e: NodeEmit) -> None:
+    """OneHot over int64 indices and depth with int64 or float values, cast to the
+    neutral dtype otherwise: onnxruntime has kernels for those combinations only."""
     a = e.attrs
     dtype: DType = a["dtype"]
-    values = e.const(np.array([0, 1]).astype(dtype.numpy), "values")
-    depth = e.const(np.array(a["depth"], dtype=np.int64), "depth")
-    e.out("OneHot", [e.input(0), depth, values], axis=a["axis"])
+    kind = dtype if dtype in (DType.INT64, DType.FLOAT32) else DType.INT64
+    values = e.const(np.array([0, 1]).astype(kind.numpy), "values")
+    # a run-time depth as int64 (truncated, as ONNX reads it)
+    depth = e.as_dtype(1, DType.INT64) if e.has(1) else \
+        e.const(np.array(a["depth"], dtype=np.int64), "depth")
+    indices = e.as_dtype(0, DType.INT64)
+    if kind == dtype:
+        e.out("OneHot", [indices, depth, values], axis=a["axis"])
+        return
+    hot = e.one("OneHot", [indices, depth, values], axis=a["axis"])
+    e.out("Cast", [hot], to=dtype_to_onnx(dtype))
 
 
 register("one_hot", _one_hot)  # import gives one_hot + where: regrouped

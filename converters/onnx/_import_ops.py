@@ -3,8 +3,10 @@
 A handler reads a `NodeCtx` (IR inputs, constant values, attributes, opset version) and
 emits neutral ops through it, returning one IR value per ONNX output (None for an output
 nothing reads). It raises `Unsupported` with a reason when the node needs something the
-neutral op set cannot express (a non-constant axes input, an unsupported mode, ...); the
-importer then tries the op's ONNX function body and otherwise keeps an opaque node.
+neutral op set cannot express (a run-time input no neutral input takes, an unsupported
+mode, ...); the importer then tries the op's ONNX function body and otherwise keeps an
+opaque node. Parameters that ONNX passes as tensor inputs become attributes when they are
+constants, else the neutral op's optional input of the same meaning (`_param`).
 Semantics follow the ONNX operator specification of the node's opset version.
 """
 
@@ -64,13 +66,57 @@ def _onnx_dtype(elem_type: int) -> DType:
 
 
 def _axes_input_or_attr(ctx: NodeCtx, since: int, index: int = 1) -> tuple[int, ...] | None:
-    """Axes from attribute `axes` (older opsets) or input `index` (opset >= since)."""
+    """Axes from attribute `axes` (older opsets) or input `index` (opset >= since), which
+    must then be a constant."""
     if ctx.opset >= since:
         if not ctx.has(index):
             return None
         return ctx.ints(index, "axes")
     axes = ctx.a("axes")
     return None if axes is None else tuple(int(a) for a in axes)
+
+
+def _param(ctx: NodeCtx, index: int, name: str, attrs: dict[str, Any],
+           inputs: list[Value | None]) -> None:
+    """An int-list parameter that ONNX passes as input `index`: its value as attribute
+    `name` when it is a constant, else the input itself at position `index` of the neutral
+    op's inputs (the neutral op's optional input of the same meaning)."""
+    if not ctx.has(index):
+        return
+    value = ctx.const(index)
+    if value is not None:
+        attrs[name] = tuple(int(v) for v in np.asarray(value).reshape(-1))
+        return
+    while len(inputs) <= index:
+        inputs.append(None)
+    inputs[index] = ctx.x(index)
+
+
+def _scalar_param(ctx: NodeCtx, index: int, name: str, attrs: dict[str, Any],
+                  inputs: list[Value | None], at: int | None = None) -> None:
+    """A one-element int parameter passed as ONNX input `index`: attribute `name` when
+    constant, else the input at position `at` (default `index`) of the neutral op."""
+    if not ctx.has(index):
+        return
+    value = ctx.const(index)
+    if value is not None:
+        flat = np.asarray(value).reshape(-1)
+        if flat.size != 1:
+            raise Unsupported(f"{name} (input {index}) must hold one element")
+        attrs[name] = int(flat[0])
+        return
+    position = index if at is None else at
+    while len(inputs) <= position:
+        inputs.append(None)
+    inputs[position] = ctx.x(index)
+
+
+def _length(value: Value) -> int | None:
+    """Static length of a 1-D value, else None."""
+    shape = value.type.shape if value.type is not None else None
+    if shape is None or len(shape) != 1 or not isinstance(shape[0], int):
+        return None
+    return shape[0]
 
 
 def _static_dim(ctx: NodeCtx, value: Value, axis: int) -> int:
@@ -493,8 +539,6 @@ def _avg_pool(ctx: NodeCtx) -> Results:
     x = ctx.x(0)
     kernel = _kernel(ctx)
     attrs = _window_attrs(ctx, x, kernel)
-    if any(d != 1 for d in attrs.pop("dilations")):
-        raise Unsupported("dilated average pooling")
     attrs.update(kernel=kernel, ceil_mode=bool(ctx.a("ceil_mode", 0)),
                  count_include_pad=bool(ctx.a("count_include_pad", 0)))
     return [ctx.op("avg_pool", [x], attrs)]
@@ -643,19 +687,33 @@ _REDUCE = {"ReduceSum": "reduce_sum", "ReduceMean": "reduce_mean", "ReduceMax": 
 
 @handles(*_REDUCE)
 def _reduce(ctx: NodeCtx) -> Results:
+    """Axes from the attribute (older opsets) or input 1 (ReduceSum 13+, the others 18+):
+    a constant becomes the attribute, a run-time tensor the neutral op's `axes` input.
+    ReduceL1 / ReduceSumSquare / ReduceLogSum apply abs / square / log around the sum
+    also when noop_with_empty_axes leaves the reduction out (ONNX's definition)."""
     x = ctx.x(0)
     since = 13 if ctx.op_type == "ReduceSum" else 18
-    axes = _axes_input_or_attr(ctx, since)
-    if not axes:
-        if ctx.a("noop_with_empty_axes", 0):
-            return [ctx.op("identity", [x])]
-        axes = ()
-    keepdims = bool(ctx.a("keepdims", 1))
+    noop = bool(ctx.a("noop_with_empty_axes", 0))
+    attrs: dict[str, Any] = {"keepdims": bool(ctx.a("keepdims", 1))}
+    inputs: list[Value | None] = [x]
+    if ctx.opset >= since:
+        _param(ctx, 1, "axes", attrs, inputs)
+    elif ctx.a("axes") is not None:
+        attrs["axes"] = tuple(int(a) for a in ctx.a("axes"))
+    if noop:
+        attrs["noop_with_empty_axes"] = True
+    operand = x
     if ctx.op_type == "ReduceL1":
-        x = ctx.op("abs", [x])
+        operand = inputs[0] = ctx.op("abs", [x])
     elif ctx.op_type == "ReduceSumSquare":
-        x = ctx.op("mul", [x, x])
-    y = ctx.op(_REDUCE[ctx.op_type], [x], {"axes": axes, "keepdims": keepdims})
+        operand = inputs[0] = ctx.op("mul", [x, x])
+    if noop and len(inputs) == 1 and not attrs.get("axes"):  # no reduction at all
+        if ctx.op_type == "ReduceL2":
+            y = ctx.op("abs", [x])  # sqrt(x^2)
+        else:
+            y = ctx.op("identity", [x]) if operand is x else operand
+    else:
+        y = ctx.op(_REDUCE[ctx.op_type], inputs, attrs)
     if ctx.op_type == "ReduceLogSum":
         y = ctx.op("log", [y])
     return [y]
@@ -671,10 +729,12 @@ def _arg_reduce(ctx: NodeCtx) -> Results:
 
 @handles("CumSum", "CumProd")
 def _cumulative(ctx: NodeCtx) -> Results:
-    axis = ctx.ints(1, "axis")
     op = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
-    return [ctx.op(op, [ctx.x(0)], {"axis": axis[0], "exclusive": bool(ctx.a("exclusive", 0)),
-                                    "reverse": bool(ctx.a("reverse", 0))})]
+    attrs: dict[str, Any] = {"exclusive": bool(ctx.a("exclusive", 0)),
+                             "reverse": bool(ctx.a("reverse", 0))}
+    inputs: list[Value | None] = [ctx.x(0)]
+    _scalar_param(ctx, 1, "axis", attrs, inputs)
+    return [ctx.op(op, inputs, attrs)]
 
 
 # -- shapes ----------------------------------------------------------------------------------------
@@ -715,18 +775,27 @@ def _flatten(ctx: NodeCtx) -> Results:
     return [y if y is not x else ctx.op("identity", [x])]
 
 
+def _axes_op(ctx: NodeCtx, op: str) -> Value:
+    """squeeze / unsqueeze: axes from the attribute (before opset 13) or input 1."""
+    attrs: dict[str, Any] = {}
+    inputs: list[Value | None] = [ctx.x(0)]
+    if ctx.opset >= 13:
+        _param(ctx, 1, "axes", attrs, inputs)
+    elif ctx.a("axes") is not None:
+        attrs["axes"] = tuple(int(a) for a in ctx.a("axes"))
+    if op == "unsqueeze" and len(inputs) == 1 and not attrs.get("axes"):
+        raise Unsupported("axes are missing")
+    return ctx.op(op, inputs, attrs)
+
+
 @handles("Squeeze")
 def _squeeze(ctx: NodeCtx) -> Results:
-    axes = _axes_input_or_attr(ctx, 13)
-    return [ctx.op("squeeze", [ctx.x(0)], {"axes": axes or ()})]
+    return [_axes_op(ctx, "squeeze")]
 
 
 @handles("Unsqueeze")
 def _unsqueeze(ctx: NodeCtx) -> Results:
-    axes = _axes_input_or_attr(ctx, 13)
-    if not axes:
-        raise Unsupported("axes are missing")
-    return [ctx.op("unsqueeze", [ctx.x(0)], {"axes": axes})]
+    return [_axes_op(ctx, "unsqueeze")]
 
 
 @handles("Transpose")
@@ -749,6 +818,8 @@ def _split(ctx: NodeCtx) -> Results:
     rank = ctx.rank(0)
     axis = _axis(ctx, int(ctx.a("axis", 0)), rank)
     count = len(ctx.node.output)
+    if ctx.opset >= 13 and ctx.has(1) and ctx.const(1) is None:  # sizes known at run time
+        return ctx.ops("split", [x, ctx.x(1)], {"axis": axis}, count)
     if ctx.opset >= 13 and ctx.has(1):
         sizes = ctx.ints(1, "split")
     elif ctx.opset < 13 and ctx.a("split") is not None:
@@ -776,12 +847,14 @@ def _slice(ctx: NodeCtx) -> Results:
         ends = tuple(ctx.a("ends"))
         axes = tuple(ctx.a("axes", range(len(starts))))
         steps: tuple[int, ...] = (1,) * len(starts)
-    else:
-        starts, ends = ctx.ints(1, "starts"), ctx.ints(2, "ends")
-        axes = ctx.ints(3, "axes") if ctx.has(3) else tuple(range(len(starts)))
-        steps = ctx.ints(4, "steps") if ctx.has(4) else (1,) * len(starts)
-    return [ctx.op("slice", [x], {"starts": starts, "ends": ends, "axes": axes,
-                                  "steps": steps})]
+        return [ctx.op("slice", [x], {"starts": starts, "ends": ends, "axes": axes,
+                                      "steps": steps})]
+    # each bound: a constant becomes the attribute, a run-time tensor the matching input
+    attrs: dict[str, Any] = {}
+    inputs: list[Value | None] = [x]
+    for index, name in enumerate(("starts", "ends", "axes", "steps"), start=1):
+        _param(ctx, index, name, attrs, inputs)
+    return [ctx.op("slice", inputs, attrs)]
 
 
 @handles("Gather")
@@ -815,7 +888,10 @@ def _expand(ctx: NodeCtx) -> Results:
 
 @handles("Tile")
 def _tile(ctx: NodeCtx) -> Results:
-    return [ctx.op("tile", [ctx.x(0)], {"repeats": ctx.ints(1, "repeats")})]
+    attrs: dict[str, Any] = {}
+    inputs: list[Value | None] = [ctx.x(0)]
+    _param(ctx, 1, "repeats", attrs, inputs)
+    return [ctx.op("tile", inputs, attrs)]
 
 
 @handles("Pad")
@@ -827,17 +903,38 @@ def _pad(ctx: NodeCtx) -> Results:
         pads = tuple(int(p) for p in ctx.a("pads", ctx.a("paddings", [])))
         value = float(ctx.a("value", 0.0))
     else:
-        pads = ctx.ints(1, "pads")
+        if mode not in ("constant", "reflect", "edge", "wrap"):
+            raise Unsupported(f"mode {mode!r}")
+        inputs: list[Value | None] = [x, None, None]
         value = 0.0
         if ctx.has(2):
-            fill = np.asarray(ctx.need_const(2, "constant_value")).reshape(-1)
-            value = float(fill[0]) if fill.size else 0.0
-        if ctx.has(3):
-            axes = [_axis(ctx, a, rank) for a in ctx.ints(3, "axes")]
+            fill = ctx.const(2)
+            if fill is None:
+                inputs[2] = ctx.x(2)
+            else:
+                fill = np.asarray(fill).reshape(-1)
+                value = float(fill[0]) if fill.size else 0.0
+        if ctx.has(3) and ctx.const(3) is None:  # axes known at run time
+            inputs[1] = _pads_for_runtime_axes(ctx, rank)
+            while inputs[-1] is None:
+                inputs.pop()
+            return [ctx.op("pad", inputs, {"mode": mode, "value": value})]
+        axes = [_axis(ctx, a, rank) for a in ctx.ints(3, "axes")] if ctx.has(3) else None
+        if ctx.const(1) is None:  # pads known at run time
+            inputs[1] = ctx.x(1) if axes is None else _pads_for_axes(ctx, ctx.x(1), axes, rank)
+            while inputs[-1] is None:
+                inputs.pop()
+            return [ctx.op("pad", inputs, {"mode": mode, "value": value})]
+        pads = ctx.ints(1, "pads")
+        if axes is not None:
             full = [0] * (2 * rank)
             for i, a in enumerate(axes):
                 full[a], full[rank + a] = pads[i], pads[len(axes) + i]
             pads = tuple(full)
+        if inputs[2] is not None:
+            if len(pads) != 2 * rank:
+                raise Unsupported(f"{len(pads)} pads for rank {rank}")
+            return [ctx.op("pad", [x, None, inputs[2]], {"pads": pads, "mode": mode})]
     if mode not in ("constant", "reflect", "edge", "wrap"):
         raise Unsupported(f"mode {mode!r}")
     if len(pads) != 2 * rank:
@@ -845,10 +942,51 @@ def _pad(ctx: NodeCtx) -> Results:
     return [ctx.op("pad", [x], {"pads": pads, "mode": mode, "value": value})]
 
 
+def _pads_for_axes(ctx: NodeCtx, pads: Value, axes: Sequence[int], rank: int) -> Value:
+    """Run-time pads of some axes (Pad 18's `axes`) spread over every dim: a gather from
+    the pads followed by a zero."""
+    if len(set(axes)) != len(axes):
+        raise Unsupported("repeated axes")
+    n = len(axes)
+    index = []
+    for side in range(2):
+        for dim in range(rank):
+            index.append(side * n + axes.index(dim) if dim in axes else 2 * n)
+    wide = pads if _dtype(pads) == DType.INT64 else ctx.op("cast", [pads], {"dtype": DType.INT64})
+    padded = ctx.op("concat", [wide, ctx.constant(np.zeros(1, np.int64), DType.INT64)],
+                    {"axis": 0})
+    return ctx.op("gather", [padded, ctx.constant(np.array(index, np.int64), DType.INT64)],
+                  {"axis": 0})
+
+
+def _pads_for_runtime_axes(ctx: NodeCtx, rank: int) -> Value:
+    """Pads of axes known only at run time spread over every dim: begins (and ends) are
+    sum_i pads[i] * one_hot(axes[i] mod rank), so a dim that no axis names gets 0."""
+    axes, pads = ctx.x(3), ctx.x(1)
+    counts = [_length(axes), None if (m := _length(pads)) is None else m // 2]
+    n = counts[0] if counts[0] is not None else counts[1]
+    if n is None:
+        raise Unsupported("run-time axes of unknown count")
+    i64 = DType.INT64
+    wide = axes if _dtype(axes) == i64 else ctx.op("cast", [axes], {"dtype": i64})
+    wrapped = ctx.op("mod", [wide, _scalar(ctx, rank, i64)])
+    hot = ctx.op("one_hot", [wrapped], {"depth": rank, "dtype": i64})  # [n, rank]
+    pads64 = pads if _dtype(pads) == i64 else ctx.op("cast", [pads], {"dtype": i64})
+    sides = []
+    for side in range(2):
+        part = ctx.op("slice", [pads64], {"starts": (side * n,), "ends": ((side + 1) * n,),
+                                          "axes": (0,)})
+        column = ctx.op("unsqueeze", [part], {"axes": (1,)})
+        sides.append(ctx.op("reduce_sum", [ctx.op("mul", [column, hot])], {"axes": (0,)}))
+    return ctx.op("concat", sides, {"axis": 0})
+
+
 @handles("Trilu")
 def _trilu(ctx: NodeCtx) -> Results:
-    k = ctx.ints(1, "k")[0] if ctx.has(1) else 0
-    return [ctx.op("trilu", [ctx.x(0)], {"upper": bool(ctx.a("upper", 1)), "k": k})]
+    attrs: dict[str, Any] = {"upper": bool(ctx.a("upper", 1))}
+    inputs: list[Value | None] = [ctx.x(0)]
+    _scalar_param(ctx, 1, "k", attrs, inputs)
+    return [ctx.op("trilu", inputs, attrs)]
 
 
 @handles("Shape")
@@ -895,6 +1033,8 @@ def _constant_of_shape(ctx: NodeCtx) -> Results:
 
 @handles("Range")
 def _range(ctx: NodeCtx) -> Results:
+    if any(ctx.const(i) is None for i in range(3)):  # bounds known at run time
+        return [ctx.op("range", [ctx.x(0), ctx.x(1), ctx.x(2)])]
     start, limit, delta = (np.asarray(ctx.need_const(i, name)).reshape(-1)[0]
                            for i, name in enumerate(("start", "limit", "delta")))
     dtype = _dtype(ctx.x(0))
@@ -907,12 +1047,16 @@ def _range(ctx: NodeCtx) -> Results:
 @handles("OneHot")
 def _one_hot(ctx: NodeCtx) -> Results:
     indices = ctx.x(0)
-    depth = int(np.asarray(ctx.need_const(1, "depth")).reshape(-1)[0])
     values = ctx.x(2)
     if not _dtype(indices).is_integer:
         indices = ctx.op("cast", [indices], {"dtype": DType.INT64})
-    hot = ctx.op("one_hot", [indices], {"depth": depth, "axis": int(ctx.a("axis", -1)),
-                                        "dtype": DType.BOOL})
+    attrs: dict[str, Any] = {"axis": int(ctx.a("axis", -1)), "dtype": DType.BOOL}
+    depth = ctx.const(1)
+    if depth is not None:
+        attrs["depth"] = int(np.asarray(depth).reshape(-1)[0])
+        hot = ctx.op("one_hot", [indices], attrs)
+    else:  # depth known at run time (any numeric type, truncated)
+        hot = ctx.op("one_hot", [indices, ctx.x(1)], attrs)
     pair = ctx.const(2)
     if pair is not None:
         off = ctx.constant(np.asarray(pair).reshape(-1)[0], _dtype(values))
@@ -930,10 +1074,15 @@ def _non_zero(ctx: NodeCtx) -> Results:
 
 @handles("TopK")
 def _topk(ctx: NodeCtx) -> Results:
-    k = int(ctx.a("k")) if ctx.opset < 10 else ctx.ints(1, "K")[0]
-    return ctx.ops("topk", [ctx.x(0)], {"k": k, "axis": int(ctx.a("axis", -1)),
-                                        "largest": bool(ctx.a("largest", 1)),
-                                        "sorted": bool(ctx.a("sorted", 1))}, 2)
+    attrs: dict[str, Any] = {"axis": int(ctx.a("axis", -1)),
+                             "largest": bool(ctx.a("largest", 1)),
+                             "sorted": bool(ctx.a("sorted", 1))}
+    inputs: list[Value | None] = [ctx.x(0)]
+    if ctx.opset < 10:
+        attrs["k"] = int(ctx.a("k"))
+    else:
+        _scalar_param(ctx, 1, "k", attrs, inputs)
+    return ctx.ops("topk", inputs, attrs, 2)
 
 
 @handles("EyeLike")
@@ -1008,11 +1157,53 @@ def _resize_common(ctx: NodeCtx, x: Value, mode: str, coordinate: str, nearest: 
     return ctx.op("resize", [x], attrs)
 
 
+def _resize_runtime(ctx: NodeCtx, x: Value, mode: str, coordinate: str, nearest: str,
+                    name: str, value: Value, axes: Sequence[int] | None) -> Value:
+    """Resize with scales or sizes known only at run time: the neutral op's input of that
+    name, per dim of x (N and C must stay, which its reference checks) or, for an `axes`
+    attribute over spatial dims, spread to one value per spatial dim."""
+    rank = ctx.rank(0)
+    if rank < 3:
+        raise Unsupported("resize of a tensor without [N, C] leading dims")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise Unsupported(f"mode {mode!r}")
+    if coordinate not in _COORDINATES:
+        raise Unsupported(f"coordinate_transformation_mode {coordinate!r}")
+    attrs = {"mode": mode, "coordinate_mode": coordinate, "nearest_mode": nearest}
+    dtype = DType.FLOAT32 if name == "scales" else DType.INT64
+    if _dtype(value) != dtype:
+        value = ctx.op("cast", [value], {"dtype": dtype})
+    chosen = [_axis(ctx, a, rank) for a in axes] if axes is not None else list(range(rank))
+    if len(set(chosen)) != len(chosen):
+        raise Unsupported("repeated axes")
+    if chosen != list(range(rank)) and chosen != list(range(2, rank)):
+        if 0 in chosen or 1 in chosen:
+            raise Unsupported("run-time resizing along the batch or channel axes")
+        if name == "scales":
+            fill = ctx.constant(np.ones(1, np.float32), DType.FLOAT32)
+        else:  # the sizes of spatial dims that are not resized
+            kept = [d for d in ctx.shape(0)[2:]]
+            if not all(isinstance(d, int) for d in kept):
+                raise Unsupported("sizes of unresized spatial dims must be static")
+            fill = ctx.constant(np.array(kept, np.int64), DType.INT64)
+        n = len(chosen)
+        index = [chosen.index(d) if d in chosen else
+                 (n if name == "scales" else n + d - 2) for d in range(2, rank)]
+        joined = ctx.op("concat", [value, fill], {"axis": 0})
+        value = ctx.op("gather", [joined, ctx.constant(np.array(index, np.int64),
+                                                       DType.INT64)], {"axis": 0})
+    inputs: list[Value | None] = [x, value] if name == "scales" else [x, None, value]
+    return ctx.op("resize", inputs, attrs)
+
+
 @handles("Resize")
 def _resize(ctx: NodeCtx) -> Results:
     x = ctx.x(0)
     mode = ctx.a("mode", "nearest")
     if ctx.opset < 11:
+        if ctx.const(1) is None:
+            return [_resize_runtime(ctx, x, mode, "asymmetric", "floor", "scales", ctx.x(1),
+                                    None)]
         old = tuple(float(s) for s in np.asarray(ctx.need_const(1, "scales")).reshape(-1))
         return [_resize_common(ctx, x, mode, "asymmetric", "floor", old, None, None)]
     if float(ctx.a("cubic_coeff_a", -0.75)) != -0.75 and mode == "cubic":
@@ -1024,6 +1215,12 @@ def _resize(ctx: NodeCtx) -> Results:
     coordinate = ctx.a("coordinate_transformation_mode", "half_pixel")
     nearest = ctx.a("nearest_mode", "round_prefer_floor")
     axes = ctx.a("axes")
+    for index, name in ((3, "sizes"), (2, "scales")):
+        if ctx.has(index) and ctx.const(index) is None:
+            if name == "scales" and ctx.has(3):
+                continue  # ONNX: sizes win; scales must then be empty
+            return [_resize_runtime(ctx, x, mode, coordinate, nearest, name, ctx.x(index),
+                                    axes)]
     sizes = ctx.ints(3, "sizes") if ctx.has(3) else None
     scales: tuple[float, ...] | None = None
     if sizes is None and ctx.has(2):
@@ -1035,13 +1232,15 @@ def _resize(ctx: NodeCtx) -> Results:
 @handles("Upsample")
 def _upsample(ctx: NodeCtx) -> Results:
     x = ctx.x(0)
-    if ctx.opset < 9:
-        scales = tuple(float(s) for s in ctx.a("scales"))
-    else:
-        scales = tuple(float(s) for s in np.asarray(ctx.need_const(1, "scales")).reshape(-1))
     mode = ctx.a("mode", "nearest")
     if mode == "bilinear":
         mode = "linear"
+    if ctx.opset < 9:
+        scales = tuple(float(s) for s in ctx.a("scales"))
+    elif ctx.const(1) is None:
+        return [_resize_runtime(ctx, x, mode, "asymmetric", "floor", "scales", ctx.x(1), None)]
+    else:
+        scales = tuple(float(s) for s in np.asarray(ctx.need_const(1, "scales")).reshape(-1))
     return [_resize_common(ctx, x, mode, "asymmetric", "floor", scales, None, None)]
 
 

@@ -904,7 +904,11 @@ class _GraphImporter:
             body_opsets["" if entry.domain in ONNX_DOMAINS else entry.domain] = entry.version
         nodes = _inline(node, function, self.mi)
         self._infer_body_types(node, nodes, body_opsets)
+        start = len(self.graph.nodes)
         self.convert_nodes(nodes, trial=True, opsets=body_opsets)
+        for created in self.graph.nodes[start:]:  # they all stand for the one ONNX node
+            created.provenance.source_op = node.op_type
+            created.provenance.source_node = node.name
         for name in node.output:
             if name and name not in self.env and name in self.mi.consumed:
                 raise Unsupported(f"function body does not produce {name!r}")

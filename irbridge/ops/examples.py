@@ -119,7 +119,9 @@ def examples() -> dict[str, OpExample]:
     ex["constant"] = OpExample([], {"value": Tensor.from_array(
         "value", np.arange(6, dtype=np.float32).reshape(2, 3))})
     ex["full"] = OpExample([], {"shape": (2, 3), "value": 1.5})
-    ex["range"] = OpExample([], {"start": 0.0, "limit": 10.0, "delta": 3.0})
+    # the ONNX form: bounds as one-element inputs (their dtype is the output's)
+    ex["range"] = OpExample([t((), I64), t((), I64), t((), I64)],
+                            values={0: np.array(0), 1: np.array(10), 2: np.array(3)})
     ex["shape_of"] = OpExample([X])
     ex["reshape"] = OpExample([X], {"shape": (0, -1)})
     ex["permute"] = OpExample([X], {"perm": (2, 0, 1)})
@@ -137,17 +139,21 @@ def examples() -> dict[str, OpExample]:
     ex["unsqueeze"] = OpExample([t((2, 3))], {"axes": (0, -1)})
     ex["flatten"] = OpExample([X], {"start_axis": 1})
     ex["tile"] = OpExample([t((2, 3))], {"repeats": (2, 1)})
-    ex["trilu"] = OpExample([t((4, 4))], {"upper": False})
-    for name in ("reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod",
-                 "reduce_l2", "reduce_log_sum_exp"):
+    ex["trilu"] = OpExample([t((4, 4)), t((), I64)], {"upper": False},
+                            values={1: np.array(-1)})  # k as an input (ONNX Trilu)
+    for name in ("reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l2",
+                 "reduce_log_sum_exp"):
         ex[name] = OpExample([X], {"axes": (1,), "keepdims": True})
+    # axes as an input (ONNX ReduceSum 13+), known here: the output type follows from it
+    ex["reduce_sum"] = OpExample([X, t((2,), I64)], {"keepdims": False},
+                                 values={1: np.array([0, -1])})
     ex["argmax"] = OpExample([X], {"axis": 2})
     ex["argmin"] = OpExample([X], {"axis": 1, "keepdims": True})
     ex["softmax"] = OpExample([X], {"axis": -1})
     ex["log_softmax"] = OpExample([X], {"axis": -1})
     ex["cumsum"] = OpExample([X], {"axis": 2})
     ex["cumprod"] = OpExample([X], {"axis": 1, "reverse": True})
-    ex["topk"] = OpExample([X], {"k": 2})
+    ex["topk"] = OpExample([X, t((1,), I64)], values={1: np.array([2])})  # k as an input
     ex["sort"] = OpExample([X], {"descending": True})
     ex["one_hot"] = OpExample([t((4,), I64)], {"depth": 5}, {0: np.array([0, 4, 2, 1])})
     ex["non_zero"] = OpExample([t((2, 3))], values={0: np.array([[0, 1, 0], [2, 0, 3]],
@@ -200,7 +206,8 @@ def build_example(name: str, seed: int = 0) -> BuiltExample:
     schema = registry.get(name)
     count = None
     if schema.variadic_outputs:
-        counts = {"split": lambda: len(ex.attrs["sizes"]),
+        counts = {"split": lambda: len(ex.values[1]) if 1 in ex.values
+                  else len(ex.attrs["sizes"]),
                   "if": lambda: len(ex.attrs["then_branch"].outputs),
                   "loop": lambda: len(ex.attrs["body"].outputs) - 1}
         if name not in counts:

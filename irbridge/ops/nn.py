@@ -859,26 +859,28 @@ def _avg_pool_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]
     window = _Window.of(attrs, attrs["kernel"], ctx.where, default_strides=attrs["kernel"])
     windows = window.windows(x, 0)
     total = windows.sum(axis=tuple(range(x.ndim, windows.ndim)))
-    # divisor (PyTorch): the window clipped to the padded input, or to the input itself
-    # without count_include_pad; ceil-mode overhang past the end padding never counts
+    # divisor (PyTorch, ONNX): the window taps inside the padded input, or inside the input
+    # itself without count_include_pad; ceil-mode overhang past the end padding never counts
     divisor = np.ones(())
     for axis, size in enumerate(x.shape[2:]):
         start = np.arange(total.shape[2 + axis]) * window.strides[axis] - window.begins[axis]
-        end = np.minimum(start + attrs["kernel"][axis], size + window.ends[axis])
-        if not attrs["count_include_pad"]:
-            start, end = np.maximum(start, 0), np.minimum(end, size)
-        divisor = np.multiply.outer(divisor, end - start)
+        taps = start[:, None] + window.dilations[axis] * np.arange(attrs["kernel"][axis])
+        low, high = (0, size) if not attrs["count_include_pad"] else \
+            (-window.begins[axis], size + window.ends[axis])
+        divisor = np.multiply.outer(divisor, ((taps >= low) & (taps < high)).sum(axis=1))
     return _result(total / divisor.astype(total.dtype), ctx)
 
 
 define("avg_pool", Category.POOL, inputs=inputs("x"),
        attrs=(*_POOL_ATTRS, attr("count_include_pad", AttrKind.BOOL, True,
-                                 "whether padded elements count in the divisor")),
+                                 "whether padded elements count in the divisor"),
+              attr("dilations", AttrKind.INTS, (), "per spatial dim; empty = all 1")),
        infer=_pool_infer, cost=_pool_cost, reference=_avg_pool_ref,
        cost_doc="other = numel(y) * prod(kernel) (adds and the divide)",
-       doc="N-d average pooling of x [N, C, *spatial] with PyTorch's divisor: the window "
-           "size clipped to the padded input (count_include_pad) or to the input; ceil-mode "
-           "windows overhanging the end padding are clipped.")
+       doc="N-d average pooling of x [N, C, *spatial] with PyTorch's divisor: the number of "
+           "window taps inside the padded input (count_include_pad) or inside the input; "
+           "ceil-mode windows overhanging the end padding are clipped. Dilated windows "
+           "(ONNX AveragePool 19+) take every dilations-th element.")
 
 
 def _adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -993,25 +995,70 @@ define("embedding", Category.DATA_MOVEMENT, inputs=inputs("table", "indices"),
 _CUBIC_A = -0.75  # torch's bicubic and ONNX Resize's default cubic_coeff_a
 
 
-def _resize_infer(ctx: OpContext) -> list[TensorType]:
+_RESIZE_PARAMS = ((1, "scales"), (2, "sizes"))
+
+
+def _resize_spatial(values: tuple[Any, ...], shape: Sequence[Dim], name: str,
+                    where: str) -> tuple[Any, ...]:
+    """Per-spatial-dim values of `name` given per spatial dim or per dim of x (then N and
+    C must stay: scale 1, or size = x's dim)."""
+    rank = len(shape)
+    if len(values) == rank and rank > 2:
+        keep = (1.0, 1.0) if name == "scales" else tuple(shape[:2])
+        if any(isinstance(k, int | float) and v != k for v, k in zip(values[:2], keep,
+                                                                      strict=True)):
+            raise OpError(f"{where}: {name} {list(values)} resize the batch or channel dim")
+        return values[2:]
+    if len(values) != rank - 2:
+        raise OpError(f"{where}: {name} needs one value per spatial dim of x "
+                      f"{format_shape(shape)}, got {list(values)}")
+    return values
+
+
+def _resize_given(ctx: OpContext) -> tuple[str, tuple[Any, ...] | None]:
+    """Which of scales / sizes is given (input, else attribute) and its per-spatial-dim
+    values; None when they are known only at run time."""
+    found: dict[str, tuple[Any, ...] | None] = {}
+    for index, name in _RESIZE_PARAMS:
+        if ctx.has_input(index):
+            t = ctx.input(index)
+            wanted = t.dtype.is_float if name == "scales" else t.dtype.is_integer
+            if not wanted or (t.rank is not None and t.rank != 1):
+                kind = "float" if name == "scales" else "integer"
+                raise ctx.fail(f"input {name} must be a 1-D {kind} tensor, got {t}")
+            value = ctx.constant(index)
+            convert = float if name == "scales" else int
+            found[name] = None if value is None else tuple(
+                convert(v) for v in np.asarray(value).reshape(-1))
+        elif ctx.attrs[name]:
+            found[name] = tuple(ctx.attrs[name])
+    if len(found) != 1:
+        raise ctx.fail("give exactly one of sizes and scales (attribute or input)")
+    name, values = next(iter(found.items()))
     x = _nchw(ctx)
-    sizes, scales = ctx.attrs["sizes"], ctx.attrs["scales"]
-    if bool(sizes) == bool(scales):
-        raise ctx.fail("give exactly one of sizes and scales")
-    if min((*sizes, *scales)) <= 0:
-        raise ctx.fail(f"sizes and scales must be positive, got {list(sizes or scales)}")
+    if values is not None:
+        if min(values, default=1) <= 0:
+            raise ctx.fail(f"sizes and scales must be positive, got {list(values)}")
+        if x is not None:
+            values = _resize_spatial(values, x, name, _where(ctx))
+    return name, values
+
+
+def _resize_infer(ctx: OpContext) -> list[TensorType]:
+    name, values = _resize_given(ctx)
+    x = _nchw(ctx)
+    dtype = ctx.input(0).dtype
     if x is None:
         return _same_as_x(ctx)
-    if len(sizes or scales) != len(x) - 2:
-        raise ctx.fail(f"{'sizes' if sizes else 'scales'} needs one value per spatial dim of x "
-                       f"{format_shape(x)}, got {list(sizes or scales)}")
-    if sizes:
-        return [TensorType(ctx.input(0).dtype, (*x[:2], *sizes))]
+    if values is None:
+        return [TensorType(dtype, (*x[:2], *(None,) * (len(x) - 2)))]
+    if name == "sizes":
+        return [TensorType(dtype, (*x[:2], *values))]
     spatial = tuple(math.floor(n * s) if isinstance(n, int) else n if s == 1.0 else None
-                    for n, s in zip(x[2:], scales, strict=True))
+                    for n, s in zip(x[2:], values, strict=True))
     if any(isinstance(o, int) and o < 1 for o in spatial):
-        raise ctx.fail(f"scales {list(scales)} give an empty output from {format_shape(x)}")
-    return [TensorType(ctx.input(0).dtype, (*x[:2], *spatial))]
+        raise ctx.fail(f"scales {list(values)} give an empty output from {format_shape(x)}")
+    return [TensorType(dtype, (*x[:2], *spatial))]
 
 
 def _resize_cost(ctx: OpContext) -> Flops:
@@ -1078,12 +1125,17 @@ def _resize_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     tensor-product interpolation of ONNX and torch."""
     y = _need(xs, 0)
     ins = y.shape[2:]
-    if attrs["sizes"]:
-        outs = attrs["sizes"]
+    scales, sizes = (_opt(xs, index) for index, _ in _RESIZE_PARAMS)
+    if sizes is not None or (scales is None and attrs["sizes"]):
+        given = attrs["sizes"] if sizes is None else sizes.reshape(-1).astype(np.int64)
+        outs = [int(o) for o in _resize_spatial(tuple(given), y.shape, "sizes", ctx.where)]
         inverses = [n / o for n, o in zip(ins, outs, strict=True)]
     else:
-        outs = [math.floor(n * s) for n, s in zip(ins, attrs["scales"], strict=True)]
-        inverses = [1 / s for s in attrs["scales"]]
+        given = attrs["scales"] if scales is None else scales.reshape(-1)
+        factors = [float(f) for f in _resize_spatial(tuple(given), y.shape, "scales",
+                                                     ctx.where)]
+        outs = [math.floor(n * f) for n, f in zip(ins, factors, strict=True)]
+        inverses = [1 / f for f in factors]
     for axis, (n, o, inverse) in enumerate(zip(ins, outs, inverses, strict=True), start=2):
         index, weights = _resize_taps(attrs, n, o, inverse)
         if attrs["mode"] == "nearest":
@@ -1096,7 +1148,7 @@ def _resize_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     return _result(y, ctx)
 
 
-define("resize", Category.DATA_MOVEMENT, inputs=inputs("x"),
+define("resize", Category.DATA_MOVEMENT, inputs=inputs("x", "scales?", "sizes?"),
        attrs=(attr("mode", AttrKind.STRING, "nearest", choices=("nearest", "linear", "cubic")),
               attr("sizes", AttrKind.INTS, (), "output spatial sizes (or give scales)"),
               attr("scales", AttrKind.FLOATS, (),
@@ -1114,4 +1166,7 @@ define("resize", Category.DATA_MOVEMENT, inputs=inputs("x"),
            "pytorch_half_pixel the same but 0 when out = 1, align_corners o * (in - 1) / "
            "(out - 1), asymmetric o / scale. torch's interpolate: nearest = asymmetric + "
            "floor, nearest-exact = half_pixel + round_prefer_ceil, (bi/tri)linear and bicubic "
-           "= half_pixel or align_corners, with the scale_factor as scales when given.")
+           "= half_pixel or align_corners, with the scale_factor as scales when given. "
+           "Inputs scales (1-D float) and sizes (1-D integer), per spatial dim or per dim of "
+           "x with N and C unchanged (ONNX Resize), override the attributes; when their "
+           "values are not known constants the spatial dims are unknown.")

@@ -143,21 +143,81 @@ def _unknown_shape_values(ctx: OpContext, index: int) -> int | None:
     return t.shape[0] if t.shape is not None and isinstance(t.shape[0], int) else None
 
 
-def _target_shape(ctx: OpContext) -> tuple[int, ...] | None:
-    """Requested shape of reshape/expand: input 1 when connected (None when its value is
-    not a known constant), else attribute `shape`."""
-    if not ctx.has_input(1):
-        return tuple(ctx.attrs["shape"])
-    value = ctx.constant(1)
+# -- parameters given as an attribute or, overriding it, as an optional tensor input ------
+#
+# Ops whose parameters ONNX passes as run-time tensors (reshape's shape, reduction axes,
+# slice bounds, pads, ...) take an optional input that, when connected, overrides the
+# attribute of the same meaning. Type inference uses the input's value when it is a known
+# constant (`ctx.constant`) and otherwise gives what still follows (usually the rank).
+
+def _ints_input(ctx: OpContext, index: int, what: str) -> int | None:
+    """Check that input `index` is a 1-D integer tensor; its static length, or None."""
+    t = ctx.input(index)
+    if not t.dtype.is_integer or (t.rank is not None and t.rank != 1):
+        raise ctx.fail(f"input {index} ({what}) must be a 1-D integer tensor, got {t}")
+    return t.shape[0] if t.shape is not None and isinstance(t.shape[0], int) else None
+
+
+def _scalar_input(ctx: OpContext, index: int, what: str, integer: bool = True) -> None:
+    """Check that input `index` holds one element (0-d, or 1-D of length 1)."""
+    t = ctx.input(index)
+    if (integer and not t.dtype.is_integer) or (t.rank is not None and t.rank > 1) \
+            or t.numel() not in (None, 1):
+        kind = "an integer" if integer else "a"
+        raise ctx.fail(f"input {index} ({what}) must be {kind} one-element tensor, got {t}")
+
+
+def _ints_param(ctx: OpContext, index: int, name: str) -> tuple[int, ...] | None:
+    """Attribute `name`, overridden by input `index` when it is connected; None when that
+    input's value is not a known constant."""
+    if not ctx.has_input(index):
+        return tuple(ctx.attrs[name])
+    _ints_input(ctx, index, name)
+    value = ctx.constant(index)
+    return None if value is None else tuple(int(v) for v in np.asarray(value).reshape(-1))
+
+
+def _int_param(ctx: OpContext, index: int, name: str) -> int | None:
+    """One-element attribute `name`, overridden by input `index` (see `_ints_param`)."""
+    if not ctx.has_input(index):
+        return int(ctx.attrs[name])
+    _scalar_input(ctx, index, name)
+    value = ctx.constant(index)
+    return None if value is None else _one(value, name, _where(ctx))
+
+
+def _one(value: np.ndarray, what: str, where: str) -> int:
+    flat = np.asarray(value).reshape(-1)
+    if flat.size != 1:
+        raise OpError(f"{where}: {what} must hold one element, got shape {list(value.shape)}")
+    return int(flat[0])
+
+
+def _given(xs: Arrays, index: int) -> np.ndarray | None:
+    return xs[index] if index < len(xs) else None
+
+
+def _ints_arg(xs: Arrays, index: int, attrs: Attrs, name: str) -> tuple[int, ...]:
+    """Reference side of `_ints_param`: the input's values, else the attribute."""
+    value = _given(xs, index)
     if value is None:
-        return None
+        return tuple(attrs[name])
     return tuple(int(v) for v in np.asarray(value).reshape(-1))
 
 
+def _int_arg(xs: Arrays, index: int, attrs: Attrs, name: str, ctx: RefContext) -> int:
+    value = _given(xs, index)
+    return int(attrs[name]) if value is None else _one(value, name, ctx.where)
+
+
+def _target_shape(ctx: OpContext) -> tuple[int, ...] | None:
+    """Requested shape of reshape/expand: input 1 when connected (None when its value is
+    not a known constant), else attribute `shape`."""
+    return _ints_param(ctx, 1, "shape")
+
+
 def _target_array(xs: Arrays, attrs: Attrs) -> tuple[int, ...]:
-    if len(xs) > 1 and xs[1] is not None:
-        return tuple(int(v) for v in np.asarray(xs[1]).reshape(-1))
-    return tuple(attrs["shape"])
+    return _ints_arg(xs, 1, attrs, "shape")
 
 
 # -- constants and creation ------------------------------------------------------------
@@ -199,37 +259,78 @@ define("full", Category.CONSTANT, inputs=inputs(),
        reference=_full_ref, doc="A tensor of the given shape filled with one value.")
 
 
-def _range_length(attrs: Attrs, where: str) -> int:
-    start, limit, delta = attrs["start"], attrs["limit"], attrs["delta"]
+_RANGE_PARAMS = ("start", "limit", "delta")
+
+
+def _range_length(start: float, limit: float, delta: float, where: str) -> int:
     if delta == 0:
         raise OpError(f"{where}: delta must not be 0")
     if not all(math.isfinite(v) for v in (start, limit, delta)):
-        raise OpError(f"{where}: start, limit and delta must be finite")
+        raise OpError(f"{where}: start, limit and delta must be finite (limit has no default: "
+                      "give the attribute or the input)")
     return max(math.ceil((limit - start) / delta), 0)
 
 
+def _range_dtype(ctx: OpContext) -> DType:
+    """The attribute `dtype`, or the common dtype of the connected inputs."""
+    given = [ctx.input(i) for i in range(3) if ctx.has_input(i)]
+    if not given:
+        return cast(DType, ctx.attrs["dtype"])
+    for i in range(3):
+        if ctx.has_input(i):
+            _scalar_input(ctx, i, _RANGE_PARAMS[i], integer=False)
+    dtypes = {t.dtype for t in given}
+    if len(dtypes) > 1:
+        raise ctx.fail(f"inputs start, limit and delta must share a dtype, got "
+                       f"{', '.join(sorted(d.short for d in dtypes))}")
+    dtype = given[0].dtype
+    if not (dtype.is_integer or dtype.is_float):
+        raise ctx.fail(f"inputs must be integer or float, got {dtype.short}")
+    return dtype
+
+
 def _range_infer(ctx: OpContext) -> list[TensorType]:
-    return [TensorType(ctx.attrs["dtype"], (_range_length(ctx.attrs, _where(ctx)),))]
+    dtype = _range_dtype(ctx)
+    values: list[float] = []
+    for i, name in enumerate(_RANGE_PARAMS):
+        if not ctx.has_input(i):
+            values.append(ctx.attrs[name])
+            continue
+        value = ctx.constant(i)
+        if value is None:
+            return [TensorType(dtype, (None,))]
+        values.append(np.asarray(value).reshape(-1)[0].item())
+    start, limit, delta = values
+    return [TensorType(dtype, (_range_length(start, limit, delta, _where(ctx)),))]
 
 
 def _range_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
-    n = _range_length(attrs, ctx.where)
-    dtype: DType = attrs["dtype"]
-    start, delta = attrs["start"], attrs["delta"]
+    start, limit, delta = (attrs[name] if _given(xs, i) is None else
+                           np.asarray(_given(xs, i)).reshape(-1)[0].item()
+                           for i, name in enumerate(_RANGE_PARAMS))
+    n = _range_length(start, limit, delta, ctx.where)
+    given = [x for x in xs if x is not None]
+    dtype = DType.from_numpy(given[0].dtype) if given else attrs["dtype"]
     if dtype.is_integer and float(start).is_integer() and float(delta).is_integer():
         values = int(start) + int(delta) * np.arange(n, dtype=np.int64)  # exact for big ints
     else:
         values = start + delta * np.arange(n, dtype=np.float64)
-    return [values.astype(dtype.numpy)]
+    return [values.astype(_out_dtype(ctx, 0, dtype.numpy))]
 
 
-define("range", Category.CONSTANT, inputs=inputs(),
-       attrs=(attr("start", AttrKind.FLOAT), attr("limit", AttrKind.FLOAT, doc="exclusive"),
-              attr("delta", AttrKind.FLOAT, 1.0), attr("dtype", AttrKind.DTYPE, DType.INT64)),
+define("range", Category.CONSTANT, inputs=inputs("start?", "limit?", "delta?"),
+       attrs=(attr("start", AttrKind.FLOAT, 0.0, "used when input `start` is absent"),
+              attr("limit", AttrKind.FLOAT, math.nan,
+                   "exclusive; used when input `limit` is absent (then required)"),
+              attr("delta", AttrKind.FLOAT, 1.0, "used when input `delta` is absent"),
+              attr("dtype", AttrKind.DTYPE, DType.INT64,
+                   "used when no input is connected (else the inputs' dtype)")),
        infer=_range_infer, cost=_no_flops, cost_doc="0 (index generation, bytes only)",
        reference=_range_ref,
        doc="start, start + delta, ... up to but excluding limit; "
-           "length max(ceil((limit - start) / delta), 0).")
+           "length max(ceil((limit - start) / delta), 0). One-element inputs start, limit, "
+           "delta (ONNX Range) override the attributes; the output then has their dtype, and "
+           "its length is unknown unless their values are known constants.")
 
 
 def _shape_bounds(rank: int, start: int, end: int) -> tuple[int, int]:
@@ -366,7 +467,15 @@ def _squeeze_axes(shape: Shape, axes: Sequence[int], where: str) -> tuple[int, .
 
 def _squeeze_infer(ctx: OpContext) -> list[TensorType]:
     x = ctx.input(0)
-    axes = None if x.shape is None else _squeeze_axes(x.shape, ctx.attrs["axes"], _where(ctx))
+    given = _ints_param(ctx, 1, "axes")
+    if given is None:  # values unknown: the rank follows from their count, if known
+        n = _ints_input(ctx, 1, "axes")
+        if x.shape is None or n is None or n == 0:
+            return [TensorType(x.dtype, None)]
+        if n > len(x.shape):
+            raise ctx.fail(f"cannot squeeze {n} axes of {x}")
+        return [TensorType(x.dtype, (None,) * (len(x.shape) - n))]
+    axes = None if x.shape is None else _squeeze_axes(x.shape, given, _where(ctx))
     if x.shape is None or axes is None:
         return [TensorType(x.dtype, None)]
     return [TensorType(x.dtype, tuple(d for i, d in enumerate(x.shape) if i not in axes))]
@@ -374,38 +483,68 @@ def _squeeze_infer(ctx: OpContext) -> list[TensorType]:
 
 def _squeeze_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     x = _arg(xs, 0, ctx)
-    axes = normalize_axes(attrs["axes"], x.ndim, ctx.where) if attrs["axes"] else None
+    given = _ints_arg(xs, 1, attrs, "axes")
+    axes = normalize_axes(given, x.ndim, ctx.where) if given else None
+    if axes is not None:
+        for a in axes:
+            if x.shape[a] != 1:
+                raise OpError(f"{ctx.where}: cannot squeeze axis {a} of size {x.shape[a]}")
     return [np.squeeze(x, axis=axes)]
 
 
-define("squeeze", Category.SHAPE, inputs=inputs("x"),
-       attrs=(attr("axes", AttrKind.INTS, (), "empty = every size-1 dim"),),
+define("squeeze", Category.SHAPE, inputs=inputs("x", "axes?"),
+       attrs=(attr("axes", AttrKind.INTS, (), "empty = every size-1 dim; used when input "
+                                              "`axes` is absent"),),
        infer=_squeeze_infer, cost=_no_flops, cost_doc="0 (metadata only)",
        reference=_squeeze_ref,
        doc="Drop size-1 dims. With empty `axes` the output rank is unknown when a symbolic "
-           "dim might be 1 at run time (SymDim.min unset or <= 1).")
+           "dim might be 1 at run time (SymDim.min unset or <= 1). Input `axes` (1-D int64) "
+           "overrides the attribute; when its values are not known constants only the "
+           "output rank is inferred (from its length).")
+
+
+def _unsqueeze_axes(given: tuple[int, ...], rank: int, where: str, has_input: bool
+                    ) -> tuple[int, ...]:
+    if not given and not has_input:
+        raise OpError(f"{where}: needs attribute axes or input axes")
+    return normalize_axes(given, rank + len(given), where)
 
 
 def _unsqueeze_infer(ctx: OpContext) -> list[TensorType]:
     x = ctx.input(0)
-    shape = _known_shape(ctx)
-    rank = len(shape) + len(ctx.attrs["axes"])
-    axes = normalize_axes(ctx.attrs["axes"], rank, _where(ctx))
+    given = _ints_param(ctx, 1, "axes")
+    if given is None:  # values unknown: rank + their count
+        n = _ints_input(ctx, 1, "axes")
+        if x.shape is None or n is None:
+            return [TensorType(x.dtype, None)]
+        return [TensorType(x.dtype, (None,) * (len(x.shape) + n))]
+    if x.shape is None:
+        if not given and not ctx.has_input(1):
+            raise ctx.fail("needs attribute axes or input axes")
+        return [TensorType(x.dtype, None)]
+    shape = x.shape
+    axes = _unsqueeze_axes(given, len(shape), _where(ctx), ctx.has_input(1))
     rest = iter(shape)
+    rank = len(shape) + len(given)
     return [TensorType(x.dtype, tuple(1 if i in axes else next(rest) for i in range(rank)))]
 
 
 def _unsqueeze_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     x = _arg(xs, 0, ctx)
-    axes = normalize_axes(attrs["axes"], x.ndim + len(attrs["axes"]), ctx.where)
+    given = _ints_arg(xs, 1, attrs, "axes")
+    axes = _unsqueeze_axes(given, x.ndim, ctx.where, _given(xs, 1) is not None)
     return [np.expand_dims(x, axes)]
 
 
-define("unsqueeze", Category.SHAPE, inputs=inputs("x"),
-       attrs=(attr("axes", AttrKind.INTS, doc="positions in the output; negatives count "
-                                              "from the output's back"),),
+define("unsqueeze", Category.SHAPE, inputs=inputs("x", "axes?"),
+       attrs=(attr("axes", AttrKind.INTS, (), "positions in the output; negatives count "
+                                              "from the output's back; required unless input "
+                                              "`axes` is given"),),
        infer=_unsqueeze_infer, cost=_no_flops, cost_doc="0 (metadata only)",
-       reference=_unsqueeze_ref, doc="Insert size-1 dims at the given output positions.")
+       reference=_unsqueeze_ref,
+       doc="Insert size-1 dims at the given output positions. Input `axes` (1-D int64) "
+           "overrides the attribute (an empty value inserts nothing); when its values are "
+           "not known constants the output has rank + its length, with unknown dims.")
 
 
 def _flatten_range(rank: int, attrs: Attrs, where: str) -> tuple[int, int]:
@@ -443,8 +582,12 @@ define("flatten", Category.SHAPE, inputs=inputs("x"),
 # -- data movement ---------------------------------------------------------------------
 
 def _permute_infer(ctx: OpContext) -> list[TensorType]:
-    shape = _known_shape(ctx)
     perm = ctx.attrs["perm"]
+    shape = ctx.input(0).shape
+    if shape is None:  # the permutation names every dim: the rank is len(perm)
+        if sorted(perm) != list(range(len(perm))):
+            raise ctx.fail(f"perm {list(perm)} is not a permutation")
+        return [TensorType(ctx.input(0).dtype, (None,) * len(perm))]
     if sorted(perm) != list(range(len(shape))):
         raise ctx.fail(f"perm {list(perm)} is not a permutation of the {len(shape)} dims")
     return [TensorType(ctx.input(0).dtype, tuple(shape[p] for p in perm))]
@@ -460,11 +603,16 @@ define("permute", Category.DATA_MOVEMENT, inputs=inputs("x"),
        reference=_permute_ref, doc="Reorder dims (transpose).")
 
 
-def _slices(attrs: Attrs, rank: int, where: str) -> list[tuple[int, int, int, int]]:
-    """(axis, start, end, step) per sliced axis, checked."""
-    starts, ends = attrs["starts"], attrs["ends"]
-    axes = attrs["axes"] or tuple(range(len(starts)))
-    steps = attrs["steps"] or (1,) * len(starts)
+_SLICE_PARAMS = ("starts", "ends", "axes", "steps")
+
+
+def _slices(params: Sequence[tuple[int, ...]], rank: int,
+            where: str) -> list[tuple[int, int, int, int]]:
+    """(axis, start, end, step) per sliced axis, checked; `params` are starts, ends, axes
+    and steps (empty axes / steps: the defaults)."""
+    starts, ends, given_axes, given_steps = params
+    axes = given_axes or tuple(range(len(starts)))
+    steps = given_steps or (1,) * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise OpError(f"{where}: starts, ends, axes and steps must have the same length")
     if 0 in steps:
@@ -485,9 +633,31 @@ def _slice_dim(dim: Dim, start: int, end: int, step: int) -> Dim:
     return dim if forward_all or backward_all else None
 
 
+def _sliced_axes(ctx: OpContext, rank: int) -> set[int] | None:
+    """Axes a slice with run-time bounds may change; None when they are unknown too."""
+    axes = _ints_param(ctx, 3, "axes")
+    if axes is None:
+        return None
+    if axes:
+        return set(normalize_axes(axes, rank, _where(ctx)))
+    for i, name in ((1, "starts"), (2, "ends")):  # default axes: 0..len(starts)-1
+        n = _ints_input(ctx, i, name) if ctx.has_input(i) else len(ctx.attrs[name])
+        if n is not None:
+            return set(range(min(n, rank)))
+    return None
+
+
 def _slice_infer(ctx: OpContext) -> list[TensorType]:
+    params = [_ints_param(ctx, i + 1, name) for i, name in enumerate(_SLICE_PARAMS)]
+    if ctx.input(0).shape is None:
+        return [TensorType(ctx.input(0).dtype, None)]
     dims = list(_known_shape(ctx))
-    for axis, start, end, step in _slices(ctx.attrs, len(dims), _where(ctx)):
+    if any(p is None for p in params):  # bounds known only at run time: rank is kept
+        changed = _sliced_axes(ctx, len(dims))
+        return [TensorType(ctx.input(0).dtype, tuple(
+            None if changed is None or i in changed else d for i, d in enumerate(dims)))]
+    known = cast(list[tuple[int, ...]], params)
+    for axis, start, end, step in _slices(known, len(dims), _where(ctx)):
         dims[axis] = _slice_dim(dims[axis], start, end, step)
     return [TensorType(ctx.input(0).dtype, tuple(dims))]
 
@@ -495,19 +665,23 @@ def _slice_infer(ctx: OpContext) -> list[TensorType]:
 def _slice_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     x = _arg(xs, 0, ctx)
     index = [slice(None)] * x.ndim
-    for axis, start, end, step in _slices(attrs, x.ndim, ctx.where):
+    params = [_ints_arg(xs, i + 1, attrs, name) for i, name in enumerate(_SLICE_PARAMS)]
+    for axis, start, end, step in _slices(params, x.ndim, ctx.where):
         index[axis] = slice(start, end, step)
     return [x[tuple(index)].copy()]
 
 
-define("slice", Category.DATA_MOVEMENT, inputs=inputs("x"),
-       attrs=(attr("starts", AttrKind.INTS), attr("ends", AttrKind.INTS),
+define("slice", Category.DATA_MOVEMENT, inputs=inputs("x", "starts?", "ends?", "axes?", "steps?"),
+       attrs=(attr("starts", AttrKind.INTS, (), "used when input `starts` is absent"),
+              attr("ends", AttrKind.INTS, (), "used when input `ends` is absent"),
               attr("axes", AttrKind.INTS, (), "empty = 0..len(starts)-1"),
               attr("steps", AttrKind.INTS, (), "empty = all 1")),
        infer=_slice_infer, cost=_no_flops, cost_doc="0 (bytes only)",
        reference=_slice_ref,
        doc="Python/ONNX slicing per axis: negative indices count from the back, bounds "
-           "clamp (INT64_MAX = to the end), steps may be negative.")
+           "clamp (INT64_MAX = to the end), steps may be negative. Inputs starts, ends, axes, "
+           "steps (1-D int64, ONNX Slice) override the attributes of the same name; when a "
+           "value is not a known constant the rank is kept and the sliced dims are unknown.")
 
 
 def _sum_dims(dims: Sequence[Dim]) -> Dim:
@@ -556,28 +730,45 @@ define("concat", Category.DATA_MOVEMENT, inputs=inputs("xs*"),
 
 
 def _split_infer(ctx: OpContext) -> list[TensorType]:
+    dtype = ctx.input(0).dtype
+    sizes = _ints_param(ctx, 1, "sizes")
+    if ctx.input(0).shape is None:  # rank unknown: one output per node output (or size)
+        count = len(ctx.output_types) or (len(sizes) if sizes else 1)
+        return [TensorType(dtype, None)] * count
     shape = _known_shape(ctx)
     axis = normalize_axis(ctx.attrs["axis"], len(shape), _where(ctx))
-    sizes = ctx.attrs["sizes"]
+    if sizes is None:  # values unknown: one output per node output, the axis unknown
+        length = _ints_input(ctx, 1, "sizes")
+        count = len(ctx.output_types) or length or 1
+        return [TensorType(dtype, (*shape[:axis], None, *shape[axis + 1:]))] * count
     if not shape or not sizes or any(s < 0 for s in sizes):
         raise ctx.fail(f"needs a rank >= 1 input and non-negative sizes, got {list(sizes)}")
     if isinstance(shape[axis], int) and sum(sizes) != shape[axis]:
         raise ctx.fail(f"sizes {list(sizes)} do not add up to dim {axis} = {shape[axis]}")
-    dtype = ctx.input(0).dtype
     return [TensorType(dtype, (*shape[:axis], s, *shape[axis + 1:])) for s in sizes]
 
 
 def _split_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     x = _arg(xs, 0, ctx)
-    cuts = np.cumsum(attrs["sizes"])[:-1]
-    return [part.copy() for part in np.split(x, cuts, axis=attrs["axis"])]
+    sizes = _ints_arg(xs, 1, attrs, "sizes")
+    axis = normalize_axis(attrs["axis"], x.ndim, ctx.where)
+    if any(s < 0 for s in sizes) or sum(sizes) != x.shape[axis]:
+        raise OpError(f"{ctx.where}: sizes {list(sizes)} do not split dim {axis} of size "
+                      f"{x.shape[axis]}")
+    cuts = np.cumsum(sizes)[:-1]
+    return [part.copy() for part in np.split(x, cuts, axis=axis)]
 
 
-define("split", Category.DATA_MOVEMENT, inputs=inputs("x"), outputs=("ys",),
+define("split", Category.DATA_MOVEMENT, inputs=inputs("x", "sizes?"), outputs=("ys",),
        variadic_outputs=True,
-       attrs=(attr("axis", AttrKind.INT), attr("sizes", AttrKind.INTS, doc="one per output")),
+       attrs=(attr("axis", AttrKind.INT),
+              attr("sizes", AttrKind.INTS, (), "one per output; required unless input "
+                                               "`sizes` is given")),
        infer=_split_infer, cost=_no_flops, cost_doc="0 (bytes only)",
-       reference=_split_ref, doc="Cut x along `axis` into len(sizes) parts.")
+       reference=_split_ref,
+       doc="Cut x along `axis` into len(sizes) parts. Input `sizes` (1-D int64, ONNX Split) "
+           "overrides the attribute; when its values are not known constants the parts' "
+           "dims along `axis` are unknown.")
 
 
 def _check_indices(ctx: OpContext, index: int) -> TensorType:
@@ -704,7 +895,11 @@ def _grow_dim(d: Dim, by: int) -> Dim:
 
 def _pad_infer(ctx: OpContext) -> list[TensorType]:
     shape = _known_shape(ctx)
-    pads, mode = ctx.attrs["pads"], ctx.attrs["mode"]
+    if ctx.has_input(2):
+        _scalar_input(ctx, 2, "value", integer=False)
+    pads, mode = _ints_param(ctx, 1, "pads"), ctx.attrs["mode"]
+    if pads is None:  # values unknown: the rank is kept
+        return [TensorType(ctx.input(0).dtype, (None,) * len(shape))]
     rank = len(shape)
     if len(pads) != 2 * rank:
         raise ctx.fail(f"pads needs 2 * rank = {2 * rank} entries, got {len(pads)}")
@@ -725,23 +920,30 @@ def _pad_infer(ctx: OpContext) -> list[TensorType]:
 
 def _pad_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     x = _arg(xs, 0, ctx)
-    pads, rank = attrs["pads"], x.ndim
+    pads, rank = _ints_arg(xs, 1, attrs, "pads"), x.ndim
+    if len(pads) != 2 * rank:
+        raise OpError(f"{ctx.where}: pads needs 2 * rank = {2 * rank} entries, got {len(pads)}")
     crop = tuple(slice(max(-pads[i], 0), x.shape[i] - max(-pads[rank + i], 0))
                  for i in range(rank))
     widths = [(max(pads[i], 0), max(pads[rank + i], 0)) for i in range(rank)]
     if attrs["mode"] == "constant":
-        return [np.pad(x[crop], widths, mode="constant", constant_values=attrs["value"])]
+        fill = _given(xs, 2)
+        value = attrs["value"] if fill is None or not fill.size else fill.reshape(-1)[0]
+        return [np.pad(x[crop], widths, mode="constant", constant_values=value)]
     return [np.pad(x[crop], widths, mode=attrs["mode"])]
 
 
-define("pad", Category.DATA_MOVEMENT, inputs=inputs("x"),
-       attrs=(attr("pads", AttrKind.INTS, doc="begins of every dim, then ends; negative crops"),
+define("pad", Category.DATA_MOVEMENT, inputs=inputs("x", "pads?", "value?"),
+       attrs=(attr("pads", AttrKind.INTS, (), "begins of every dim, then ends; negative "
+                                             "crops; required unless input `pads` is given"),
               attr("mode", AttrKind.STRING, "constant",
                    choices=("constant", "reflect", "edge", "wrap")),
               attr("value", AttrKind.FLOAT, 0.0, "fill value of constant mode")),
        infer=_pad_infer, cost=_no_flops, cost_doc="0 (bytes only)", reference=_pad_ref,
        doc="Pad (or, with negative pads, crop) every dim. Cropping happens first, so "
-           "reflect/edge/wrap read the cropped tensor.")
+           "reflect/edge/wrap read the cropped tensor. Input `pads` (1-D int64) and the "
+           "one-element input `value` (ONNX Pad's constant_value) override the attributes; "
+           "when the pads are not known constants the rank is kept, the dims are unknown.")
 
 
 def _expand_target(in_shape: Shape, target: Sequence[int], where: str) -> tuple[Dim, ...]:
@@ -793,7 +995,9 @@ define("expand", Category.DATA_MOVEMENT, inputs=inputs("x", "shape?"),
 
 def _tile_infer(ctx: OpContext) -> list[TensorType]:
     shape = _known_shape(ctx)
-    repeats = ctx.attrs["repeats"]
+    repeats = _ints_param(ctx, 1, "repeats")
+    if repeats is None:  # values unknown: the rank is kept, empty dims stay empty
+        return [TensorType(ctx.input(0).dtype, tuple(0 if d == 0 else None for d in shape))]
     if len(repeats) != len(shape) or any(r < 0 for r in repeats):
         raise ctx.fail(f"repeats {list(repeats)} needs one non-negative entry per dim "
                        f"of {ctx.input(0)}")
@@ -802,33 +1006,45 @@ def _tile_infer(ctx: OpContext) -> list[TensorType]:
 
 
 def _tile_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
-    return [np.tile(_arg(xs, 0, ctx), attrs["repeats"])]
+    x = _arg(xs, 0, ctx)
+    repeats = _ints_arg(xs, 1, attrs, "repeats")
+    if len(repeats) != x.ndim or any(r < 0 for r in repeats):
+        raise OpError(f"{ctx.where}: repeats {list(repeats)} needs one non-negative entry per "
+                      f"dim of x{list(x.shape)}")
+    return [np.tile(x, repeats)]
 
 
-define("tile", Category.DATA_MOVEMENT, inputs=inputs("x"),
-       attrs=(attr("repeats", AttrKind.INTS, doc="one per dim"),),
+define("tile", Category.DATA_MOVEMENT, inputs=inputs("x", "repeats?"),
+       attrs=(attr("repeats", AttrKind.INTS, (), "one per dim; used when input `repeats` is "
+                                                 "absent"),),
        infer=_tile_infer, cost=_no_flops, cost_doc="0 (bytes only)", reference=_tile_ref,
-       doc="Repeat x `repeats[i]` times along each dim i.")
+       doc="Repeat x `repeats[i]` times along each dim i. Input `repeats` (1-D int64, ONNX "
+           "Tile) overrides the attribute; when its values are not known constants the rank "
+           "is kept, the dims are unknown.")
 
 
 def _trilu_infer(ctx: OpContext) -> list[TensorType]:
     x = ctx.input(0)
     if x.rank is not None and x.rank < 2:
         raise ctx.fail(f"needs rank >= 2, got {x}")
+    if ctx.has_input(1):
+        _scalar_input(ctx, 1, "k")
     return [x]
 
 
 def _trilu_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     fn = np.triu if attrs["upper"] else np.tril
-    return [fn(_arg(xs, 0, ctx), attrs["k"])]
+    return [fn(_arg(xs, 0, ctx), _int_arg(xs, 1, attrs, "k", ctx))]
 
 
-define("trilu", Category.DATA_MOVEMENT, inputs=inputs("x"),
-       attrs=(attr("upper", AttrKind.BOOL, True), attr("k", AttrKind.INT, 0, "diagonal offset")),
+define("trilu", Category.DATA_MOVEMENT, inputs=inputs("x", "k?"),
+       attrs=(attr("upper", AttrKind.BOOL, True),
+              attr("k", AttrKind.INT, 0, "diagonal offset; used when input `k` is absent")),
        infer=_trilu_infer, cost=_no_flops, cost_doc="0 (a masked copy, bytes only)",
        reference=_trilu_ref,
        doc="Keep the upper (torch.triu) or lower (torch.tril) triangle of the last two dims "
-           "from diagonal k on; zero the rest.")
+           "from diagonal k on; zero the rest. The one-element input `k` (ONNX Trilu) "
+           "overrides the attribute.")
 
 
 # -- reductions ------------------------------------------------------------------------
@@ -839,42 +1055,85 @@ def _reduced_shape(shape: Shape, axes: tuple[int, ...], keepdims: bool) -> Shape
     return tuple(d for i, d in enumerate(shape) if i not in axes)
 
 
-def _reduce_axes(attrs: Attrs, rank: int, where: str) -> tuple[int, ...]:
-    return normalize_axes(attrs["axes"], rank, where) if attrs["axes"] else tuple(range(rank))
+def _reduce_axes(axes: Sequence[int], attrs: Attrs, rank: int,
+                 where: str) -> tuple[int, ...] | None:
+    """The reduced axes; None for no reduction at all (empty axes, noop_with_empty_axes)."""
+    if axes:
+        return normalize_axes(axes, rank, where)
+    return None if attrs["noop_with_empty_axes"] else tuple(range(rank))
 
 
 def _reduce_infer(ctx: OpContext) -> list[TensorType]:
     x = ctx.input(0)
+    given = _ints_param(ctx, 1, "axes")
+    keepdims = ctx.attrs["keepdims"]
+    if given is None:  # axes known only at run time
+        n = _ints_input(ctx, 1, "axes")
+        if x.shape is None:
+            return [TensorType(x.dtype, None)]
+        if keepdims:  # every dim stays or becomes 1
+            return [TensorType(x.dtype, tuple(1 if d == 1 else None for d in x.shape))]
+        if n is None or (n == 0 and ctx.attrs["noop_with_empty_axes"]):
+            return [TensorType(x.dtype, None)]
+        return [TensorType(x.dtype, (None,) * (len(x.shape) - n if n else 0))]
     if x.shape is None:
         return [TensorType(x.dtype, None)]
-    axes = _reduce_axes(ctx.attrs, len(x.shape), _where(ctx))
-    return [TensorType(x.dtype, _reduced_shape(x.shape, axes, ctx.attrs["keepdims"]))]
+    axes = _reduce_axes(given, ctx.attrs, len(x.shape), _where(ctx))
+    if axes is None:
+        return [x]
+    return [TensorType(x.dtype, _reduced_shape(x.shape, axes, keepdims))]
 
 
 def _reduction(name: str, fn: Callable[[np.ndarray, tuple[int, ...]], np.ndarray],
-               flops: int, doc: str) -> None:
+               flops: int, doc: str, empty: str = "") -> None:
     """Define a reduction; `fn(x, axes)` must keep the reduced dims (keepdims=True)."""
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
-        axes = _reduce_axes(attrs, x.ndim, ctx.where)
+        axes = _reduce_axes(_ints_arg(xs, 1, attrs, "axes"), attrs, x.ndim, ctx.where)
+        if axes is None:  # no reduction, but the op's other arithmetic (reduce_l2: |x|)
+            return [np.asarray(fn(_wide(x), ())).astype(_out_dtype(ctx, 0, x.dtype))]
         y = np.asarray(fn(_wide(x), axes))
         if not attrs["keepdims"]:
             y = np.squeeze(y, axis=axes)
         return [y.astype(_out_dtype(ctx, 0, x.dtype))]
 
     per = "" if flops == 1 else f"{flops} * "
-    define(name, Category.REDUCTION, inputs=inputs("x"),
-           attrs=(attr("axes", AttrKind.INTS, (), "empty = all axes"),
-                  attr("keepdims", AttrKind.BOOL, False)),
+    define(name, Category.REDUCTION, inputs=inputs("x", "axes?"),
+           attrs=(attr("axes", AttrKind.INTS, (), "empty = all axes (see "
+                                                  "noop_with_empty_axes); used when input "
+                                                  "`axes` is absent"),
+                  attr("keepdims", AttrKind.BOOL, False),
+                  attr("noop_with_empty_axes", AttrKind.BOOL, False,
+                       "empty axes reduce nothing instead of all axes (ONNX: the op's "
+                       "other arithmetic still applies, so reduce_l2 gives abs(x))")),
            infer=_reduce_infer, cost=_per_input_element(flops),
            cost_doc=f"{per}input numel", reference=reference,
-           doc=doc + " over `axes`; the result keeps x's dtype.")
+           doc=doc + " over `axes`; the result keeps x's dtype." + empty + " Input `axes` "
+               "(1-D int64, ONNX opset 13/18) overrides the attribute; when its values are "
+               "not known constants, keepdims gives the rank (dims unknown) and otherwise "
+               "the input's length does.")
+
+
+def _extreme(x: np.ndarray, largest: bool) -> float | int | bool:
+    """The identity of max (largest) / min over x's dtype: an empty reduction's result."""
+    if x.dtype == bool:
+        return not largest
+    if x.dtype.kind in "iu":
+        info = np.iinfo(x.dtype)
+        return int(info.min if largest else info.max)
+    return -np.inf if largest else np.inf
 
 
 _reduction("reduce_sum", lambda x, a: np.sum(x, axis=a, keepdims=True), 1, "Sum")
 _reduction("reduce_mean", lambda x, a: np.mean(x, axis=a, keepdims=True), 1, "Mean")
-_reduction("reduce_max", lambda x, a: np.max(x, axis=a, keepdims=True), 1, "Maximum")
-_reduction("reduce_min", lambda x, a: np.min(x, axis=a, keepdims=True), 1, "Minimum")
+_reduction("reduce_max",
+           lambda x, a: np.max(x, axis=a, keepdims=True, initial=_extreme(x, True)), 1,
+           "Maximum", " An empty reduction gives -inf (the dtype's minimum for integers), as "
+                      "in ONNX.")
+_reduction("reduce_min",
+           lambda x, a: np.min(x, axis=a, keepdims=True, initial=_extreme(x, False)), 1,
+           "Minimum", " An empty reduction gives +inf (the dtype's maximum for integers), as "
+                      "in ONNX.")
 _reduction("reduce_prod", lambda x, a: np.prod(x, axis=a, keepdims=True), 1, "Product")
 _reduction("reduce_l2", lambda x, a: np.sqrt(np.sum(np.square(x), axis=a, keepdims=True)), 2,
            "Euclidean norm sqrt(sum(x^2))")
@@ -952,10 +1211,20 @@ _softmax("softmax", False, "exp(x) / sum(exp(x))")
 _softmax("log_softmax", True, "x - log(sum(exp(x)))")
 
 
+def _scan_infer(ctx: OpContext) -> list[TensorType]:
+    x = ctx.input(0)
+    if x.rank == 0:
+        raise ctx.fail("needs an input of rank >= 1")
+    axis = _int_param(ctx, 1, "axis")
+    if x.rank is not None and axis is not None:
+        normalize_axis(axis, x.rank, _where(ctx))
+    return [x]
+
+
 def _scan(name: str, ufunc: np.ufunc, identity: int, what: str) -> None:
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
-        axis = normalize_axis(attrs["axis"], x.ndim, ctx.where)
+        axis = normalize_axis(_int_arg(xs, 1, attrs, "axis", ctx), x.ndim, ctx.where)
         moved = np.moveaxis(_wide(x), axis, 0)
         if attrs["reverse"]:
             moved = moved[::-1]
@@ -969,13 +1238,15 @@ def _scan(name: str, ufunc: np.ufunc, identity: int, what: str) -> None:
             y = y[::-1]
         return [np.moveaxis(y, 0, axis).astype(_out_dtype(ctx, 0, x.dtype))]
 
-    define(name, Category.REDUCTION, inputs=inputs("x"),
-           attrs=(attr("axis", AttrKind.INT),
+    define(name, Category.REDUCTION, inputs=inputs("x", "axis?"),
+           attrs=(attr("axis", AttrKind.INT, 0, "used when input `axis` is absent"),
                   attr("exclusive", AttrKind.BOOL, False, "leave out the element itself"),
                   attr("reverse", AttrKind.BOOL, False, "run from the end of the axis")),
-           infer=_same_type_along_axis, cost=_per_input_element(1), cost_doc="input numel",
-           reference=reference, doc=f"Running {what} along `axis` (torch.{name}, ONNX CumSum "
-                                    "attributes); keeps x's dtype.")
+           infer=_scan_infer, cost=_per_input_element(1), cost_doc="input numel",
+           reference=reference, doc=f"Running {what} along `axis` (torch.{name}, ONNX "
+                                    f"{'CumSum' if name == 'cumsum' else 'CumProd'}); keeps "
+                                    "x's dtype. The one-element input `axis` (ONNX's form) "
+                                    "overrides the attribute.")
 
 
 _scan("cumsum", np.add, 0, "sum")
@@ -996,12 +1267,16 @@ def _order(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
 
 def _topk_infer(ctx: OpContext) -> list[TensorType]:
     shape = _known_shape(ctx)
-    k = ctx.attrs["k"]
+    k = _int_param(ctx, 1, "k")
     if not shape:
         raise ctx.fail("needs an input of rank >= 1")
     axis = normalize_axis(ctx.attrs["axis"], len(shape), _where(ctx))
-    if k < 0 or (isinstance(shape[axis], int) and k > shape[axis]):
-        raise ctx.fail(f"k = {k} is out of range for dim {axis} of size {shape[axis]}")
+    size = shape[axis]
+    if k is not None:
+        if k < 0 and not ctx.has_input(1):
+            raise ctx.fail("needs attribute k or input k")
+        if k < 0 or (isinstance(size, int) and k > size):
+            raise ctx.fail(f"k = {k} is out of range for dim {axis} of size {size}")
     dims = (*shape[:axis], k, *shape[axis + 1:])
     return [TensorType(ctx.input(0).dtype, dims), TensorType(DType.INT64, dims)]
 
@@ -1009,23 +1284,40 @@ def _topk_infer(ctx: OpContext) -> list[TensorType]:
 def _topk_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     x = _arg(xs, 0, ctx)
     axis = normalize_axis(attrs["axis"], x.ndim, ctx.where)
-    order = np.take(_order(x, axis, attrs["largest"]), np.arange(attrs["k"]), axis=axis)
+    k = _int_arg(xs, 1, attrs, "k", ctx)
+    if not 0 <= k <= x.shape[axis]:
+        raise OpError(f"{ctx.where}: k = {k} is out of range for dim {axis} of size "
+                      f"{x.shape[axis]}")
+    order = np.take(_order(x, axis, attrs["largest"]), np.arange(k), axis=axis)
     return [np.take_along_axis(x, order, axis=axis), order.astype(np.int64)]
 
 
 def _topk_cost(ctx: OpContext) -> Flops:
-    return Flops(other=_numel(ctx.input(0)) * math.ceil(math.log2(ctx.attrs["k"] + 1)))
+    k = _int_param(ctx, 1, "k")
+    if k is None:  # the output's dim along the axis, when static
+        out = ctx.output_types[0] if ctx.output_types else None
+        shape = out.shape if out is not None else None
+        dim = shape[normalize_axis(ctx.attrs["axis"], len(shape), _where(ctx))] \
+            if shape else None
+        if not isinstance(dim, int):
+            return Flops()
+        k = dim
+    return Flops(other=_numel(ctx.input(0)) * math.ceil(math.log2(k + 1)))
 
 
-define("topk", Category.OTHER, inputs=inputs("x"), outputs=("values", "indices"),
-       attrs=(attr("k", AttrKind.INT), attr("axis", AttrKind.INT, -1),
+define("topk", Category.OTHER, inputs=inputs("x", "k?"), outputs=("values", "indices"),
+       attrs=(attr("k", AttrKind.INT, -1, "required unless input `k` is given"),
+              attr("axis", AttrKind.INT, -1),
               attr("largest", AttrKind.BOOL, True),
               attr("sorted", AttrKind.BOOL, True, "the reference always sorts")),
        infer=_topk_infer, cost=_topk_cost,
-       cost_doc="input numel * ceil(log2(k + 1)): every element passes a size-k heap",
+       cost_doc="input numel * ceil(log2(k + 1)): every element passes a size-k heap (0 when "
+                "k is known only at run time and the output dim is not static)",
        reference=_topk_ref,
        doc="The k largest (or smallest) elements along `axis` and their int64 indices; "
-           "equal values come in index order.")
+           "equal values come in index order. The one-element input `k` (ONNX TopK) "
+           "overrides the attribute; when its value is not a known constant the dim along "
+           "`axis` is unknown.")
 
 
 def _sort_infer(ctx: OpContext) -> list[TensorType]:
@@ -1061,8 +1353,12 @@ define("sort", Category.OTHER, inputs=inputs("x"), outputs=("values", "indices")
 def _one_hot_infer(ctx: OpContext) -> list[TensorType]:
     shape = _known_shape(ctx)
     _check_indices(ctx, 0)
-    depth = ctx.attrs["depth"]
-    if depth < 1:
+    depth: int | None = ctx.attrs["depth"]
+    if ctx.has_input(1):  # ONNX allows any numeric type, converted to int64
+        _scalar_input(ctx, 1, "depth", integer=False)
+        value = ctx.constant(1)
+        depth = None if value is None else _one(value, "depth", _where(ctx))
+    if depth is not None and depth < 1:
         raise ctx.fail(f"depth must be >= 1, got {depth}")
     axis = normalize_axis(ctx.attrs["axis"], len(shape) + 1, _where(ctx))
     return [TensorType(ctx.attrs["dtype"], (*shape[:axis], depth, *shape[axis:]))]
@@ -1070,21 +1366,27 @@ def _one_hot_infer(ctx: OpContext) -> list[TensorType]:
 
 def _one_hot_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     indices = _arg(xs, 0, ctx).astype(np.int64)
-    depth = attrs["depth"]
+    depth = _int_arg(xs, 1, attrs, "depth", ctx)
+    if depth < 1:
+        raise OpError(f"{ctx.where}: depth must be >= 1, got {depth}")
     axis = normalize_axis(attrs["axis"], indices.ndim + 1, ctx.where)
     wrapped = np.where(indices < 0, indices + depth, indices)
     hot = wrapped[..., None] == np.arange(depth)
     return [np.moveaxis(hot, -1, axis).astype(attrs["dtype"].numpy)]
 
 
-define("one_hot", Category.ELEMENTWISE, inputs=inputs("indices"),
-       attrs=(attr("depth", AttrKind.INT), attr("dtype", AttrKind.DTYPE, DType.INT64),
+define("one_hot", Category.ELEMENTWISE, inputs=inputs("indices", "depth?"),
+       attrs=(attr("depth", AttrKind.INT, 0, "required (>= 1) unless input `depth` is given"),
+              attr("dtype", AttrKind.DTYPE, DType.INT64),
               attr("axis", AttrKind.INT, -1, "position of the new dim in the output")),
        infer=_one_hot_infer,
        cost=lambda ctx: Flops(other=ctx.out_numel()),
        cost_doc="1 per output element (a comparison)", reference=_one_hot_ref,
        doc="1 where the new dim's position equals the index, else 0. Negative indices "
-           "count from depth (ONNX OneHot); indices out of range give an all-zero row.")
+           "count from depth (ONNX OneHot); indices out of range give an all-zero row. The "
+           "one-element input `depth` (ONNX OneHot, any numeric type, truncated to an "
+           "integer) overrides the attribute; when its value is not a known constant the "
+           "new dim is unknown.")
 
 
 def _non_zero_infer(ctx: OpContext) -> list[TensorType]:

@@ -188,6 +188,8 @@ def test_standard_functions_are_expanded_into_neutral_ops() -> None:
     assert coverage.fully_neutral
     assert coverage.mapped["Celu"] == 1  # Celu has its own mapping
     assert coverage.expanded["MeanVarianceNormalization"] == 1
+    sources = {n.provenance.source_op for n in model.graph.nodes}
+    assert sources == {"MeanVarianceNormalization", "Celu"}  # the ONNX node each came from
     feeds = {"x": RNG.standard_normal((2, 3, 4, 4)).astype(np.float32)}
     assert_close(run_model(model, feeds), ort_run(proto, feeds), rtol=1e-4, atol=1e-5)
 

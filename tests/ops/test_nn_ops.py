@@ -528,6 +528,49 @@ def test_avg_pool_reference(shape: tuple, kernel: tuple, stride: tuple, padding:
           fn(t(x), kernel, stride, padding, ceil_mode, count_include_pad))
 
 
+def _ort_node(op_type: str, feeds: dict[str, np.ndarray | None], opset: int, **attrs: Any
+              ) -> np.ndarray:
+    """Run one ONNX node in onnxruntime; every feed is a graph input (a run-time value),
+    None an omitted input."""
+    import onnxruntime
+    from onnx import helper
+
+    given = {name: a for name, a in feeds.items() if a is not None}
+    node = helper.make_node(op_type, [n if a is not None else "" for n, a in feeds.items()],
+                            ["y"], **attrs)
+    inputs = [helper.make_tensor_value_info(
+        name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for name, a in given.items()]
+    out = helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(
+        next(iter(given.values())).dtype), None)
+    model = helper.make_model(helper.make_graph([node], "g", inputs, [out]),
+                              opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8  # what the installed onnxruntime reads
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, given)[0])
+
+
+@pytest.mark.parametrize(("shape", "kernel", "stride", "padding", "dilation", "ceil_mode"),
+                         [c for c in _POOL_CASES if set(c[4]) != {1}] + [
+                             ((1, 2, 9, 10), (2, 3), (1, 2), (1, 2), (2, 3), False),
+                             ((1, 1, 7, 7, 8), (2, 2, 3), (2, 1, 2), (0, 1, 1), (3, 2, 2),
+                              True)])
+@pytest.mark.parametrize("count_include_pad", [True, False])
+def test_avg_pool_dilations_match_onnxruntime(shape: tuple, kernel: tuple, stride: tuple,
+                                              padding: tuple, dilation: tuple,
+                                              ceil_mode: bool, count_include_pad: bool) -> None:
+    x = randn(*shape)
+    attrs: dict[str, Any] = {"kernel": kernel, "strides": stride, "pads": padding * 2,
+                             "dilations": dilation, "ceil_mode": ceil_mode,
+                             "count_include_pad": count_include_pad}
+    expected = _ort_node("AveragePool", {"x": x}, 19, kernel_shape=kernel, strides=stride,
+                         pads=padding * 2, dilations=dilation, ceil_mode=int(ceil_mode),
+                         count_include_pad=int(count_include_pad))
+    got = run("avg_pool", x, **attrs)
+    assert infer("avg_pool", _type_of(x), **attrs) == _type_of(expected)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize(("shape", "out"), [((2, 3, 10), (4,)), ((1, 2, 7, 9), (3, 4)),
                                             ((1, 2, 8, 8), (1, 1)), ((1, 2, 5, 6, 7), (2, 4, 3)),
                                             ((1, 1, 3, 3), (5, 5))])
@@ -677,6 +720,41 @@ def test_resize_matches_onnxruntime(attrs: dict[str, Any]) -> None:
     expected = _onnx_resize(x, attrs)
     # onnxruntime interpolates in float32 in a different order than torch; 1e-5 holds
     np.testing.assert_allclose(run("resize", x, **attrs), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("which", "values", "full"), [
+    ("scales", (2.0, 0.5), False), ("scales", (1.5, 2.0), True), ("sizes", (9, 4), False),
+    ("sizes", (3, 11), True)])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_resize_inputs_match_onnxruntime(which: str, values: tuple, full: bool,
+                                         mode: str) -> None:
+    """scales / sizes as run-time inputs (per spatial dim, or per dim of x as ONNX gives
+    them); onnxruntime gets the same values as graph inputs."""
+    x = randn(1, 2, 5, 7)
+    dtype = np.float32 if which == "scales" else np.int64
+    lead = (1.0, 1.0) if which == "scales" else x.shape[:2]
+    onnx_values = np.array((*lead, *values), dtype)
+    attrs = {"mode": mode, "coordinate_transformation_mode": "half_pixel",
+             "nearest_mode": "round_prefer_floor"}
+    feeds: dict[str, np.ndarray | None] = {"x": x, "roi": None, "scales": onnx_values} \
+        if which == "scales" else {"x": x, "roi": None, "scales": None, "sizes": onnx_values}
+    expected = _ort_node("Resize", feeds, 13, **attrs)
+    given = onnx_values if full else onnx_values[2:]
+    arrays = [x, given] if which == "scales" else [x, None, given]
+    ours = {"mode": mode, "coordinate_mode": "half_pixel", "nearest_mode": "round_prefer_floor"}
+    np.testing.assert_allclose(run("resize", *arrays, **ours), expected, rtol=1e-5, atol=1e-5)
+    types = [_type_of(a) if a is not None else None for a in arrays]
+    assert infer("resize", *types, **ours) == f32(1, 2, None, None)  # values unknown
+
+
+def test_resize_input_errors() -> None:
+    scales = TensorType(F32, (4,))
+    with pytest.raises(OpError, match="exactly one"):
+        infer("resize", f32(1, 2, 5, 7), scales, sizes=(3, 3))
+    with pytest.raises(OpError, match="1-D float"):
+        infer("resize", f32(1, 2, 5, 7), TensorType(DType.INT64, (4,)))
+    with pytest.raises(OpError, match="batch or channel"):
+        run("resize", randn(1, 2, 5, 7), np.array([2, 1, 2, 2], np.float32))
 
 
 def test_resize_keeps_integer_dtype_for_nearest() -> None:

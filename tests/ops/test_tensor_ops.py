@@ -870,3 +870,244 @@ def test_every_op_is_documented() -> None:
     shape_ops = {"reshape", "squeeze", "unsqueeze", "flatten", "identity"}
     for name in shape_ops:
         assert registry.get(name).category is registry.Category.SHAPE
+
+
+# -- parameters given as tensor inputs (ONNX's form) ------------------------------------
+# Each op's optional input overrides the attribute of the same meaning; the oracle is onnx's
+# reference evaluator run on the same inputs. `run` treats every input as a known constant;
+# `shape(..., constants=[None, ...])` checks inference when the values are not known.
+
+_REDUCE_ONNX = {"reduce_sum": "ReduceSum", "reduce_mean": "ReduceMean",
+                "reduce_max": "ReduceMax", "reduce_min": "ReduceMin",
+                "reduce_prod": "ReduceProd", "reduce_l2": "ReduceL2",
+                "reduce_log_sum_exp": "ReduceLogSumExp"}
+
+
+@pytest.mark.parametrize("op", sorted(_REDUCE_ONNX))
+@pytest.mark.parametrize("axes, keepdims, noop", [
+    ((1,), True, False), ((0, -1), False, False), ((), False, False), ((), True, True),
+    ((2,), False, True)])
+def test_reduce_axes_input_matches_onnx(op: str, axes: tuple[int, ...], keepdims: bool,
+                                        noop: bool) -> None:
+    x = randn(2, 3, 4)
+    expected = onnx_ref(_REDUCE_ONNX[op], [x, ints(*axes)], keepdims=int(keepdims),
+                        noop_with_empty_axes=int(noop))[0]
+    attrs = {"keepdims": keepdims, "noop_with_empty_axes": noop}
+    np.testing.assert_allclose(run1(op, [x, ints(*axes)], attrs), expected, rtol=1e-5)
+    # the attribute form means the same
+    np.testing.assert_allclose(run1(op, [x], {**attrs, "axes": axes}), expected, rtol=1e-5)
+
+
+def test_reduce_infer_with_run_time_axes() -> None:
+    axes2 = tt(2, dtype=I64)
+    assert shape("reduce_sum", [tt(B, 1, 4), axes2], {"keepdims": True}) == (None, 1, None)
+    assert shape("reduce_sum", [tt(B, 3, 4), axes2]) == (None,)  # rank 3 - 2 axes
+    assert shape("reduce_sum", [tt(B, 3, 4), tt(None, dtype=I64)]) is None
+    assert shape("reduce_sum", [tt(B, 3, 4), tt(0, dtype=I64)]) == ()  # empty: all axes
+    assert shape("reduce_sum", [tt(B, 3, 4), tt(0, dtype=I64)],
+                 {"noop_with_empty_axes": True}) is None  # maybe all axes, maybe none
+    assert shape("reduce_sum", [tt(B, 3, 4), axes2], constants=[None, ints(0, 2)]) == (3,)
+    assert shape("reduce_max", [tt(B, 3)], {"noop_with_empty_axes": True}) == (B, 3)
+    assert flops("reduce_sum", [tt(2, 3, 4), axes2]) == 24
+    with pytest.raises(OpError, match="1-D integer"):
+        infer("reduce_sum", [tt(2, 3), tt(2)])
+
+
+@pytest.mark.parametrize("op, onnx_op, fill", [("reduce_max", "ReduceMax", -np.inf),
+                                               ("reduce_min", "ReduceMin", np.inf)])
+def test_reduce_max_min_of_nothing(op: str, onnx_op: str, fill: float) -> None:
+    x = np.zeros((2, 0, 4), np.float32)
+    expected = onnx_ref(onnx_op, [x, ints(1)], keepdims=1)[0]
+    got = run1(op, [x], {"axes": (1,), "keepdims": True})
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got, np.full((2, 1, 4), fill, np.float32))
+    info = np.iinfo(np.int32)
+    integer = run1(op, [x.astype(np.int32)], {"axes": (1,)})
+    assert (integer == (info.min if fill < 0 else info.max)).all() and integer.shape == (2, 4)
+
+
+@pytest.mark.parametrize("starts, ends, axes, steps", [
+    ((1,), (3,), (), ()), ((0, 1), (BIG, -1), (0, 1), ()), ((-1,), (-BIG,), (1,), (-1,)),
+    ((-100, 2), (100, 1), (2, 0), (3, -1)), ((3,), (1,), (1,), ())])
+def test_slice_inputs_match_onnx(starts: tuple[int, ...], ends: tuple[int, ...],
+                                 axes: tuple[int, ...], steps: tuple[int, ...]) -> None:
+    x = randn(4, 5, 6)
+    feeds = [x, ints(*starts), ints(*ends), ints(*axes) if axes else None,
+             ints(*steps) if steps else None]
+    expected = onnx_ref("Slice", feeds)[0]
+    np.testing.assert_array_equal(run1("slice", feeds), expected)
+    # mixed: bounds as inputs, axes and steps as attributes
+    attrs = {"axes": axes, "steps": steps}
+    np.testing.assert_array_equal(run1("slice", feeds[:3], attrs), expected)
+
+
+def test_slice_infer_with_run_time_bounds() -> None:
+    one = tt(1, dtype=I64)
+    unknown = [None] * 5
+    assert shape("slice", [tt(B, 5, 6), one, one], constants=unknown) == (None, 5, 6)
+    assert shape("slice", [tt(B, 5, 6), one, one], {"axes": (2,)}, unknown) == (B, 5, None)
+    assert shape("slice", [tt(B, 5, 6), one, one, one], constants=unknown) == (None,) * 3
+    assert shape("slice", [tt(B, 5, 6), one, one, one],
+                 constants=[None, ints(1), ints(3), ints(1)]) == (B, 2, 6)
+    assert shape("slice", [TensorType(F32, None), one, one]) is None
+    with pytest.raises(OpError, match="integer"):
+        infer("slice", [tt(2, 3), tt(1), one])
+
+
+@pytest.mark.parametrize("start, limit, delta, dtype", [
+    (0, 5, 1, np.int64), (10, 1, -3, np.int32), (1.0, 10.0, 2.5, np.float32),
+    (-1.5, 2.0, 0.5, np.float64), (3, 3, 1, np.int64)])
+def test_range_inputs_match_onnx(start: float, limit: float, delta: float,
+                                 dtype: type) -> None:
+    feeds = [np.array(v, dtype) for v in (start, limit, delta)]
+    expected = onnx_ref("Range", feeds)[0]
+    got = run1("range", feeds)
+    assert got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    scalar = tt(dtype=DType.from_numpy(np.dtype(dtype)))
+    assert infer("range", [scalar] * 3) == [TensorType(scalar.dtype, (None,))]
+    # an input next to attributes: start 0 (attribute), delta 1
+    np.testing.assert_array_equal(run1("range", [None, np.array(4)]), np.arange(4))
+
+
+def test_range_input_errors() -> None:
+    with pytest.raises(OpError, match="share a dtype"):
+        infer("range", [tt(dtype=I64), tt(dtype=F32)])
+    with pytest.raises(OpError, match="one-element"):
+        infer("range", [tt(2, dtype=I64)])
+    with pytest.raises(OpError, match="limit"):
+        infer("range", [], {"start": 0.0})
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad_inputs_match_onnx(mode: str) -> None:
+    x = randn(3, 4)
+    pads = ints(1, 0, 2, 3)
+    value = np.array(2.5, dtype=np.float32)
+    expected = onnx_ref("Pad", [x, pads, value], mode=mode)[0]
+    np.testing.assert_array_equal(run1("pad", [x, pads, value], {"mode": mode}), expected)
+    np.testing.assert_array_equal(run1("pad", [x, pads], {"mode": mode, "value": 2.5}),
+                                  expected)
+
+
+def test_pad_infer_with_run_time_pads() -> None:
+    assert shape("pad", [tt(B, 3), tt(4, dtype=I64)], constants=[None, None]) == (None, None)
+    assert shape("pad", [tt(B, 3), tt(4, dtype=I64)],
+                 constants=[None, ints(0, 1, 0, 2)]) == (B, 6)
+    with pytest.raises(OpError, match="one-element"):
+        infer("pad", [tt(2, 3), tt(4, dtype=I64), tt(2)])
+
+
+def test_tile_input_matches_onnx() -> None:
+    x = randn(2, 3)
+    expected = onnx_ref("Tile", [x, ints(2, 3)])[0]
+    np.testing.assert_array_equal(run1("tile", [x, ints(2, 3)]), expected)
+    assert shape("tile", [tt(B, 0, 3), tt(3, dtype=I64)]) == (None, 0, None)
+    with pytest.raises(OpError, match="repeats"):
+        run1("tile", [x, ints(2)])
+
+
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("k", [0, 2, -1])
+def test_trilu_k_input_matches_onnx(upper: bool, k: int) -> None:
+    x = randn(2, 4, 5)
+    expected = onnx_ref("Trilu", [x, np.array(k)], upper=int(upper))[0]
+    np.testing.assert_array_equal(run1("trilu", [x, np.array(k)], {"upper": upper}), expected)
+    assert infer("trilu", [tt(B, 4, 5), tt(dtype=I64)]) == [tt(B, 4, 5)]
+    with pytest.raises(OpError, match="one-element"):
+        infer("trilu", [tt(4, 5), tt(2, dtype=I64)])
+
+
+@pytest.mark.parametrize("op, onnx_op", [("cumsum", "CumSum"), ("cumprod", "CumProd")])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_scan_axis_input_matches_onnx(op: str, onnx_op: str, axis: int) -> None:
+    x = (rng.standard_normal((3, 4)) * 0.5 + 1).astype(np.float32)
+    for exclusive, reverse in ((0, 0), (1, 1)):
+        expected = onnx_ref(onnx_op, [x, np.array(axis)], exclusive=exclusive,
+                            reverse=reverse)[0]
+        got = run1(op, [x, np.array(axis, np.int32)],
+                   {"exclusive": bool(exclusive), "reverse": bool(reverse)})
+        np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert infer(op, [tt(B, S), tt(dtype=I64)]) == [tt(B, S)]
+    with pytest.raises(OpError, match="out of range"):
+        infer(op, [tt(B, S), tt(dtype=I64)], constants=[None, np.array(2)])
+
+
+@pytest.mark.parametrize("k", [0, 2, 5])
+def test_topk_k_input_matches_onnx(k: int) -> None:
+    x = rng.integers(0, 4, size=(3, 5)).astype(np.float32)
+    values, indices = onnx_ref("TopK", [x, ints(k)], outputs=2, axis=1)
+    got = run("topk", [x, ints(k)], {"axis": 1})
+    np.testing.assert_array_equal(got[0], values)
+    np.testing.assert_array_equal(got[1], indices)
+
+
+def test_topk_infer_with_run_time_k() -> None:
+    types = [tt(B, 10), tt(1, dtype=I64)]
+    assert infer("topk", types) == [tt(B, None), tt(B, None, dtype=I64)]
+    assert infer("topk", types, constants=[None, ints(3)]) == [tt(B, 3), tt(B, 3, dtype=I64)]
+    assert flops("topk", [tt(4, 10), tt(1, dtype=I64)]) == 0  # k unknown: not guessed
+    with pytest.raises(OpError, match="attribute k or input k"):
+        infer("topk", [tt(4, 10)])
+
+
+def test_split_sizes_input_matches_onnx() -> None:
+    x = randn(2, 7)
+    sizes = ints(3, 0, 4)
+    expected = onnx_ref("Split", [x, sizes], outputs=3, axis=1)
+    for got, want in zip(run("split", [x, sizes], {"axis": 1}), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    graph = _single_op_graph("split", [("x", tt(B, 7)), ("sizes", tt(3, dtype=I64))],
+                             {"axis": 1}, num_outputs=3)
+    assert [v.type for v in graph.outputs] == [tt(B, None)] * 3
+    for got, want in zip(run_graph(graph, {"x": x, "sizes": sizes}), expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(OpError, match="sizes"):
+        infer("split", [tt(2, 7)], {"axis": 1})
+
+
+@pytest.mark.parametrize("axes", [(1,), (-1, 0)])
+def test_squeeze_axes_input_matches_onnx(axes: tuple[int, ...]) -> None:
+    x = randn(1, 1, 3, 1)
+    expected = onnx_ref("Squeeze", [x, ints(*axes)])[0]
+    np.testing.assert_array_equal(run1("squeeze", [x, ints(*axes)]), expected)
+    assert shape("squeeze", [tt(1, B, 1), tt(len(axes), dtype=I64)]) == \
+        (None,) * (3 - len(axes))
+    assert shape("squeeze", [tt(1, B, 1), tt(None, dtype=I64)]) is None
+
+
+@pytest.mark.parametrize("axes", [(0,), (-1, 1), (3, 0)])
+def test_unsqueeze_axes_input_matches_onnx(axes: tuple[int, ...]) -> None:
+    x = randn(2, 3)
+    expected = onnx_ref("Unsqueeze", [x, ints(*axes)])[0]
+    np.testing.assert_array_equal(run1("unsqueeze", [x, ints(*axes)]), expected)
+    assert shape("unsqueeze", [tt(B, 3), tt(len(axes), dtype=I64)]) == \
+        (None,) * (2 + len(axes))
+    np.testing.assert_array_equal(run1("unsqueeze", [x, ints()]), x)  # nothing inserted
+    with pytest.raises(OpError, match="axes"):
+        infer("unsqueeze", [tt(2, 3)])
+
+
+@pytest.mark.parametrize("depth", [np.array(4), np.array(3.0, np.float32)])
+def test_one_hot_depth_input_matches_onnx(depth: np.ndarray) -> None:
+    indices = np.array([[0, 2, -1], [1, 5, -4]], dtype=np.int64)
+    expected = onnx_ref("OneHot", [indices, depth, np.array([0, 1], np.int64)], axis=1)[0]
+    np.testing.assert_array_equal(run1("one_hot", [indices, depth], {"axis": 1}), expected)
+    # a one-element vector (ONNX allows rank 1) means the same
+    np.testing.assert_array_equal(run1("one_hot", [indices, depth.reshape(1)], {"axis": 1}),
+                                  expected)
+    assert shape("one_hot", [tt(B, 3, dtype=I64), tt(dtype=I64)]) == (B, 3, None)
+    # a fractional depth is cast to int64 (truncated) as the ONNX spec says
+    assert run1("one_hot", [indices, np.array(3.7, np.float32)]).shape == (2, 3, 3)
+    with pytest.raises(OpError, match="depth"):
+        infer("one_hot", [tt(3, dtype=I64)])
+
+
+def test_ops_accept_unknown_rank_where_the_output_follows() -> None:
+    unknown = TensorType(F32, None)
+    assert shape("permute", [unknown], {"perm": (1, 0, 2)}) == (None, None, None)
+    assert shape("unsqueeze", [unknown], {"axes": (0,)}) is None
+    assert shape("slice", [unknown], {"starts": (0,), "ends": (1,)}) is None
+    graph = _single_op_graph("split", [("x", unknown)], {"axis": 0, "sizes": (1, 2)},
+                             num_outputs=2)
+    assert [v.type for v in graph.outputs] == [unknown, unknown]

@@ -108,13 +108,22 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
                 cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
                                   decompose=decompose, strict=strict)
             ir, stats = lower_capture(cap, weights=weights)
+            if cap.real_values:  # fx kept every activation for lowering: free them now
+                for cg in cap.graphs:
+                    for node in cg.gm.graph.nodes:
+                        node.meta.pop("val", None)
+                cap.real_values = False
         except Exception as exc:  # every failure is reported per method
             attempts.append((method, one_line(exc)))
             continue
         result = CaptureResult(ir, method, [], args, kwargs, cap, stats,
                                time.perf_counter() - start)
         opaque = result.opaque_count
-        attempts.append((method, "ok" if not opaque else f"ok, {opaque} opaque nodes"))
+        notes = [f"{opaque} opaque nodes"] if opaque else []
+        if "dynamo.uncaptured_inputs" in cap.metadata or "dynamo.uncaptured_outputs" in \
+                cap.metadata:
+            notes.append("incomplete: Dynamo ran part of forward as Python outside its graphs")
+        attempts.append((method, "ok" if not notes else "ok, " + "; ".join(notes)))
         if best is None or opaque < best.opaque_count:
             best = result
         if opaque == 0:

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from irbridge.dtypes import DType
-from irbridge.ir import Dim, Value
+from irbridge.ir import Value
 
 from ._util import to_dtype, to_torch_dtype
 from .lower import Deferred, Emitter, Sym, Unsupported
@@ -217,14 +217,6 @@ def _dims(value: Any, rank: int) -> tuple[int, ...]:
     return items if items else tuple(range(rank))
 
 
-def _identity(em: Emitter, x: Any) -> Any:
-    return em.value(x) if not isinstance(x, Value) else x
-
-
-def _is_float(dtype: DType) -> bool:
-    return dtype.is_float
-
-
 def _dummy(em: Emitter, x: Any) -> Any:
     if isinstance(x, Value):
         t = em.type(x)
@@ -265,11 +257,6 @@ def _compare(em: Emitter, op: str, a: Any, b: Any) -> Value:
 
 def _is_python_number(x: Any) -> bool:
     return isinstance(x, bool | int | float) and not isinstance(x, Value)
-
-
-def _python_fold(fn: Callable[..., Any], *xs: Any) -> Any:
-    """Constant-fold when every operand is a plain Python value."""
-    return fn(*xs)
 
 
 def _is_tensorish(x: Any) -> bool:
@@ -1166,8 +1153,10 @@ _aten_fn(aten.adaptive_max_pool2d.default)(_adaptive_max_fn(2))
 _aten_fn(aten.adaptive_max_pool3d.default)(_adaptive_max_fn(3))
 
 
-def resize(em: Emitter, x: Any, mode: str, output_size: Any, scale_factors: Any,
+def resize(em: Emitter, x: Any, mode: str, scale_factors: Any,
            align_corners: bool | None) -> Value:
+    """torch's interpolate. `scale_factors` only when torch maps coordinates with them
+    (else, and for integer factors, the output sizes say the same)."""
     xv = em.value(x)
     spatial = em.rank(xv) - 2
     attrs: dict[str, Any] = {}
@@ -1184,7 +1173,7 @@ def resize(em: Emitter, x: Any, mode: str, output_size: Any, scale_factors: Any,
         raise Unsupported(f"interpolation mode {mode!r}")
     out_shape = em.out_shape()
     in_shape = em.shape(xv)
-    if scale_factors is not None and output_size is None and not align_corners:
+    if scale_factors is not None and not align_corners:
         scales = _float_tuple(scale_factors, spatial)
         sizes = [in_shape[2 + i] for i in range(spatial)]
         exact = all(isinstance(s, int) and float(sc).is_integer() for s, sc in
@@ -1213,8 +1202,11 @@ def _upsample(mode: str, spatial: int, vec: bool) -> AtenFn:
         x = a["input"] if "input" in a else a["self"]
         align = a.get("align_corners")
         if vec:
-            return resize(em, x, mode, a["output_size"], a["scale_factors"], align)
-        return resize(em, x, mode, a["output_size"], None, align)
+            scales = a["scale_factors"] if a["output_size"] is None else None
+            return resize(em, x, mode, scales, align)
+        given = [a[k] for k in ("scales_d", "scales_h", "scales_w", "scales") if k in a]
+        use = given if given and all(g is not None for g in given) else None
+        return resize(em, x, mode, use, align)
     return fn
 
 
@@ -1468,17 +1460,24 @@ def _permute(em: Emitter, a: Args) -> Value:
     return em.op("permute", [x], perm=perm)
 
 
-@_aten_fn(aten.transpose.int, _op("transpose_copy", "int"), _op("swapaxes"))
+@_aten_fn(aten.transpose.int, _op("transpose_copy", "int"), _op("swapaxes"), _op("swapdims"))
 def _transpose(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
     rank = em.rank(x)
-    d0 = _axis(int(a.get("dim0", a.get("axis0")) or 0), rank)
-    d1 = _axis(int(a.get("dim1", a.get("axis1")) or 0), rank)
+    d0 = _axis(int(_first(a, "dim0", "axis0")), rank)
+    d1 = _axis(int(_first(a, "dim1", "axis1")), rank)
     if d0 == d1:
         return x
     perm = list(range(rank))
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return em.op("permute", [x], perm=tuple(perm))
+
+
+def _first(a: Args, *keys: str) -> Any:
+    for key in keys:
+        if a.get(key) is not None:
+            return a[key]
+    raise Unsupported(f"missing argument {keys[0]}")
 
 
 @_aten_fn(aten.unsqueeze.default, _op("unsqueeze_copy"))
@@ -1831,7 +1830,14 @@ def _slice_scatter(em: Emitter, a: Args) -> Value:
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
     if step != 1:
-        raise Unsupported("slice_scatter with a step")
+        # strided: scatter the rows start, start+step, ... of `dim`
+        src_shape = em.static_shape(src)
+        rows = np.arange(start, end, step, dtype=np.int64)
+        if len(rows) != src_shape[dim]:
+            raise Unsupported("slice_scatter source does not fit the slice")
+        index = rows.reshape([-1 if d == dim else 1 for d in range(rank)])
+        index = np.broadcast_to(index, src_shape).copy()
+        return em.op("scatter_elements", [x, em.const(index, DType.INT64), src], axis=dim)
     parts = []
     if start > 0:
         parts.append(em.op("slice", [x], starts=(0,), ends=(start,), axes=(dim,)))
@@ -1935,13 +1941,13 @@ def _arange(em: Emitter, a: Args) -> Value:
 
 
 def _symbolic_arange(em: Emitter, start: Any, end: Any, step: Any, out: DType) -> Value:
-    if not (isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1):
-        raise Unsupported("arange with symbolic start or step")
-    count = em.ints([end])
-    assert isinstance(count, Value)
-    ones = em.set_shape(em.op("expand", [em.scalar(1, DType.INT64), count]), em.out_shape())
-    idx = em.op("cumsum", [ones], axis=0, exclusive=True)
-    return em.cast(idx, out)
+    """arange with symbolic bounds: a `range` op fed by i64 scalars."""
+    bounds = [em.cast(em.value(v, DType.INT64), DType.INT64) if isinstance(v, Sym)
+              else em.scalar(v, DType.INT64) for v in (start, end, step)]
+    if any(isinstance(v, float) for v in (start, end, step)):
+        raise Unsupported("arange with symbolic and float bounds")
+    indices = em.set_shape(em.op("range", bounds), em.out_shape())
+    return em.cast(indices, out)
 
 
 @_aten_fn(aten.one_hot.default)
@@ -2526,11 +2532,10 @@ def _py_interpolate(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) 
     a = {n: _pick(args, kwargs, i, n) for i, n in enumerate(names)}
     if a["antialias"]:
         raise Unsupported("antialiased interpolation")
-    mode = a["mode"] or "nearest"
-    scale = a["scale_factor"] if not a["recompute_scale_factor"] else None
-    size = a["size"] if a["size"] is not None or scale is not None else True
-    return resize(em, a["input"], mode, size if a["size"] is not None else
-                  (None if scale is not None else True), scale, a["align_corners"])
+    # torch maps coordinates with the given scale_factor unless a size is given or the
+    # factor is recomputed from the sizes; `resize` takes the sizes from the output then
+    scale = None if a["size"] is not None or a["recompute_scale_factor"] else a["scale_factor"]
+    return resize(em, a["input"], a["mode"] or "nearest", scale, a["align_corners"])
 
 
 @_fn(F.embedding)
@@ -2625,12 +2630,15 @@ def _py_query(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     return _fold(em)
 
 
-@_fn(torch._C._set_grad_enabled, torch.autograd.grad_mode._enter_inference_mode if hasattr(
-    torch.autograd.grad_mode, "_enter_inference_mode") else torch._C._set_grad_enabled,
-    torch.autograd.grad_mode._exit_inference_mode if hasattr(
-        torch.autograd.grad_mode, "_exit_inference_mode") else torch._C._set_grad_enabled)
 def _py_grad_mode(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return None
+    return None  # autograd state does not change what the graph computes
+
+
+for _grad_fn in (torch._C._set_grad_enabled,
+                 getattr(torch.autograd.grad_mode, "_enter_inference_mode", None),
+                 getattr(torch.autograd.grad_mode, "_exit_inference_mode", None)):
+    if _grad_fn is not None:
+        FUNCTIONS[_grad_fn] = _py_grad_mode
 
 
 # -- modules (fx leaf modules) ------------------------------------------------------------
@@ -2797,7 +2805,8 @@ def _m_unflatten(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, A
 def _m_upsample(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if getattr(m, "recompute_scale_factor", None):
         raise Unsupported("recompute_scale_factor")
-    return resize(em, _input(args, kwargs), m.mode, m.size, m.scale_factor, m.align_corners)
+    scale = None if m.size is not None else m.scale_factor
+    return resize(em, _input(args, kwargs), m.mode, scale, m.align_corners)
 
 
 @_module(nn.Embedding)
@@ -2884,10 +2893,6 @@ _INPLACE_METHODS = {"add_", "sub_", "mul_", "div_", "relu_", "clamp_", "masked_f
                     "zero_", "fill_", "copy_", "sigmoid_", "tanh_"}
 
 
-def dims_of(em: Emitter, x: Value) -> tuple[Dim, ...]:
-    return em.shape(x)
-
-
 @_fn(F.hardtanh, F.hardtanh_)
 def _py_hardtanh(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     x = em.value(_pick(args, kwargs, 0, "input"))
@@ -2964,3 +2969,27 @@ def _diff(em: Emitter, a: Args) -> Value:
 
 
 _alias(torch.diff, aten.diff.default)
+_alias(torch.swapaxes, aten.swapaxes.default)
+_alias(torch.swapdims, aten.swapdims.default)
+_alias("swapaxes", aten.swapaxes.default)
+_alias("swapdims", aten.swapdims.default)
+
+
+def _register_torchvision() -> None:
+    """torchvision functions that fx leaves as calls (imported only if available)."""
+    try:
+        from torchvision.ops import stochastic_depth
+    except Exception:  # torchvision missing or broken: nothing to register
+        return
+
+    def _stochastic_depth(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        training = _pick(args, kwargs, 3, "training", True)
+        p = float(_pick(args, kwargs, 1, "p", 0.0))
+        if training and p > 0.0:
+            raise Unsupported("stochastic depth in training mode (random)")
+        return em.value(_pick(args, kwargs, 0, "input"))
+
+    FUNCTIONS[stochastic_depth] = _stochastic_depth
+
+
+_register_torchvision()

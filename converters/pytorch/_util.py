@@ -260,9 +260,12 @@ def tensor_leaves(value: Any) -> list[torch.Tensor]:
     return [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
 
 
-def describe_exception(exc: BaseException, limit: int = 300) -> str:
-    """One line: exception type and the first line of its message."""
+def describe_exception(exc: BaseException, limit: int = 240) -> str:
+    """One line: exception type and the first line (first sentence, if long) of its
+    message."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if len(text) > 160 and ". " in text:
+        text = text.split(". ")[0] + "."
     line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return line if len(line) <= limit else line[: limit - 3] + "..."
 

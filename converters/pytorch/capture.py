@@ -11,9 +11,10 @@ means, and how the eager model's outputs map onto graph outputs):
 * `export`  torch.export (non-strict by default), optionally decomposed to core ATen, with
             optional symbolic batch dimensions.
 
-Captures run with autograd enabled: under `torch.no_grad()` `nn.MultiheadAttention`
-switches to the fused `aten._native_multi_head_attention` fast path, which hides the
-attention's structure (the lowering still expands that op when it appears).
+Captures run under `torch.no_grad()` with the MHA fast path switched off: otherwise
+`nn.MultiheadAttention` under no_grad dispatches to the fused
+`aten._native_multi_head_attention`, which hides the attention's structure (the lowering
+still expands that op when it appears anyway).
 """
 
 from __future__ import annotations
@@ -105,9 +106,19 @@ def keep_buffers(model: torch.nn.Module) -> Iterator[None]:
 
 @contextlib.contextmanager
 def capture_mode() -> Iterator[None]:
-    """Grad enabled (see the module docstring), deterministic default dtype."""
-    with torch.enable_grad():
-        yield
+    """No autograd bookkeeping (less memory), but with the fused attention fast path of
+    nn.MultiheadAttention / nn.TransformerEncoderLayer switched off: under no_grad it
+    would otherwise replace the whole attention block by one fused op."""
+    mha = getattr(torch.backends, "mha", None)
+    previous = mha.get_fastpath_enabled() if mha is not None else None
+    try:
+        if mha is not None:
+            mha.set_fastpath_enabled(False)
+        with torch.no_grad():
+            yield
+    finally:
+        if mha is not None and previous is not None:
+            mha.set_fastpath_enabled(previous)
 
 
 def input_names(model: torch.nn.Module, args: tuple[Any, ...],
@@ -126,7 +137,7 @@ def input_names(model: torch.nn.Module, args: tuple[Any, ...],
         for path, leaf in leaves:
             if not isinstance(leaf, torch.Tensor) or id(leaf) in names:
                 continue
-            suffix = "".join(f"_{_key_text(k)}" for k in path)
+            suffix = "".join(f"_{key_text(k)}" for k in path)
             candidate = f"{name}{suffix}"
             while candidate in used:
                 candidate += "_"
@@ -135,7 +146,7 @@ def input_names(model: torch.nn.Module, args: tuple[Any, ...],
     return names
 
 
-def _key_text(key: Any) -> str:
+def key_text(key: Any) -> str:
     for attr in ("idx", "key", "name"):
         if hasattr(key, attr):
             return str(getattr(key, attr))
@@ -249,6 +260,10 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
                                  strict=strict)
         if decompose:
             ep = ep.run_decompositions()
+        elif _mutates_views(ep.graph_module):
+            # in-place updates of views (x[:, 0] += 1) write through to the base tensor;
+            # functionalizing (no decomposition) turns them into explicit scatters
+            ep = ep.run_decompositions({})
     gm = ep.graph_module
     names = input_names(model, args, kwargs)
     leaves = pytree.tree_leaves((args, dict(kwargs)))
@@ -295,6 +310,25 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
     capture.metadata["export.strict"] = str(strict)
     capture.metadata["export.decomposed"] = str(decompose)
     return capture
+
+
+def _mutates_views(gm: torch.fx.GraphModule) -> bool:
+    """Whether an ATen op writes into a tensor that another op produced as a view."""
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        schema_args = target._schema.arguments
+        if not (schema_args and schema_args[0].alias_info is not None
+                and schema_args[0].alias_info.is_write):
+            continue
+        base = node.args[0] if node.args else None
+        producer = base.target if isinstance(base, torch.fx.Node) else None
+        if isinstance(producer, torch._ops.OpOverload):
+            returns = producer._schema.returns
+            if returns and returns[0].alias_info is not None:
+                return True
+    return False
 
 
 def _dims_of(dynamic: DynamicSpec) -> list[tuple[int, str, int, int]]:

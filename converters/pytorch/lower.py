@@ -46,7 +46,6 @@ from ._util import (
     location_from_stack,
     make_tensor,
     python_scalar_dtype,
-    qualified_name,
     source_op,
     to_dtype,
 )
@@ -263,8 +262,7 @@ class GraphLowerer:
                 raise CaptureError(f"graph {self.index}: no tensor for {slot.role} "
                                    f"{slot.name!r}")
             # created on first use, so unused buffers (num_batches_tracked) stay out
-            return Deferred(lambda: self.graph.add_parameter(
-                self.owner.tensor(slot.name, source)))
+            return Deferred(lambda: self.parameter(self.owner.tensor(slot.name, source)))
         if slot.role in ("input", "link", "external"):
             if isinstance(meta, torch.Tensor) or isinstance(slot.value, torch.Tensor):
                 base = meta if isinstance(meta, torch.Tensor) else slot.value
@@ -286,6 +284,17 @@ class GraphLowerer:
             return int(slot.value) if isinstance(slot.value, int | torch.SymInt) else slot.value
         return slot.value  # unused or specialised Python value
 
+    def parameter(self, tensor: Tensor) -> Value:
+        """The graph value of a model tensor. Its name must be the tensor's: an op output
+        that took the name first is renamed out of the way."""
+        existing = self.graph.values.get(tensor.name)
+        if existing is not None and existing.tensor is not tensor:
+            new_name = self.graph.unique_name(f"{tensor.name}_value")
+            del self.graph.values[tensor.name]
+            existing.name = new_name
+            self.graph.values[new_name] = existing
+        return self.graph.add_parameter(tensor)
+
     def _link_name(self, slot: Slot, fallback: str) -> str:
         assert slot.link is not None
         graphs = self.owner.model.graphs
@@ -294,11 +303,16 @@ class GraphLowerer:
         return fallback
 
     def _structured_input(self, name: str, value: Any) -> Any:
-        leaves, spec = pytree.tree_flatten(value)
+        """A forward argument holding tensors in tuples/lists/dicts: one graph input per
+        tensor, named like capture.input_names does (x_0, x_1, x_key)."""
+        from .capture import key_text
+
+        leaves, spec = pytree.tree_flatten_with_path(value)
         mapped = []
-        for i, leaf in enumerate(leaves):
+        for path, leaf in leaves:
             if isinstance(leaf, torch.Tensor):
-                mapped.append(self.graph.add_input(self.graph.unique_name(f"{name}_{i}"),
+                leaf_name = name + "".join(f"_{key_text(k)}" for k in path)
+                mapped.append(self.graph.add_input(self.graph.unique_name(leaf_name),
                                                    self.owner.type_of(leaf)))
             else:
                 mapped.append(leaf)
@@ -355,13 +369,19 @@ class GraphLowerer:
             return self._get_attr(node, gm)
         em = Emitter(self, node, self.provenance(node, gm), gm)
         handler = H.lookup(node, gm)
+        mark = len(self.graph.nodes)
         try:
             if handler is None:
                 raise Unsupported("no table entry")
             args, kwargs = self.map_args(node)
             result = handler(em, args, kwargs)
         except Unsupported as exc:
+            self._rollback(mark)
             result = self.fallback(em, str(exc))
+        except (IrbridgeError, TypeError, ValueError, KeyError, IndexError) as exc:
+            # a case the handler did not foresee: never lose the op, fall back instead
+            self._rollback(mark)
+            result = self.fallback(em, f"handler failed: {type(exc).__name__}: {exc}")
         self.refine_types(node, result)
         if self.parent is None:
             self.owner.stats.node_values[(self.index, node.name)] = [
@@ -371,6 +391,13 @@ class GraphLowerer:
         if mutated is not None and isinstance(result, Value):
             self.env[mutated] = result  # later readers of the input see the new value
         return result
+
+    def _rollback(self, mark: int) -> None:
+        """Remove the nodes a failed handler emitted (newest first)."""
+        for ir_node in reversed(self.graph.nodes[mark:]):
+            if any(out.uses or out in self.graph.outputs for out in ir_node.outputs):
+                continue
+            self.graph.remove_node(ir_node)
 
     def _get_attr(self, node: torch.fx.Node, gm: torch.fx.GraphModule) -> Any:
         obj: Any = gm
@@ -382,7 +409,7 @@ class GraphLowerer:
             if obj.numel() <= 16 and has_data(obj) and id(obj) not in known:
                 em = Emitter(self, node, self.provenance(node, gm), gm)
                 return em.const_tensor(obj)
-            return self.graph.add_parameter(self.owner.tensor(name, obj))
+            return self.parameter(self.owner.tensor(name, obj))
         return obj
 
     def map_args(self, node: torch.fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -486,7 +513,7 @@ class GraphLowerer:
             for pname in param_names:
                 tensor = named[pname]
                 root_name = self._root_name(tensor, prefix + pname)
-                inputs.append(self.graph.add_parameter(self.owner.tensor(root_name, tensor)))
+                inputs.append(self.parameter(self.owner.tensor(root_name, tensor)))
                 examples.append(self._concrete(tensor))
         count = len(examples) - len(param_names)
 
@@ -509,7 +536,9 @@ class GraphLowerer:
             decompositions = core_aten_decompositions()
         try:
             with _quiet():
-                sub = make_fx(fn, decomposition_table=decompositions,
+                # functionalized: in-place updates of views (mask[a:b] = v) become
+                # slice_scatter & co., and input mutations come back as trailing copy_
+                sub = make_fx(torch.func.functionalize(fn), decomposition_table=decompositions,
                               tracing_mode="real")(*examples)
         except Exception as exc:
             raise _RetraceFailed(type(exc).__name__ + ": " + str(exc).splitlines()[0]
@@ -531,7 +560,12 @@ class GraphLowerer:
                                                lambda n: nested.resolve(nested.env[n]))
                 break
             nested.env[sub_node] = nested.lower_node(sub_node, sub)
-        # In-place results of the re-traced region keep the node's output structure.
+        # inputs the op updated in place: later readers of those fx nodes see new values
+        tensor_leaves = [leaf for leaf, slot in zip(flat, slots, strict=True) if slot is not None]
+        for ph, leaf, before in zip(placeholders, tensor_leaves, inputs, strict=False):
+            after = nested.resolve(nested.env[ph])
+            if isinstance(leaf, torch.fx.Node) and isinstance(after, Value) and after is not before:
+                self.env[leaf] = after
         return result
 
     def inline(self, sub: torch.fx.GraphModule, args: Sequence[Any]) -> Any:
@@ -795,7 +829,7 @@ class Emitter:
         return self.const(tensor_to_numpy(t), to_dtype(t.dtype))
 
     def param(self, name: str, t: torch.Tensor) -> Value:
-        return self.graph.add_parameter(self.lowerer.owner.tensor(name, t))
+        return self.lowerer.parameter(self.lowerer.owner.tensor(name, t))
 
     def scalar(self, value: float | int | bool, dtype: DType) -> Value:
         return self.const(np.asarray(value).astype(dtype.numpy), dtype)
@@ -884,13 +918,10 @@ class Emitter:
 
 
 def lower_capture(capture: Capture, *, weights: bool = True) -> tuple[Model, LoweringStats]:
+    """Lower every captured graph into one irbridge Model."""
     lowerer = ModelLowerer(capture, weights=weights)
-    try:
-        model = lowerer.lower()
-    except IrbridgeError:
-        raise
-    return model, lowerer.stats
+    return lowerer.lower(), lowerer.stats
 
 
 __all__ = ["Deferred", "Emitter", "GraphLowerer", "LoweringStats", "ModelLowerer", "Sym",
-           "Unsupported", "example_value", "lower_capture", "qualified_name"]
+           "Unsupported", "example_value", "lower_capture"]

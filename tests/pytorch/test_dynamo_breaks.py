@@ -88,6 +88,7 @@ def test_loop_with_break_reports_what_runs_outside_graphs() -> None:
     paths = [n.provenance.module_path for _, n in ir.all_nodes() if n.op == "linear"]
     assert "blocks.0.a" in paths and "blocks.1.b" in paths
     assert "dynamo.uncaptured_inputs" in ir.metadata
+    assert result.attempts[0][1].startswith("ok, incomplete")
     report = verify(result, model)
     assert not report.passed
     assert "no data fed" in report.error

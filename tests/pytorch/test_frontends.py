@@ -58,3 +58,46 @@ def test_weights_false_gives_shape_only_tensors() -> None:
     assert result.model.is_shape_only
     assert all(t.data is None for t in result.model.tensors.values())
     assert result.model.parameter_count() == sum(p.numel() for p in model.parameters())
+
+
+class Nested(torch.nn.Module):
+    """Tensors inside tuples and dicts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(4))
+
+    def forward(self, pair: tuple[torch.Tensor, torch.Tensor],
+                extra: dict[str, torch.Tensor]) -> torch.Tensor:
+        a, b = pair
+        return a * 2 + b * self.weight + extra["k"]
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_nested_inputs_get_one_graph_input_per_tensor(frontend: str) -> None:
+    torch.manual_seed(0)
+    model = Nested()
+    args = ((torch.randn(3, 4), torch.randn(3, 4)),)
+    result = capture(model, args, {"extra": {"k": torch.randn(4)}}, frontend=frontend)
+    assert [v.name for v in result.model.graphs[0].inputs] == ["pair_0", "pair_1", "extra_k"]
+    check(result, model)
+
+
+class ViewUpdates(torch.nn.Module):
+    """In-place updates through views write into the base tensor."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = x * 2
+        y[:, 1:3] += 5
+        z = torch.zeros(4, 6)
+        z[1:3, 2:4] = x[:2, :2]
+        y[:, 0] = 7.0
+        y[:, 3::2] = -1.0
+        return y + 1, z
+
+
+@pytest.mark.parametrize("frontend", ["export", "dynamo"])
+def test_in_place_updates_of_views(frontend: str) -> None:
+    model = ViewUpdates()
+    result = capture(model, (torch.randn(4, 6),), frontend=frontend)
+    check(result, model)

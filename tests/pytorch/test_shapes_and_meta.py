@@ -105,3 +105,20 @@ def test_export_of_keyword_model_with_strict() -> None:
     result = capture(model, args, kwargs, frontend="export", strict=True)
     assert result.model.metadata["export.strict"] == "True"
     check(result, model)
+
+
+class Positions(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(x.shape[0], dtype=torch.float32)
+        return x.reshape(x.shape[0], -1) + pos[:, None]
+
+
+def test_sizes_of_a_symbolic_batch_are_computed_at_run_time() -> None:
+    model = Positions()
+    result = capture(model, (torch.randn(4, 3, 2),), frontend="export",
+                     dynamic={"batch": (2, 16)})
+    ops = [n.op for n in result.model.graph.nodes]
+    assert "shape_of" in ops and "range" in ops
+    check(result, model)
+    got = run_all_graphs(result.model, {"x": np.zeros((6, 3, 2), dtype=np.float32)})[0][0]
+    np.testing.assert_array_equal(got[:, 0], np.arange(6, dtype=np.float32))

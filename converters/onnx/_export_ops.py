@@ -322,7 +322,12 @@ register("prelu", _prelu, "PRelu")
 def _where(e: NodeEmit) -> None:
     dtype = e.out_dtype()
     cond = e.as_dtype(0, DType.BOOL)
-    e.out("Where", [cond, e.as_dtype(1, dtype), e.as_dtype(2, dtype)])
+    a, b = e.as_dtype(1, dtype), e.as_dtype(2, dtype)
+    if dtype is DType.BOOL:  # onnxruntime has no boolean Where kernel: (c and a) or (!c and b)
+        not_cond = e.one("Not", [cond])
+        e.out("Or", [e.one("And", [cond, a]), e.one("And", [not_cond, b])])
+        return
+    e.out("Where", [cond, a, b])
 
 
 register("where", _where, "Where")
@@ -532,6 +537,11 @@ def _reduce(onnx_op: str) -> Emitter:
             return
         if not a["axes"] and a["noop_with_empty_axes"]:  # no reduction: sqrt(x^2) or x
             e.out("Abs" if onnx_op == "ReduceL2" else "Identity", [e.input(0)])
+            return
+        if e.in_dtype(0) is DType.BOOL and onnx_op in ("ReduceMin", "ReduceMax"):
+            # all / any: onnxruntime reduces no booleans, so reduce int32 and cast back
+            wide = _reduce_op(e, onnx_op, e.as_dtype(0, DType.INT32), a["axes"], a["keepdims"])
+            e.out("Cast", [wide], to=dtype_to_onnx(DType.BOOL))
             return
         _reduce_op(e, onnx_op, e.input(0), a["axes"], a["keepdims"], e.outs[0])
     return emit

@@ -34,6 +34,7 @@ class Sym:
     dtype: DType
     shape: Shape
     const: np.ndarray | None = field(default=None, repr=False)
+    weight: bool = False  # a model tensor (folding leaves weights and their uses alone)
 
     @property
     def type(self) -> str:
@@ -274,11 +275,13 @@ class Emitter:
     def add_scalar(self, x: Sym, value: float) -> Sym:
         return self.add(x, self.splat(value, x.dtype, x.shape))
 
-    def compare(self, direction: str, a: Sym, b: Sym) -> Sym:
+    def compare(self, direction: str, a: Sym, b: Sym, total_order: bool = False) -> Sym:
         common = a.dtype if a.dtype == b.dtype else _promote(a.dtype, b.dtype)
         a, b = self.to_common([a, b], common)
+        kind = ", compare_type = #stablehlo<comparison_type TOTALORDER>" if total_order else ""
         return self.op("stablehlo.compare", [a, b], DType.BOOL, a.shape,
-                       f"comparison_direction = #stablehlo<comparison_direction {direction}>")
+                       f"comparison_direction = #stablehlo<comparison_direction {direction}>"
+                       + kind)
 
     def select(self, pred: Sym, a: Sym, b: Sym) -> Sym:
         dtype = a.dtype if a.dtype == b.dtype else _promote(a.dtype, b.dtype)
@@ -389,10 +392,15 @@ class Emitter:
 
 
 def _all_equal(array: np.ndarray) -> bool:
-    flat = array.reshape(-1)
+    """Whether every element has the same bits (a splat); a sample rejects most weights
+    before the full scan."""
+    flat = np.ascontiguousarray(array).reshape(-1)
     if flat.size == 0:
         return True
     raw = flat.view(np.uint8).reshape(flat.size, -1) if flat.dtype.kind != "b" else flat
+    sample = raw[:: max(1, flat.size // 64)]
+    if not np.all(sample == raw[0]):
+        return False
     return bool(np.all(raw == raw[0]))
 
 

@@ -22,7 +22,6 @@ from irbridge.ir import Node
 from irbridge.ops.nn import _resize_taps, _Window
 
 from ._emitter import Emitter, Shape, Sym, TypeSpec, identity_of, int_list, ints, padding_attr
-from ._mlir import float_attr
 
 
 class Unsupported(Exception):
@@ -432,12 +431,14 @@ def _conv_transpose(lw: Lowering) -> list[Sym]:
 
 @lowers("batch_norm")
 def _batch_norm(lw: Lowering) -> list[Sym]:
+    """(x - mean) / sqrt(var + eps) * scale + bias, folded per channel as the reference
+    does (the reference interpreter has no batch_norm_inference)."""
     em, dtype = lw.em, lw.out_dtype
-    args = [em.convert(lw.x(i), dtype) for i in range(5)]
-    if not dtype.is_float or dtype in (DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2):
-        raise Unsupported(f"batch_norm_inference needs a float type, got {dtype.short}")
-    return [em.op("stablehlo.batch_norm_inference", args, dtype, args[0].shape,
-                  f"epsilon = {float_attr(lw.attrs['epsilon'])}, feature_index = 1 : i64")]
+    x, scale, bias, mean, var = (em.convert(lw.x(i), dtype) for i in range(5))
+    a = em.div(scale, em.unary("stablehlo.sqrt", em.add_scalar(var, lw.attrs["epsilon"])))
+    shift = em.sub(bias, em.mul(mean, a))
+    return [em.add(em.mul(x, em.broadcast_in_dim(a, x.shape, [1])),
+                   em.broadcast_in_dim(shift, x.shape, [1]))]
 
 
 # -- normalisation and softmax -----------------------------------------------------------------
@@ -508,6 +509,8 @@ def _softmax(lw: Lowering) -> list[Sym]:
 
 def _reduce_axes(lw: Lowering, x: Sym) -> list[int]:
     axes = lw.attrs["axes"]
+    if not axes and lw.attrs.get("noop_with_empty_axes", False):
+        return []
     return sorted({_axis(a, x.rank) for a in axes}) if axes else list(range(x.rank))
 
 
@@ -638,14 +641,14 @@ def _avg_pool(lw: Lowering) -> list[Sym]:
     x = _wide(em, x0)
     window, padding = _pool_geometry(lw, x)
     total = em.reduce_window(x, "add", [1, 1, *window.kernel], [1, 1, *window.strides],  # type: ignore[list-item]
-                             padding)
-    divisor = np.ones(())
+                             padding, [1, 1, *window.dilations])
+    divisor = np.ones(())  # the window taps inside the padded input (or the input)
     for axis, size in enumerate(x.shape[2:]):
         start = np.arange(total.shape[2 + axis]) * window.strides[axis] - window.begins[axis]
-        end = np.minimum(start + lw.attrs["kernel"][axis], size + window.ends[axis])
-        if not lw.attrs["count_include_pad"]:
-            start, end = np.maximum(start, 0), np.minimum(end, size)
-        divisor = np.multiply.outer(divisor, end - start)
+        taps = start[:, None] + window.dilations[axis] * np.arange(lw.attrs["kernel"][axis])
+        low, high = (-window.begins[axis], size + window.ends[axis]) \
+            if lw.attrs["count_include_pad"] else (0, size)
+        divisor = np.multiply.outer(divisor, ((taps >= low) & (taps < high)).sum(axis=1))
     div = em.const(np.asarray(divisor, dtype=x.dtype.numpy), x.dtype)
     div = em.broadcast_in_dim(div, total.shape, range(2, total.rank)) if div.rank else \
         em.broadcast(div, total.shape)
@@ -872,8 +875,8 @@ def _scatter_elements(lw: Lowering) -> list[Sym]:
                   f"scatter_dims_to_operand_dims = {int_list([axis])}, index_vector_dim = {r}")
     else:  # full coordinates: iotas for the other dims, the indices for `axis`
         column = (*idx.shape, 1)
-        parts = [em.reshape(idx, column) if d == axis else
-                 em.reshape(em.iota(idx.dtype, idx.shape, d), column) for d in range(r)]
+        parts = [em.reshape(idx, column) if d == axis else em.iota(idx.dtype, column, d)
+                 for d in range(r)]
         idx = em.concat(parts, r)
         fields = (f"inserted_window_dims = {int_list(range(r))}, "
                   f"scatter_dims_to_operand_dims = {int_list(range(r))}, index_vector_dim = {r}")
@@ -912,18 +915,9 @@ def _sort(em: Emitter, x: Sym, axis: int, descending: bool) -> tuple[Sym, Sym]:
     index = em.iota(DType.INT64, x.shape, axis)
     region = em.region([(x.dtype, ()), (x.dtype, ()), (DType.INT64, ()), (DType.INT64, ())])
     with region as (a, b, _, _):
-        if x.dtype.is_float:  # NaN sorts as the largest value (numpy)
-            a_nan, b_nan = em.compare("NE", a, a), em.compare("NE", b, b)
-            first, second = (a, b) if descending else (b, a)
-            first_nan, second_nan = (a_nan, b_nan) if descending else (b_nan, a_nan)
-            ordered = em.compare("GT", first, second)
-            ordered = em.binary("stablehlo.and", ordered,
-                                em.unary("stablehlo.not", second_nan), DType.BOOL)
-            nan_first = em.binary("stablehlo.and", first_nan,
-                                  em.unary("stablehlo.not", second_nan), DType.BOOL)
-            em.ret([em.binary("stablehlo.or", ordered, nan_first, DType.BOOL)])
-        else:
-            em.ret([em.compare("GT" if descending else "LT", a, b)])
+        # floats compare in total order: NaN sorts as the largest value (numpy)
+        em.ret([em.compare("GT" if descending else "LT", a, b,
+                           total_order=x.dtype.is_float)])
     values, indices = em.emit("stablehlo.sort", [x, index],
                               [(x.dtype, x.shape), (DType.INT64, x.shape)],
                               f"dimension = {axis} : i64, is_stable = true", [region.text])

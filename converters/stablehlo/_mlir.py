@@ -8,6 +8,7 @@ interpreter); no other module of irbridge imports them.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 
@@ -123,9 +124,9 @@ class RankedType:
 
 def ranked_type(t: ir.Type) -> RankedType | None:
     """A tensor type as (dtype, dims), or None for a non-tensor or unranked type."""
-    if not ir.RankedTensorType.isinstance(t):
+    if not isinstance(t, ir.RankedTensorType):
         return None
-    rt = ir.RankedTensorType(t)
+    rt = t
     dims = tuple(None if rt.is_dynamic_dim(i) else int(rt.get_dim_size(i))
                  for i in range(rt.rank))
     element = str(rt.element_type)
@@ -144,7 +145,7 @@ def splat_literal(value: object, dtype: DType) -> str:
     if dtype.is_integer:
         return str(int(value))  # type: ignore[call-overload]
     if dtype in (DType.COMPLEX64, DType.COMPLEX128):
-        c = complex(value)  # type: ignore[arg-type]
+        c = complex(value)  # type: ignore[call-overload]
         return f"({float_literal(c.real)}, {float_literal(c.imag)})"
     array = np.asarray(value).astype(dtype.numpy)
     bits = int(array.view(_UINT_OF_SIZE[dtype.itemsize]))
@@ -191,6 +192,8 @@ def attr_to_array(attr: ir.Attribute, rt: RankedType) -> np.ndarray:
         raise ValueError(f"element type {rt.element} has no irbridge dtype")
     dtype = rt.dtype
     shape = rt.static_shape()
+    if dtype in (DType.COMPLEX64, DType.COMPLEX128):
+        return _array_from_text(str(attr), dtype, shape)
     dense = ir.DenseElementsAttr(attr)
     if dense.is_splat:
         return np.full(shape, _scalar(dense.get_splat_value(), dtype), dtype=dtype.numpy)
@@ -198,23 +201,48 @@ def attr_to_array(attr: ir.Attribute, rt: RankedType) -> np.ndarray:
         return np.array(ir.DenseFPElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
     if dtype.is_integer or dtype is DType.BOOL:
         return np.array(ir.DenseIntElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
-    values = [_scalar(dense[i], dtype) for i in range(len(dense))]  # bf16, fp8, complex
-    return np.array(values, dtype=np.float64 if dtype.is_float else dtype.numpy) \
-        .astype(dtype.numpy).reshape(shape)
+    return _array_from_text(str(attr), dtype, shape)  # bf16, fp8, complex: no buffer access
+
+
+def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+    """Read a printed dense attribute: dense<"0xHEX"> (raw little-endian data) or nested
+    lists of literals (hex literals are bit patterns)."""
+    begin = text.index("dense<") + len("dense<")
+    body = text[begin:text.index(">", begin)]
+    hexed = re.match(r'\s*"0x([0-9A-Fa-f]*)"', body)
+    if hexed:
+        raw = bytes.fromhex(hexed[1])
+        return np.frombuffer(raw, dtype=dtype.numpy).reshape(shape).copy()
+    tokens = re.findall(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+\.?\d*(?:[eE][-+]?\d+)?)", body)
+    if dtype in (DType.COMPLEX64, DType.COMPLEX128):
+        parts = [float(v) for v in tokens]
+        array = np.array([complex(a, b) for a, b in zip(parts[::2], parts[1::2], strict=True)])
+    else:
+        values = []
+        for token in tokens:
+            if token.startswith("0x"):
+                bits = np.array(int(token, 16), dtype=_UINT_OF_SIZE[dtype.itemsize])
+                values.append(float(bits.view(dtype.numpy).astype(np.float64)))
+            else:
+                values.append(float(token))
+        array = np.array(values, dtype=np.float64)
+    if array.size == 1 and int(np.prod(shape)) != 1:  # a splat
+        array = np.full(shape, array[0])
+    return array.astype(dtype.numpy).reshape(shape)
 
 
 def _scalar(attr: ir.Attribute, dtype: DType) -> object:
-    if ir.IntegerAttr.isinstance(attr):
-        value = ir.IntegerAttr(attr).value
+    if isinstance(attr, ir.IntegerAttr):
+        value = attr.value
         if dtype is DType.BOOL:
             return bool(value)
         if dtype.name.startswith("UINT") and value < 0:
             return value + (1 << (8 * dtype.itemsize))
         return value
-    if ir.FloatAttr.isinstance(attr):
-        return ir.FloatAttr(attr).value
-    if ir.BoolAttr.isinstance(attr):
-        return ir.BoolAttr(attr).value
+    if isinstance(attr, ir.FloatAttr):
+        return attr.value
+    if isinstance(attr, ir.BoolAttr):
+        return attr.value
     text = str(attr)  # complex: (re, im) : complex<f32>
     match = re.match(r"\(([^,]+),\s*([^)]+)\)", text)
     if match:
@@ -226,7 +254,7 @@ def _scalar(attr: ir.Attribute, dtype: DType) -> object:
 
 def escape(text: str) -> str:
     """An MLIR string literal body: quotes, backslashes and control characters escaped."""
-    out = []
+    out: list[str] = []
     for ch in text:
         if ch in ('"', "\\") or ord(ch) < 0x20 or ord(ch) == 0x7F:
             out.extend(f"\\{b:02X}" for b in ch.encode("utf-8"))
@@ -286,10 +314,8 @@ class _LocParser:
         self.text, self.pos, self.info = text, 0, info
 
     def parse(self) -> None:
-        try:
-            self._loc()
-        except (IndexError, ValueError):
-            pass  # a location we cannot read only loses provenance
+        with contextlib.suppress(IndexError, ValueError):  # an unreadable location only
+            self._loc()                                     # loses provenance
 
     def _skip(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos] in " \t\n":

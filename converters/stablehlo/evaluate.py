@@ -49,6 +49,31 @@ def load_module(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Mod
                                   f"{diagnostics_line(exc)}") from exc
 
 
+INTERPRETER_UNSUPPORTED = frozenset({
+    "stablehlo.batch_norm_grad", "stablehlo.batch_norm_inference",
+    "stablehlo.batch_norm_training", "stablehlo.broadcast", "stablehlo.cholesky",
+    "stablehlo.custom_call", "stablehlo.dot", "stablehlo.dynamic_conv",
+    "stablehlo.dynamic_gather", "stablehlo.einsum", "stablehlo.unary_einsum", "stablehlo.fft",
+    "stablehlo.rng", "stablehlo.rng_bit_generator", "stablehlo.torch_index_select"})
+"""Ops the reference interpreter aborts the whole process on (probed with this build):
+`evaluate` refuses modules holding them, or ops of dialects other than func and stablehlo."""
+
+
+def unsupported_ops(module: ir.Module) -> list[str]:
+    """Ops of `module` the reference interpreter cannot run."""
+    found: set[str] = set()
+
+    def visit(op: ir.Operation) -> ir.WalkResult:
+        name = op.name
+        dialect = name.split(".", 1)[0]
+        if name in INTERPRETER_UNSUPPORTED or dialect not in ("builtin", "func", "stablehlo"):
+            found.add(name)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return sorted(found)
+
+
 def evaluate(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Module,
              inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Evaluate `@main` of a StableHLO module on `inputs` (one array per argument, in
@@ -56,6 +81,10 @@ def evaluate(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Module
     StableHLO reference interpreter; returns one array per result."""
     ctx, module = load_module(source)
     with ctx, ir.Location.unknown():
+        bad = unsupported_ops(module)
+        if bad:
+            raise ExportError(f"the StableHLO reference interpreter cannot run {', '.join(bad)} "
+                              "(it would abort the process)")
         main = _main(module)
         arg_types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
                          .inputs)
@@ -97,4 +126,4 @@ def _main(module: ir.Module) -> ir.Operation:
     raise ExportError("the module has no @main function")
 
 
-__all__ = ["evaluate", "load_module"]
+__all__ = ["INTERPRETER_UNSUPPORTED", "evaluate", "load_module", "unsupported_ops"]

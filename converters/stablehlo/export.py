@@ -16,6 +16,7 @@ Graph inputs are named by their block-argument locations (`loc("x")`), outputs b
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 import time
@@ -55,6 +56,30 @@ _DECOMPOSE_FIRST = frozenset({"gemm", "attention", "embedding", "adaptive_avg_po
 _FOLDED = frozenset({"constant", "full", "range", "shape_of"})
 """Ops whose value is fixed at export time (static shapes): written as constants."""
 
+FOLD_LIMIT = 4096
+"""Nodes whose inputs are all constants and whose outputs hold at most this many elements
+(shape arithmetic, index tables) are evaluated at export time and written as constants."""
+
+_SMALL_WEIGHT = 64
+"""Model tensors up to this size count as constants for folding (axes, shapes and other
+parameters stored as initializers); larger ones are weights, kept as they are."""
+
+_OVERRIDES: dict[str, dict[int, tuple[str, str]]] = {
+    # op: {input index: (attribute, kind)}: ONNX-style inputs that replace an attribute
+    "cumsum": {1: ("axis", "int")}, "cumprod": {1: ("axis", "int")},
+    **{op: {1: ("axes", "ints")} for op in ("reduce_sum", "reduce_mean", "reduce_max",
+                                            "reduce_min", "reduce_prod", "reduce_l2",
+                                            "reduce_log_sum_exp")},
+    "pad": {1: ("pads", "ints"), 2: ("value", "float")},
+    "resize": {1: ("scales", "floats"), 2: ("sizes", "ints")},
+    "slice": {1: ("starts", "ints"), 2: ("ends", "ints"), 3: ("axes", "ints"),
+              4: ("steps", "ints")},
+    "split": {1: ("sizes", "ints")}, "tile": {1: ("repeats", "ints")},
+    "trilu": {1: ("k", "int")}, "topk": {1: ("k", "int")}, "one_hot": {1: ("depth", "int")},
+}
+"""The shape-only inputs (squeeze, unsqueeze, reshape, expand) need no entry: those
+lowerings take the static output type."""
+
 
 @dataclass
 class ExportedModule:
@@ -75,7 +100,12 @@ class ExportedModule:
         version = check_target_version(target_version)
         with self.context:
             try:
-                return bytes(_stablehlo.serialize_portable_artifact(self.module, version))
+                # serialize_portable_artifact(module) legalizes the module to VHLO in
+                # place; going through bytecode leaves this module as it is
+                buffer = io.BytesIO()
+                self.module.operation.write_bytecode(buffer)
+                return bytes(_stablehlo.serialize_portable_artifact_str(buffer.getvalue(),
+                                                                        version))
             except Exception as exc:
                 raise ExportError(f"StableHLO portable serialization (target {version}) "
                                   f"failed: {diagnostics_line(exc)}") from exc
@@ -143,8 +173,13 @@ def export_stablehlo(model: Model, path: str | os.PathLike[str], *,
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; a model is a normal file
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
         os.replace(tmp, out)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -192,7 +227,7 @@ class _ModuleWriter:
         if self.weights_as_args:
             for tensor in model.tensors.values():
                 sym = Sym(f"%arg{len(args)}", tensor.dtype, tensor.shape)
-                args.append(f"{sym.ref}: {sym.type} {{irbridge.weight}} "
+                args.append(f"{sym.ref}: {sym.type} {{irbridge.weight = true}} "
                             f"loc(\"{escape(tensor.name)}\")")
                 weights.append(tensor.name)
                 self.weight_syms[tensor.name] = sym
@@ -240,6 +275,7 @@ class _ModuleWriter:
                               "with weights_as_args=True or convert again with weights")
         sym = self.em.const(tensor.data, tensor.dtype, loc=f'loc("{escape(tensor.name)}")',
                             hoist=True)
+        sym = Sym(sym.ref, sym.dtype, sym.shape, sym.const, weight=sym.numel > _SMALL_WEIGHT)
         self.weight_syms[tensor.name] = sym
         return sym
 
@@ -289,11 +325,21 @@ class _ModuleWriter:
     def lower(self, node: Node, schema: registry.OpSchema, xs: list[Sym | None],
               attrs: dict[str, Any], outs: list[TypeSpec], where: str) -> list[Sym]:
         em = self.em
-        if node.op in _FOLDED:
+        foldable = node.op not in ("if", "loop") and all(x is None or (x.const is not None
+                                                                        and not x.weight)
+                                                         for x in xs) \
+            and sum(int(np.prod(shape)) for _, shape in outs) <= FOLD_LIMIT
+        if node.op in _FOLDED or foldable:
+            if node.op != "shape_of" and any(x is not None and x.const is None for x in xs):
+                raise ExportError(f"{where}: its inputs are known only at run time; StableHLO "
+                                  "export needs them constant")
             ctx = registry.RefContext([TensorType(d, s) for d, s in outs], _no_graph, where)
             args = [None if x is None else _const_of(x) for x in xs]
-            (array,) = schema.reference(args, attrs, ctx)
-            return [em.const(np.asarray(array), outs[0][0])]
+            with np.errstate(all="ignore"):
+                arrays = schema.reference(args, attrs, ctx)
+            return [em.const(np.asarray(a), dtype) for a, (dtype, _) in zip(arrays, outs,
+                                                                              strict=True)]
+        attrs = _apply_overrides(node.op, xs, attrs, where)
         if node.op == "if":
             return self.lower_if(node, xs, attrs, outs, where)
         if node.op == "loop":
@@ -396,6 +442,9 @@ class _ModuleWriter:
                           for r, s in zip(results[1:1 + n], values, strict=True)]
             new_buffers = []
             for result, buffer in zip(results[1 + n:], buffers, strict=True):
+                if buffer.shape[0] == 0:  # no iteration runs: nothing to write
+                    new_buffers.append(buffer)
+                    continue
                 row = em.reshape(em.convert(result, buffer.dtype), (1, *buffer.shape[1:]))
                 zeros = [em.splat(0, DType.INT64)] * (buffer.rank - 1)
                 new_buffers.append(em.op("stablehlo.dynamic_update_slice",
@@ -406,6 +455,44 @@ class _ModuleWriter:
         final = em.emit("stablehlo.while", state, types,
                         regions=[cond_region.text, body_region.text])
         return final[2:]
+
+
+def _apply_overrides(op: str, xs: list[Sym | None], attrs: dict[str, Any],
+                     where: str) -> dict[str, Any]:
+    """Fold ONNX-style parameter inputs (axes, pads, k, sizes, ...) into the attributes the
+    lowerings read; they must be constants."""
+    table = _OVERRIDES.get(op)
+    if not table:
+        return attrs
+    attrs = dict(attrs)
+    for index, (name, kind) in table.items():
+        sym = xs[index] if index < len(xs) else None
+        if sym is None:
+            continue
+        if sym.const is None:
+            raise ExportError(f"{where}: input {name!r} is known only at run time; StableHLO "
+                              "export needs it constant")
+        flat = np.asarray(sym.const).reshape(-1)
+        if kind == "int":
+            attrs[name] = int(flat[0])
+        elif kind == "float":
+            attrs[name] = float(flat[0])
+        elif kind == "floats":
+            attrs[name] = tuple(float(v) for v in flat)
+        else:
+            attrs[name] = tuple(int(v) for v in flat)
+    if op == "resize":
+        x = xs[0]
+        assert x is not None
+        for name in ("scales", "sizes"):
+            values = attrs.get(name) or ()
+            if len(values) == x.rank and x.rank > 2:  # per dim of x: N and C stay
+                attrs[name] = values[2:]
+        if len(xs) > 2 and xs[2] is not None:
+            attrs["scales"] = ()
+        elif len(xs) > 1 and xs[1] is not None:
+            attrs["sizes"] = ()
+    return attrs
 
 
 def _no_graph(graph: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:

@@ -1,6 +1,730 @@
-"""stub"""
-class ImportReport: ...
-class StableHLOImportWarning(UserWarning): ...
-def from_mlir(*a, **k): ...
-def import_stablehlo(*a, **k): ...
-def import_stablehlo_with_report(*a, **k): ...
+"""StableHLO -> IR: text (.mlir) and portable artifacts (.mlirbc) into an irbridge Model.
+
+The module is parsed (or deserialized) with the MLIR Python bindings and `@main` is
+walked op by op; `func.call`s and unrecognised `stablehlo.composite`s are inlined, and
+every op goes through a handler of `_import_ops.HANDLERS` that emits neutral ops. An op
+without a handler, or one whose form a handler cannot express (`Unsupported`), becomes
+an opaque node of its dialect's domain, with a warning: never a failure, never dropped.
+
+Broadcasts are kept implicit where the IR allows it: `broadcast_in_dim` gives a value
+whose IR shape only broadcasts to its StableHLO shape (size-1 dims), which elementwise
+consumers use as is (numpy broadcasting) and other consumers expand on first use. That
+keeps JAX's and torch-mlir's scalar broadcasts out of the graph.
+
+Provenance: every node gets source_format "stablehlo", source_op the StableHLO op name,
+module_path the outermost name of the op's location, source_node the next one, and the
+file:line of the location (irbridge's own exports write `loc("module.path"("source
+op"("file":line:0)))`, so a round trip keeps all three).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo
+
+from irbridge.builder import GraphBuilder
+from irbridge.dtypes import DType
+from irbridge.errors import CaptureError, FileFormatError, OpError
+from irbridge.ir import (
+    AttrValue,
+    Graph,
+    Model,
+    Provenance,
+    SourceLocation,
+    Tensor,
+    TensorType,
+    Value,
+    normalize_attr,
+)
+from irbridge.ops import registry
+
+from ._mlir import (
+    BYTECODE_MAGIC,
+    RankedType,
+    artifact_version,
+    attr_to_array,
+    current_version,
+    diagnostics_line,
+    minimum_version,
+    new_context,
+    one_line,
+    parse_location,
+    ranked_type,
+    version_tuple,
+)
+
+SOURCE_FORMAT = "stablehlo"
+OPAQUE_REASON = "stablehlo.opaque_reason"
+"""Annotation value on opaque nodes: why the importer could not map the op."""
+
+SMALL_CONSTANT = 16
+"""Constants with at most this many elements become `constant` nodes; larger ones model
+tensors (weights)."""
+
+
+class StableHLOImportWarning(UserWarning):
+    """Some ops were kept as opaque nodes (the rest of the graph imported)."""
+
+
+class Unsupported(Exception):
+    """A handler cannot express this op in neutral ops; it becomes an opaque node."""
+
+
+@dataclass
+class ImportReport:
+    source: str
+    version: str | None = None
+    opaque: Counter[str] = field(default_factory=Counter)
+    warnings: list[str] = field(default_factory=list)
+    ops: Counter[str] = field(default_factory=Counter)
+
+
+# -- entry points -------------------------------------------------------------------------------
+
+def import_stablehlo(path: str | os.PathLike[str]) -> Model:
+    """Read a StableHLO module (.mlir text, or a .mlirbc portable artifact / MLIR
+    bytecode) into an IR model."""
+    return import_stablehlo_with_report(path)[0]
+
+
+def import_stablehlo_with_report(path: str | os.PathLike[str]) -> tuple[Model, ImportReport]:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise FileFormatError(f"{p}: cannot read: {exc.strerror or exc}") from exc
+    model, report = _from_bytes(data, str(p))
+    if not model.name:
+        model.name = p.stem
+    return model, report
+
+
+def from_mlir(source: str | bytes | ir.Module, *, name: str = "") -> Model:
+    """Import StableHLO text, portable-artifact bytes, or a parsed module."""
+    if isinstance(source, ir.Module):
+        model, _ = _Importer(source, "<module>", None, None).run()
+    else:
+        data = source.encode("utf-8") if isinstance(source, str) else bytes(source)
+        model, _ = _from_bytes(data, "<string>")
+    if name:
+        model.name = name
+    return model
+
+
+def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
+    if not data.strip():
+        raise FileFormatError(f"{source}: empty file, not a StableHLO module")
+    ctx = new_context(allow_unregistered=True)
+    version: str | None = None
+    text: str | None = None
+    with ctx:
+        if data.startswith(BYTECODE_MAGIC):
+            version = artifact_version(data)
+            if version is not None:
+                _check_artifact_version(version, source)
+                try:
+                    module = _stablehlo.deserialize_portable_artifact(ctx, data)
+                except Exception as exc:
+                    raise FileFormatError(f"{source}: cannot deserialize the StableHLO "
+                                          f"v{version} portable artifact: "
+                                          f"{diagnostics_line(exc)}") from exc
+            else:
+                try:
+                    module = ir.Module.parse(data)
+                except Exception as exc:
+                    raise FileFormatError(f"{source}: not a StableHLO portable artifact, and "
+                                          f"not readable MLIR bytecode: "
+                                          f"{diagnostics_line(exc)}") from exc
+        else:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FileFormatError(f"{source}: neither MLIR text (not UTF-8) nor MLIR "
+                                      "bytecode") from exc
+            try:
+                module = ir.Module.parse(text)
+            except Exception as exc:
+                raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
+        return _Importer(module, source, version, text).run()
+
+
+def _check_artifact_version(version: str, source: str) -> None:
+    current, minimum = current_version(), minimum_version()
+    try:
+        wanted = version_tuple(version)
+    except ValueError as exc:
+        raise FileFormatError(f"{source}: portable artifact has an unreadable version "
+                              f"{version!r}") from exc
+    if wanted > version_tuple(current):
+        raise FileFormatError(f"{source}: portable artifact targets StableHLO v{version}, newer "
+                              f"than this reader (v{minimum} to v{current}); serialize it for "
+                              f"target {current} or older")
+    if wanted < version_tuple(minimum):
+        raise FileFormatError(f"{source}: portable artifact targets StableHLO v{version}, older "
+                              f"than this reader supports (v{minimum} to v{current})")
+
+
+def _parse_problem(exc: BaseException) -> str:
+    line = diagnostics_line(exc)
+    match = re.search(r"[Dd]ialect `([\w.]+)' not found for custom op '([\w.]+)'", line)
+    if match:
+        where = line.split(": ", 1)[0] if line.startswith("line ") else ""
+        return (f"{where + ': ' if where else ''}op '{match[2]}' belongs to unknown dialect "
+                f"'{match[1]}' (this reader knows func and stablehlo; ops of other dialects "
+                "import as opaque nodes only in MLIR's generic form)")
+    return f"malformed MLIR: {line}"
+
+
+# -- importer -------------------------------------------------------------------------------------
+
+@dataclass
+class Bound:
+    """An IR value standing for a StableHLO value of static `shape`: its own shape is
+    either `shape` or broadcasts to it (same rank, size-1 dims) when `lazy`."""
+
+    value: Value
+    shape: tuple[int, ...]
+
+    @property
+    def lazy(self) -> bool:
+        t = self.value.type
+        return t is None or t.shape != self.shape
+
+
+class Scope:
+    """Values of one region or inlined function; regions see their parents' values."""
+
+    def __init__(self, builder: GraphBuilder, parent: Scope | None = None,
+                 isolated: bool = False) -> None:
+        self.builder = builder
+        self.parent = None if isolated else parent
+        self.env: dict[ir.Value, Bound] = {}
+
+    @property
+    def graph(self) -> Graph:
+        return self.builder.graph
+
+    def find(self, value: ir.Value) -> tuple[Bound, Scope] | None:
+        scope: Scope | None = self
+        while scope is not None:
+            bound = scope.env.get(value)
+            if bound is not None:
+                return bound, scope
+            scope = scope.parent
+        return None
+
+    def child(self, builder: GraphBuilder | None = None) -> Scope:
+        return Scope(builder or self.builder, self)
+
+
+class _Importer:
+    def __init__(self, module: ir.Module, source: str, version: str | None,
+                 text: str | None) -> None:
+        self.module = module
+        self.source = source
+        self.text = text
+        self.report = ImportReport(source, version)
+        self.model = Model(source_format=SOURCE_FORMAT)
+        self.funcs: dict[str, Any] = {}
+        self.inlining: list[str] = []
+        self._resources: dict[str, bytes] | None = None
+        self.tensor_names: set[str] = set()
+
+    # -- driver ---------------------------------------------------------------------------------
+    def run(self) -> tuple[Model, ImportReport]:
+        for op in self.module.body.operations:
+            if op.operation.name == "func.func":
+                self.funcs[_symbol(op)] = op
+        main = self.funcs.get("main")
+        if main is None:
+            public = [op for op in self.funcs.values()
+                      if "sym_visibility" not in op.attributes
+                      or _str(op.attributes["sym_visibility"]) == "public"]
+            if len(public) != 1:
+                raise FileFormatError(f"{self.source}: the module has no @main function (and "
+                                      f"{len(public)} public functions)")
+            main = public[0]
+        module_op = self.module.operation
+        if "sym_name" in module_op.attributes:
+            self.model.name = _str(module_op.attributes["sym_name"])
+        for key in ("irbridge.producer", "mhlo.num_partitions"):
+            if key in module_op.attributes:
+                self.model.metadata[f"stablehlo.{key}"] = _attr_text(module_op.attributes[key])
+        graph = Graph("main")
+        self.model.graphs.append(graph)
+        builder = GraphBuilder(graph, self.model)
+        scope = Scope(builder)
+        block = main.regions[0].blocks[0]
+        names: set[str] = set()
+        for index, arg in enumerate(block.arguments):
+            rt = self.static_type(arg.type, f"{self.source}: @main argument {index}")
+            loc = parse_location(str(arg.location))
+            base = _value_name(loc.names[0] if loc.names else f"arg{index}")
+            name = base if base not in names else graph.unique_name(base)
+            names.add(name)
+            value = graph.add_input(name, TensorType(_dtype(rt, f"@main argument {index}"),
+                                                     rt.static_shape()))
+            scope.env[arg] = Bound(value, rt.static_shape())
+        results = self.block(scope, block)
+        outputs = [self.materialize(scope, r) for r in results]
+        outputs = self.output_values(graph, builder, outputs, main)
+        graph.set_outputs(outputs)
+        self.finish()
+        return self.model, self.report
+
+    def output_values(self, graph: Graph, builder: GraphBuilder, outputs: list[Value],
+                      main: Any) -> list[Value]:
+        """Name the outputs after the result attributes (irbridge.name, jax.result_info)
+        where possible; inputs, parameters and repeats get an identity node."""
+        names: list[str | None] = [None] * len(outputs)
+        if "res_attrs" in main.attributes:
+            for i, attrs in enumerate(main.attributes["res_attrs"]):
+                for key in ("irbridge.name", "jax.result_info"):
+                    if i < len(names) and key in attrs:
+                        names[i] = _value_name(_str(attrs[key]))
+                        break
+        final: list[Value] = []
+        seen: set[int] = set()
+        for value, name in zip(outputs, names, strict=True):
+            if value.producer is None or id(value) in seen or value.producer.op == "constant":
+                value = builder.op("identity", [value], name=name or "output")
+            seen.add(id(value))
+            if name and value.name != name and value.tensor is None:
+                other = graph.values.get(name)
+                if other is not None and other.tensor is None and \
+                        id(other) not in {id(v) for v in final}:
+                    _rename(graph, other, graph.unique_name(f"{name}_inner"))
+                if name not in graph.values:
+                    _rename(graph, value, name)
+            final.append(value)
+        return final
+
+    def finish(self) -> None:
+        """Drop what the handlers emitted but nothing reads (iotas of recognised
+        arg-max patterns, replaced constants), number nodes uniquely across all graphs,
+        and record what was not mapped."""
+        for graph in self.model.graphs:
+            _prune(graph)
+        used = {v.tensor.name for graph in self.model.graphs for v in _all_parameters(graph)
+                if v.tensor is not None}
+        for name in [n for n in self.model.tensors if n not in used]:
+            del self.model.tensors[name]
+        taken: set[str] = set()
+        for graph in self.model.graphs:
+            _distinct_names(graph, taken, top=True)
+        next_id = 0
+        for _, node in self.model.all_nodes():
+            node.id = next_id
+            next_id += 1
+        for graph in self.model.graphs:
+            graph.reserve_ids(next_id)
+        report = self.report
+        meta = self.model.metadata
+        meta["stablehlo.source"] = self.source
+        if report.version:
+            meta["stablehlo.artifact_version"] = report.version
+        if report.opaque:
+            summary = ", ".join(f"{k} x{v}" for k, v in sorted(report.opaque.items()))
+            meta["stablehlo.opaque"] = summary
+            warnings.warn(f"{self.source}: kept {sum(report.opaque.values())} op(s) as opaque "
+                          f"nodes: {summary}", StableHLOImportWarning, stacklevel=4)
+
+    # -- walking --------------------------------------------------------------------------------
+    def block(self, scope: Scope, block: Any) -> list[ir.Value]:
+        """Import the ops of a block; return the operands of its terminator."""
+        for op in block.operations:
+            name = op.operation.name
+            if name in ("func.return", "stablehlo.return"):
+                return list(op.operands)
+            self.op(scope, op)
+        return []
+
+    def op(self, scope: Scope, op: Any) -> None:
+        from ._import_ops import HANDLERS
+
+        name = op.operation.name
+        self.report.ops[name] += 1
+        loc = parse_location(str(op.location))
+        where = self.where(name, loc)
+        types = [self.static_type(r.type, f"{where}: result {i}")
+                 for i, r in enumerate(op.results)]
+        saved = scope.builder.provenance
+        scope.builder.provenance = self.provenance(name, loc)
+        try:
+            handler = HANDLERS.get(name)
+            if handler is None:
+                self.opaque(scope, op, types, f"no mapping of {name} to neutral ops")
+                return
+            try:
+                outs = handler(self, scope, op, types)
+            except Unsupported as exc:
+                self.opaque(scope, op, types, str(exc))
+                return
+            except (OpError, ValueError, KeyError, IndexError) as exc:
+                raise CaptureError(f"{where}: cannot import: {one_line(str(exc))}") from exc
+            self.bind(scope, op, outs, types, where)
+        finally:
+            scope.builder.provenance = saved
+
+    def bind(self, scope: Scope, op: Any, outs: Sequence[Value | Bound],
+             types: list[RankedType], where: str) -> None:
+        results = list(op.results)
+        if len(outs) != len(results):
+            raise CaptureError(f"{where}: internal error: {len(outs)} values for "
+                               f"{len(results)} results")
+        for result, out, rt in zip(results, outs, types, strict=True):
+            bound = out if isinstance(out, Bound) else Bound(out, rt.static_shape())
+            bound = self.conform(scope, bound, rt, where)
+            scope.env[result] = bound
+
+    def conform(self, scope: Scope, bound: Bound, rt: RankedType, where: str) -> Bound:
+        """Check an emitted value against the StableHLO result type; fix dtype and
+        (same element count) shape differences."""
+        value, shape = bound.value, rt.static_shape()
+        dtype = _dtype(rt, where)
+        t = value.type
+        if t is None or not t.is_static:
+            raise CaptureError(f"{where}: internal error: imported value has type {t}")
+        have = t.static_shape()
+        if have != shape:
+            fits = len(have) == len(shape) and all(h in (1, s) for h, s in
+                                                   zip(have, shape, strict=True))
+            if not fits:
+                if int(np.prod(have)) != int(np.prod(shape)):
+                    raise CaptureError(f"{where}: internal error: imported value has shape "
+                                       f"{list(have)}, StableHLO says {list(shape)}")
+                value = scope.builder.op("reshape", [value], {"shape": shape})
+        if t.dtype != dtype:
+            value = scope.builder.op("cast", [value], {"dtype": dtype})
+        return Bound(value, shape)
+
+    # -- values ------------------------------------------------------------------------------------
+    def lookup(self, scope: Scope, value: ir.Value) -> tuple[Bound, Scope]:
+        found = scope.find(value)
+        if found is None:
+            raise CaptureError(f"{self.source}: internal error: a value is used before it "
+                               "is defined")
+        return found
+
+    def lazy(self, scope: Scope, value: ir.Value) -> Value:
+        """The IR value of an operand; it may only broadcast to the StableHLO shape."""
+        return self.lookup(scope, value)[0].value
+
+    def materialize(self, scope: Scope, value: ir.Value) -> Value:
+        """The IR value of an operand with exactly its StableHLO shape (a lazy broadcast
+        is expanded, once per scope)."""
+        bound, owner = self.lookup(scope, value)
+        if not bound.lazy:
+            return bound.value
+        data = registry.constant_value(bound.value)
+        if data is not None and int(np.prod(bound.shape)) <= SMALL_CONSTANT:
+            full = self.constant(scope, np.broadcast_to(data, bound.shape).copy())
+        else:
+            full = scope.builder.op("expand", [bound.value], {"shape": bound.shape})
+        if owner is scope:
+            scope.env[value] = Bound(full, bound.shape)
+        return full
+
+    def shape(self, value: ir.Value) -> tuple[int, ...]:
+        rt = ranked_type(value.type)
+        assert rt is not None and rt.is_static
+        return rt.static_shape()
+
+    def const_array(self, scope: Scope, value: ir.Value) -> np.ndarray | None:
+        """The data of a StableHLO value known at import time (broadcast to its shape)."""
+        found = scope.find(value)
+        if found is None:
+            return None
+        data = registry.constant_value(found[0].value)
+        if data is None:
+            return None
+        return np.broadcast_to(data, found[0].shape)
+
+    def constant(self, scope: Scope, array: np.ndarray, name: str = "const") -> Value:
+        """A small constant node, or a model tensor for a large one."""
+        array = np.asarray(array)
+        if array.size <= SMALL_CONSTANT:
+            return scope.builder.constant(array, name=_value_name(name),
+                                          dtype=DType.from_numpy(array.dtype))
+        tensor = Tensor.from_array(self.tensor_name(_value_name(name), scope.graph),
+                                   np.ascontiguousarray(array))
+        return scope.builder.parameter(tensor)
+
+    def tensor_name(self, base: str, graph: Graph) -> str:
+        """A model tensor name used by no tensor and no value of `graph`."""
+        base = base or "const"
+        name, index = base, 1
+        while name in self.tensor_names or name in self.model.tensors or name in graph.values:
+            name = f"{base}_{index}"
+            index += 1
+        self.tensor_names.add(name)
+        return name
+
+    def resource(self, key: str) -> bytes | None:
+        """Data of a dense_resource blob, read from the module's text."""
+        if self._resources is None:
+            text = self.text if self.text is not None else str(self.module)
+            self._resources = {}
+            start = text.find("dialect_resources")
+            if start >= 0:
+                for match in re.finditer(r'([\w.$\-]+|"[^"]*")\s*:\s*"0x([0-9A-Fa-f]*)"',
+                                         text[start:]):
+                    self._resources[match[1].strip('"')] = bytes.fromhex(match[2])
+        blob = self._resources.get(key)
+        return None if blob is None else blob[4:]  # the first 4 bytes hold the alignment
+
+    # -- types, provenance, opaque nodes --------------------------------------------------------
+    def static_type(self, t: ir.Type, where: str) -> RankedType:
+        rt = ranked_type(t)
+        if rt is None:
+            raise CaptureError(f"{where} has type {t}, not a ranked tensor; the importer "
+                               "reads tensor programs only")
+        if not rt.is_static:
+            raise CaptureError(f"{where} has dynamic shape {t}, which the importer cannot "
+                               "resolve; export the program with static shapes")
+        if rt.dtype is None:
+            raise CaptureError(f"{where}: element type {rt.element} has no irbridge dtype")
+        return rt
+
+    def where(self, op: str, loc: Any) -> str:
+        place = ""
+        if loc.file:
+            place = f"{loc.file}:{loc.line}:{loc.col}" if loc.file != "-" else \
+                f"{self.source}:{loc.line}:{loc.col}"
+        elif loc.names:
+            place = loc.names[0]
+        return f"{self.source}: {op}" + (f" at {place}" if place else "")
+
+    def provenance(self, op: str, loc: Any) -> Provenance:
+        location = None
+        if loc.file:
+            location = SourceLocation(self.source if loc.file == "-" else loc.file, loc.line)
+        return Provenance(SOURCE_FORMAT, op, loc.names[1] if len(loc.names) > 1 else "",
+                          loc.names[0] if loc.names else "", "", location)
+
+    def opaque(self, scope: Scope, op: Any, types: list[RankedType], reason: str) -> None:
+        name = op.operation.name
+        domain, _, short = name.partition(".")
+        inputs = [self.materialize(scope, v) for v in op.operands]
+        attrs: dict[str, AttrValue] = {}
+        for key in _attribute_names(op):
+            attrs[_value_name(key)] = _attr_value(op.attributes[key])
+        graph = scope.graph
+        outs: list[str] = []
+        for i in range(len(types)):
+            base = short or name if len(types) == 1 else f"{short or name}_{i}"
+            out = graph.unique_name(base)
+            while out in outs:
+                out = graph.unique_name(f"{out}_{i}")
+            outs.append(out)
+        node = graph.add_node(short or name, inputs, outs, attrs,
+                              output_types=[TensorType(_dtype(t, name), t.static_shape())
+                                            for t in types],
+                              domain=domain if short else "mlir",
+                              provenance=scope.builder.provenance)
+        node.annotations.values[OPAQUE_REASON] = reason
+        for result, value in zip(op.results, node.outputs, strict=True):
+            scope.env[result] = Bound(value, self.shape(result))
+        qualified = node.qualified_op
+        self.report.opaque[qualified] += 1
+        self.report.warnings.append(f"{self.where(name, parse_location(str(op.location)))}: "
+                                    f"kept as opaque node: {reason}")
+
+    # -- nested code -----------------------------------------------------------------------------
+    def call(self, scope: Scope, callee: str, operands: Sequence[ir.Value], where: str
+             ) -> list[Bound]:
+        """Inline a function: its body sees the caller's values as its arguments."""
+        func = self.funcs.get(callee)
+        if func is None:
+            raise CaptureError(f"{where}: calls @{callee}, which the module does not define")
+        if callee in self.inlining:
+            raise CaptureError(f"{where}: @{callee} calls itself; recursion cannot be inlined")
+        self.inlining.append(callee)
+        try:
+            inner = Scope(scope.builder, scope, isolated=True)
+            block = func.regions[0].blocks[0]
+            for arg, operand in zip(block.arguments, operands, strict=True):
+                inner.env[arg] = self.lookup(scope, operand)[0]
+            results = self.block(inner, block)
+            return [self.lookup(inner, r)[0] for r in results]
+        finally:
+            self.inlining.pop()
+
+    def region_graph(self, scope: Scope, region: Any, name: str,
+                     inputs: Sequence[tuple[str, TensorType]] = (),
+                     args: Sequence[Value] | None = None) -> tuple[Graph, list[Value]]:
+        """Import a region as a subgraph: block arguments become graph inputs (or are bound
+        to `args`); values of enclosing scopes are read directly."""
+        graph = Graph(name)
+        builder = GraphBuilder(graph, self.model)
+        inner = scope.child(builder)
+        block = region.blocks[0]
+        values = list(args) if args is not None else [graph.add_input(n, t) for n, t in inputs]
+        for arg, value in zip(block.arguments, values, strict=False):
+            inner.env[arg] = Bound(value, self.shape(arg))
+        results = self.block(inner, block)
+        outs = []
+        for r in results:
+            value = self.materialize(inner, r)
+            if value.producer is None or value.producer not in graph.nodes:
+                value = builder.op("identity", [value])
+            outs.append(value)
+        return graph, outs
+
+
+def _rename(graph: Graph, value: Value, name: str) -> None:
+    del graph.values[value.name]
+    value.name = name
+    graph.values[name] = value
+
+
+def _prune(graph: Graph) -> None:
+    """Remove neutral nodes (and parameters) whose values nothing reads; opaque nodes stay."""
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            _prune(sub)
+    outputs = {id(v) for v in graph.outputs}
+    for node in reversed(list(graph.nodes)):
+        if node.is_opaque or any(v.uses or id(v) in outputs for v in node.outputs):
+            continue
+        graph.remove_node(node)
+    graph.parameters = [v for v in graph.parameters if v.uses or id(v) in outputs]
+    for name in [n for n, v in graph.values.items()
+                 if v.tensor is not None and v not in graph.parameters]:
+        del graph.values[name]
+
+
+def _distinct_names(graph: Graph, taken: set[str], top: bool = False) -> None:
+    """Rename values of control-flow bodies that repeat a name of an enclosing graph:
+    bodies read outer values by name, so a repeated name would shadow them."""
+    values = [*graph.inputs, *(v for n in graph.nodes for v in n.outputs)]
+    for value in values:
+        if value.name in taken and not top:
+            base, index = value.name, 1
+            while f"{base}_{index}" in taken or f"{base}_{index}" in graph.values:
+                index += 1
+            _rename(graph, value, f"{base}_{index}")
+        taken.add(value.name)
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            _distinct_names(sub, taken)
+
+
+def _all_parameters(graph: Graph) -> list[Value]:
+    found = list(graph.parameters)
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            found += _all_parameters(sub)
+    return found
+
+
+# -- attribute helpers ---------------------------------------------------------------------------
+
+def _symbol(op: Any) -> str:
+    return _str(op.attributes["sym_name"])
+
+
+def _str(attr: Any) -> str:
+    if isinstance(attr, ir.StringAttr):
+        return str(attr.value)
+    if isinstance(attr, ir.FlatSymbolRefAttr):
+        return str(attr.value)
+    return str(attr).strip('"')
+
+
+def _attr_text(attr: Any) -> str:
+    return _str(attr) if isinstance(attr, ir.StringAttr) else str(attr)
+
+
+def _attr_value(attr: Any) -> AttrValue:
+    """An MLIR attribute as an IR attribute value (its text where no IR kind fits)."""
+    try:
+        if isinstance(attr, ir.BoolAttr):
+            return bool(attr.value)
+        if isinstance(attr, ir.IntegerAttr):
+            return int(attr.value)
+        if isinstance(attr, ir.FloatAttr):
+            return float(attr.value)
+        if isinstance(attr, ir.StringAttr):
+            return str(attr.value)
+        if isinstance(attr, ir.DenseI64ArrayAttr | ir.DenseI32ArrayAttr):
+            return tuple(int(v) for v in attr)
+        if isinstance(attr, ir.DenseBoolArrayAttr):
+            return tuple(int(bool(v)) for v in attr)
+        if isinstance(attr, ir.DenseIntElementsAttr) and len(attr) <= 64:
+            return tuple(int(v) for v in np.asarray(attr).reshape(-1))
+        if isinstance(attr, ir.ArrayAttr):
+            items = [_attr_value(a) for a in attr]
+            return normalize_attr(items) if items else ()
+    except (TypeError, ValueError):
+        pass
+    return str(attr)
+
+
+def _attribute_names(op: Any) -> list[str]:
+    names = []
+    for item in op.attributes:
+        names.append(item if isinstance(item, str) else item.name)
+    return names
+
+
+def _dtype(rt: RankedType, where: str) -> DType:
+    if rt.dtype is None:
+        raise CaptureError(f"{where}: element type {rt.element} has no irbridge dtype")
+    return rt.dtype
+
+
+def _value_name(text: str) -> str:
+    name = re.sub(r"[^\w.\-:/\[\]]+", "_", text).strip("_") or "value"
+    return name
+
+
+def constant_data(importer: _Importer, attr: Any, rt: RankedType, where: str) -> np.ndarray:
+    """The data of a constant's `value` attribute (dense or dense_resource)."""
+    if isinstance(attr, ir.DenseResourceElementsAttr) or str(attr).startswith("dense_resource<"):
+        key = str(attr)[len("dense_resource<"):].split(">")[0]
+        blob = importer.resource(key)
+        if blob is None:
+            raise CaptureError(f"{where}: dense_resource {key!r} has no data in the module")
+        dtype = _dtype(rt, where)
+        return np.frombuffer(blob, dtype=dtype.numpy).reshape(rt.static_shape()).copy()
+    if not isinstance(attr, ir.DenseElementsAttr):
+        raise Unsupported(f"constant attribute {one_line(str(attr), 80)} is not dense")
+    return attr_to_array(attr, rt)
+
+
+def module_ops(module: ir.Module) -> Counter[str]:
+    """Op names of a module (all functions, nested regions included)."""
+    counts: Counter[str] = Counter()
+
+    def visit(op: Any) -> Any:
+        counts[op.name] += 1
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    return counts
+
+
+__all__ = [
+    "SOURCE_FORMAT",
+    "Bound",
+    "ImportReport",
+    "Scope",
+    "StableHLOImportWarning",
+    "Unsupported",
+    "constant_data",
+    "from_mlir",
+    "import_stablehlo",
+    "import_stablehlo_with_report",
+    "module_ops",
+]

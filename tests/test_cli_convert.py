@@ -58,7 +58,7 @@ def test_convert_verify_writes_ir_with_provenance(net: str, tmp_path: Path) -> N
 def test_convert_shape_only_and_each_frontend(net: str, tmp_path: Path) -> None:
     for frontend in ("fx", "export", "dynamo"):
         out = tmp_path / f"{frontend}.irb"
-        code, stdout, stderr = invoke("convert", net, "--input-shape", "1,3,8,8", "--frontend",
+        code, _stdout, stderr = invoke("convert", net, "--input-shape", "1,3,8,8", "--frontend",
                                       frontend, "--no-weights", "-o", str(out))
         assert code == 0, stderr
         model = serde.load(out)

@@ -46,7 +46,7 @@ def test_out_of_order_node_is_named() -> None:
 
 
 def test_wrong_recorded_shape_is_named_with_both_types() -> None:
-    model, graph, b = build()
+    model, graph, _b = build()
     x = graph.add_input("x", TensorType(F32, (2, 3)))
     graph.add_node("relu", [x], ["y"], output_types=[TensorType(F32, (3, 2))])
     [message] = errors(model)

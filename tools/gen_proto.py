@@ -21,7 +21,7 @@ GENERATED = ("irbridge_pb2.py", "irbridge_pb2.pyi")
 
 def generate(out_dir: Path) -> dict[str, str]:
     """Run protoc into `out_dir` and return {file name: text} of the generated bindings."""
-    from grpc_tools import protoc  # type: ignore[import-untyped]
+    from grpc_tools import protoc
 
     with tempfile.TemporaryDirectory() as tmp:
         rc = protoc.main(

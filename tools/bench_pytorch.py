@@ -1,29 +1,30 @@
 """Conversion wall time and peak memory: irbridge's PyTorch front-ends against
 torch.onnx.export(dynamo=True) and torch-mlir's StableHLO import, in the same run.
 
-    uv run python tools/bench_pytorch.py                    # 8 models, 3 runs (torch-mlir 1)
+    uv run python tools/bench_pytorch.py          # 8 models; 3 runs (torch-mlir, auto: 1)
     uv run python tools/bench_pytorch.py --models resnet18 --repeat 1 --no-write
 
 Tools measured on the same model object and the same example inputs:
 
 * `irbridge:fx|dynamo|export|auto`: `capture(model, args, kwargs, frontend=F,
-  weights=True)`, i.e. capture plus lowering into an in-memory IR with the weights
-  (`auto` includes its own warm-up forward pass and every attempt). The time to write the
-  result with `serde.save` is recorded separately.
+  weights=True)`, i.e. the warm-up forward pass capture() runs first, capture, and lowering
+  into an in-memory IR with the weights (`auto` includes every attempt it made). Writing
+  the result with `serde.save` is timed separately.
 * `torch.onnx`: `torch.onnx.export(model, args, PATH, kwargs=kwargs, dynamo=True)` to a
   file in a temporary directory (its defaults: opset 18, ONNX graph optimisation on).
 * `torch-mlir`: `torch_mlir.fx.export_and_import(model, *args, output_type="stablehlo",
   **kwargs)`, an in-memory MLIR module.
 
 Method: the parent imports torch, torchvision, transformers, ultralytics, irbridge,
-torch.onnx, onnxscript and torch_mlir once and runs no torch computation. Every single
-measurement is a forked child process that builds the model (zoo, random weights, seed 0),
-runs one untimed eager forward pass (so lazily initialised models such as YOLO are in the
-same state for every tool), collects garbage, resets the kernel's RSS high-water mark
-(`/proc/self/clear_refs` = 5) and reads VmRSS as the baseline, then times the first call
-of the tool in that process. Peak memory = VmHWM after the call - that baseline (so
-imports, the model and its inputs are excluded). Runs are interleaved (run 1 of every
-tool, then run 2, ...) and the median is reported.
+torch.onnx, onnxscript and torch_mlir once. Per model, it builds the model (zoo, random
+weights, seed 0) and runs one untimed eager forward pass (so lazily initialised models
+such as YOLO are in the same state for every tool), with torch limited to one thread so
+that no OpenMP thread pool exists when it forks. Every single measurement is then a forked
+child process: it restores the thread count, collects garbage, resets the kernel's RSS
+high-water mark (`/proc/self/clear_refs` = 5), reads VmRSS as the baseline and times the
+first call of the tool in that process. Peak memory = VmHWM after the call - that
+baseline (imports, the model and its inputs are excluded). Runs are interleaved (run 1 of
+every tool, then run 2, ...) and the median is reported.
 
 Writes docs/benchmarks.md. Linux only (fork, /proc).
 """
@@ -45,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from frontend_matrix import (  # noqa: E402
+from frontend_matrix import (
     MODELS,
     ROOT,
     machine_info,
@@ -76,15 +77,30 @@ def _reset_peak() -> bool:
     return True
 
 
-def measure(name: str, tool: str, build_kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """One measurement, run inside a forked child."""
+def prepare(name: str, build_kwargs: Mapping[str, Any]) -> Any:
+    """Build the model in the parent with torch on one thread (so no OpenMP thread pool
+    exists when the measurements fork) and run one untimed eager forward pass, so every
+    tool sees the same initialised model (YOLO builds its anchors lazily)."""
     import torch
 
     from irbridge.converters.pytorch import zoo
 
-    built = zoo.build(name, **build_kwargs)
-    with torch.no_grad():
-        built.module(*built.args, **built.kwargs)  # untimed warm-up, same state for all
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        built = zoo.build(name, **build_kwargs)
+        with torch.no_grad():
+            built.module(*built.args, **built.kwargs)
+    finally:
+        torch.set_num_threads(threads)
+    return built
+
+
+def measure(name: str, built: Any, tool: str, threads: int) -> dict[str, Any]:
+    """One measurement, run inside a forked child on the parent's model."""
+    import torch
+
+    torch.set_num_threads(threads)
     gc.collect()
     reset = _reset_peak()
     base = _status_kib("VmRSS")
@@ -100,7 +116,8 @@ def measure(name: str, tool: str, build_kwargs: Mapping[str, Any]) -> dict[str, 
             result = capture(built.module, built.args, built.kwargs,
                              frontend=tool.split(":", 1)[1], weights=True)
             extra = {"method": result.method, "opaque": result.opaque_count,
-                     "nodes": sum(1 for _ in result.model.all_nodes())}
+                     "nodes": sum(1 for _ in result.model.all_nodes()),
+                     "method_seconds": round(result.seconds, 3)}
         elif tool == "torch.onnx":
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "model.onnx"
@@ -118,7 +135,7 @@ def measure(name: str, tool: str, build_kwargs: Mapping[str, Any]) -> dict[str, 
             raise ValueError(f"unknown tool {tool}")
     except Exception as exc:
         row.update(status="fail", seconds=round(time.perf_counter() - start, 3),
-                   error=one_line(exc, 600))
+                   error=error_text(exc))
         return row
     seconds = time.perf_counter() - start
     peak = _status_kib("VmHWM")
@@ -135,6 +152,31 @@ def measure(name: str, tool: str, build_kwargs: Mapping[str, Any]) -> dict[str, 
             row["bytes_written"] = sum(p.stat().st_size for p in Path(tmp).iterdir())
         row["peak_with_save_mib"] = round((_status_kib("VmHWM") - base) / 1024, 1)
     return row
+
+
+def error_text(exc: BaseException) -> str:
+    """The exception's first line, plus its first `error:` diagnostic when the message
+    goes on (torch-mlir puts the real reason on a later line)."""
+    text = one_line(exc, 400)
+    lines = [x.strip() for x in str(exc).splitlines()[1:] if x.strip()]
+    detail = next((x for x in lines if "error:" in x.lower()), None)
+    if detail:
+        text += " " + (detail if len(detail) <= 300 else detail[:297] + "...")
+    return text
+
+
+def _log_error(log: Path) -> str:
+    """The first `error: ...` diagnostic line a child printed."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        at = line.find("error: ")
+        if at >= 0:
+            text = line[at:].strip()
+            return text if len(text) <= 300 else text[:297] + "..."
+    return ""
 
 
 # -- summary ----------------------------------------------------------------------------
@@ -155,6 +197,7 @@ def summarize(runs: Sequence[Mapping[str, Any]], models: Sequence[str],
                 cell["peak_mib"] = statistics.median(r["peak_mib"] for r in ok)
                 if "save_seconds" in ok[0]:
                     cell["save_seconds"] = statistics.median(r["save_seconds"] for r in ok)
+                    cell["method_seconds"] = statistics.median(r["method_seconds"] for r in ok)
                 if "method" in ok[0]:
                     cell["method"] = ok[0]["method"]
                     cell["opaque"] = max(r.get("opaque", 0) for r in ok)
@@ -180,8 +223,6 @@ def _time_cell(cell: Mapping[str, Any], bold: bool) -> str:
     text = f"{cell['seconds']:.2f}"
     if cell.get("ok", 0) < cell.get("runs", 0):
         text += f" ({cell['ok']}/{cell['runs']} ok)"
-    if cell.get("method") and cell.get("method") != "-":
-        pass
     return f"**{text}**" if bold else text
 
 
@@ -209,19 +250,22 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
         "## What is measured",
         "",
         "- **irbridge fx / dynamo / export / auto**: `capture(model, args, kwargs, "
-        "frontend=F, weights=True)`: capture plus lowering into an in-memory IR holding "
-        "the weights. `auto` includes its warm-up forward pass and every attempt it made. "
-        "Writing the `.irb` file (`serde.save`) is timed separately (last table).",
+        "frontend=F, weights=True)`: the warm-up forward pass `capture()` runs first, "
+        "capture, and lowering into an in-memory IR holding a copy of the weights. `auto` "
+        "includes every attempt it made. Writing the `.irb` file (`serde.save`) is timed "
+        "separately (last table).",
         "- **torch.onnx**: `torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=True)` "
         "to a temporary file, with its defaults (opset 18, graph optimisation on).",
         "- **torch-mlir**: `torch_mlir.fx.export_and_import(model, *args, "
         "output_type=\"stablehlo\", **kwargs)`, an in-memory MLIR module.",
-        "- Every measurement is its own forked process: the parent imported the libraries "
-        "once (imports are not timed) and the child builds the model (random weights, seed "
-        "0), runs one untimed eager forward pass so that every tool sees the same "
-        "initialised model (YOLO builds anchors lazily), and times the first call of the "
-        "tool in that process: one-time costs inside the call (lazy imports, registries, "
-        "Dynamo start-up) are included, as a command-line conversion pays them.",
+        "- The parent process imports the libraries once (imports are not timed), builds "
+        "each model (random weights, seed 0) and runs one untimed eager forward pass, so "
+        "every tool sees the same initialised model (YOLO builds its anchors lazily); it "
+        "does this with torch on one thread, so that no OpenMP thread pool exists when it "
+        "forks. Every measurement is its own forked child process, which restores the "
+        "thread count and times the first call of the tool in that process: one-time costs "
+        "inside the call (lazy imports, registries, Dynamo start-up) are included, as a "
+        "command-line conversion pays them.",
         "- **Peak memory** is the RSS high-water mark from `/proc/self/status` (VmHWM) "
         "after the call, minus the RSS (VmRSS) just before it; the high-water mark is reset "
         "first (`echo 5 > /proc/self/clear_refs`), so imports, the model and its inputs "
@@ -267,8 +311,13 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
             "the ratio with it included compares like with like against torch.onnx, "
             "which writes its file inside the timed call.",
             "",
-            "| model | auto chose | fastest | fastest s | save s | ratio incl. save |",
-            "|---|---|---|---:|---:|---:|",
+            "`method s` is the part of the fastest front-end's `capture()` call spent in the "
+            "capture method and lowering (`CaptureResult.seconds`); the rest is the warm-up "
+            "forward pass `capture()` runs first.",
+            "",
+            "| model | auto chose | fastest | fastest s | method s | save s | "
+            "ratio incl. save |",
+            "|---|---|---|---:|---:|---:|---:|",
         ]
         for m in models:
             row = table[m]
@@ -278,6 +327,7 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
             rs = row["_"].get("ratio_with_save")
             out.append(f"| {m} | {auto} | {fastest or '-'} | "
                        f"{fc.get('seconds', float('nan')):.2f} | "
+                       f"{fc.get('method_seconds', float('nan')):.2f} | "
                        f"{fc.get('save_seconds', float('nan')):.2f} | "
                        + (f"{rs:.2f}x" if rs is not None else "-") + " |")
     failures = [(m, t, table[m][t]["error"]) for m in models for t in tools
@@ -304,8 +354,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs per irbridge front-end and torch.onnx")
-    parser.add_argument("--peer-repeat", type=int, default=None,
-                        help="runs for torch-mlir (default: 1, it is the slowest)")
+    parser.add_argument("--slow-repeat", type=int, default=1,
+                        help="runs for torch-mlir (the slowest) and irbridge:auto (not "
+                             "part of the ratio)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds per measurement")
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
@@ -316,27 +367,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     command = "uv run python tools/bench_pytorch.py" + "".join(
         f" {shlex.quote(a)}" for a in (sys.argv[1:] if argv is None else argv))
-    mlir_repeat = args.peer_repeat if args.peer_repeat is not None else 1
-    repeats = {t: (mlir_repeat if t == "torch-mlir" else args.repeat) for t in args.tools}
+    slow = ("torch-mlir", "irbridge:auto")
+    repeats = {t: (args.slow_repeat if t in slow else args.repeat) for t in args.tools}
     began = time.perf_counter()
     preload()
     import onnxscript  # noqa: F401
-    import torch.onnx  # noqa: F401
+    import torch
+    import torch.onnx
     import torch_mlir.fx  # noqa: F401
 
     info = machine_info()
     runs: list[dict[str, Any]] = []
+    threads = torch.get_num_threads()
     for name in args.models:
+        print(f"{name}: building and warming up in the parent", flush=True)
+        built = prepare(name, MODELS[name])
         for rep in range(max(repeats.values())):
             for tool in args.tools:
                 if rep >= repeats[tool]:
                     continue
                 log = args.log_dir / f"{name.replace('/', '_')}.{tool.replace(':', '_')}.{rep}.log"
 
-                def one(name: str = name, tool: str = tool) -> dict[str, Any]:
-                    return measure(name, tool, MODELS[name])
+                def one(tool: str = tool, name: str = name, built: Any = built,
+                        ) -> dict[str, Any]:
+                    return measure(name, built, tool, threads)
 
                 row = run_forked(one, timeout=args.timeout, log=log)
+                if row.get("status") != "ok":
+                    # MLIR prints its diagnostics to stderr, not into the exception
+                    detail = _log_error(log)
+                    if detail and detail not in str(row.get("error")):
+                        row["error"] = f"{row.get('error')} [stderr: {detail}]"
                 row.setdefault("model", name)
                 row.setdefault("tool", tool)
                 row["run"] = rep
@@ -345,6 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         if row.get("status") == "ok" else
                         f"{row.get('status')}: {str(row.get('error'))[:150]}")
                 print(f"{name:18} {tool:16} run {rep + 1}: {what}", flush=True)
+        del built
+        gc.collect()
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     total = time.perf_counter() - began
     table = summarize(runs, args.models, args.tools)

@@ -73,9 +73,21 @@ def machine_info() -> dict[str, Any]:
                 break
     except OSError:
         pass
+    import subprocess
+
     import torch
 
+    def git(*cmd: str) -> str:
+        try:
+            return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True,
+                                  check=False).stdout.strip()
+        except OSError:
+            return ""
+
+    dirty = git("status", "--porcelain", "--", "converters", "irbridge")
     return {
+        "git": git("rev-parse", "--short", "HEAD")
+        + (" + uncommitted changes in converters/ or irbridge/" if dirty else ""),
         "nproc": len(os.sched_getaffinity(0)),
         "ram_gib": round(mem_kib / 2**20, 1),
         "cpu_model": cpu_model,
@@ -94,6 +106,7 @@ def machine_lines(info: Mapping[str, Any]) -> list[str]:
         f"(torch threads {info['torch_threads']})",
         f"- RAM: {info['ram_gib']} GiB; no GPU used",
         f"- torch {info['torch']}, Python {info['python']}, {info['platform']}",
+        f"- code: commit {info.get('git') or 'unknown'}",
         f"- date: {info['date']}; 1/5/15-minute load average at start: "
         f"{' / '.join(str(x) for x in info['loadavg_start'])}"
         + (f", at end: {' / '.join(str(x) for x in info['loadavg_end'])}"
@@ -248,7 +261,118 @@ def measure_cell(name: str, frontend: str, build_kwargs: Mapping[str, Any], *,
         "failing": failing,
         "seconds": round(report.seconds, 3),
     }
+    weak = _weak_outputs(built.module, built.args, built.kwargs)
+    if weak is not None:
+        # every float output of the eager model is constant (torchvision's ViT zero-
+        # initialises its head, so random-weight logits are all 0) or smaller than the
+        # float32 atol (1e-5), so the output check alone proves little: compare every
+        # intermediate fx node with its IR value as well
+        row["verify"]["weak_outputs"] = weak
+        try:
+            row["verify"]["node_check"] = node_check(result)
+        except Exception as exc:
+            row["verify"]["node_check"] = f"could not run: {one_line(exc, 300)}"
     return row
+
+
+def node_check(result: Any, *, rtol: float = 1e-3, atol: float = 1e-6) -> str:
+    """Compare every fx node's eager value with the IR value lowered from it.
+
+    Runs each captured fx graph eagerly on the example values (cloning every node's result,
+    so later in-place ops cannot change what was recorded), then the IR in the reference
+    executor, and reports how many values were compared, the worst relative error, and the
+    first value off by more than `rtol` of its magnitude (+ `atol`)."""
+    import numpy as np
+    import torch
+    import torch.fx
+    import torch.utils._pytree as pytree
+
+    from irbridge.converters.pytorch._util import tensor_leaves, tensor_to_numpy
+    from irbridge.executor import run_graphs
+    from irbridge.ir import walk_nodes
+
+    capture = result.capture
+    model = result.model
+    class Recorder(torch.fx.Interpreter):
+        values: dict[str, Any]
+
+        def run_node(self, n: torch.fx.Node) -> Any:
+            out = super().run_node(n)
+            self.values[n.name] = pytree.tree_map_only(torch.Tensor,
+                                                       lambda t: t.detach().clone(), out)
+            return out
+
+    eager: dict[tuple[int, str], list[Any]] = {}
+    for index, cg in enumerate(capture.graphs):
+        recorder = Recorder(cg.gm)
+        recorder.values = {}
+        with torch.no_grad():
+            recorder.run(*[s.value for s in cg.slots])
+        for name, out in recorder.values.items():
+            eager[(index, name)] = tensor_leaves(out)
+    wanted: dict[tuple[int, str], tuple[str, int]] = {}
+    for (index, fx_name), names in result.stats.node_values.items():
+        for position, value_name in enumerate(names):
+            wanted[(index, value_name)] = (fx_name, position)
+    graph_of = {id(n): i for i, g in enumerate(model.graphs) for _, n in walk_nodes(g)}
+    compared = 0
+    worst = 0.0
+    first: str = ""
+
+    def hook(node: Any, arrays: list[Any]) -> None:
+        nonlocal compared, worst, first
+        index = graph_of.get(id(node))
+        if index is None:
+            return
+        for value, array in zip(node.outputs, arrays, strict=False):
+            key = wanted.get((index, value.name))
+            if key is None:
+                continue
+            refs = eager.get((index, key[0]), [])
+            if key[1] >= len(refs) or tuple(refs[key[1]].shape) != tuple(np.shape(array)):
+                continue
+            b = tensor_to_numpy(refs[key[1]]).astype(np.float64)
+            if b.size == 0:
+                continue
+            a = np.asarray(array).astype(np.float64)
+            err = float(np.nanmax(np.abs(a - b)))
+            scale = float(np.nanmax(np.abs(b)))
+            compared += 1
+            rel = err / scale if scale > 0 else (0.0 if err == 0 else float("inf"))
+            worst = max(worst, rel)
+            if not first and err > rtol * scale + atol:
+                first = (f"graph {index} fx node {key[0]} (IR value {value.name}): max abs "
+                         f"{err:.3g}, rel {rel:.3g}")
+
+    feeds = {name: tensor_to_numpy(t) for name, t in capture.inputs.items()}
+    run_graphs(model, feeds, on_node=hook)
+    if first:
+        return f"{compared} values compared; first divergence: {first}"
+    return (f"all {compared} compared values agree (worst relative error {worst:.2g}, "
+            f"limit rtol {rtol:g})")
+
+
+def _weak_outputs(module: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                  ) -> list[str] | None:
+    """When every float output of the eager model is constant or below 1e-5 in magnitude
+    (so verify's atol alone would pass it), a description of each; else None."""
+    import torch
+
+    from irbridge.converters.pytorch._util import tensor_leaves
+
+    with torch.no_grad():
+        leaves = [t.detach().double() for t in tensor_leaves(module(*args, **kwargs))
+                  if t.is_floating_point() and t.numel()]
+    described: list[str] = []
+    for t in leaves:
+        scale = float(t.abs().max())
+        if bool((t == t.reshape(-1)[0]).all()):
+            described.append(f"{list(t.shape)} constant {float(t.reshape(-1)[0]):g}")
+        elif scale < 1e-5:
+            described.append(f"{list(t.shape)} max |y| {scale:.2g}")
+        else:
+            return None
+    return described or None
 
 
 # -- report -----------------------------------------------------------------------------
@@ -264,7 +388,9 @@ def _warm_text(row: Mapping[str, Any]) -> str:
     if not warm:
         return ""
     if warm.get("status") != "ok":
-        return f" With a warm-up forward pass first (`warmup=True`): still fails: {warm.get('error')}"
+        if warm.get("error") == row.get("error"):
+            return " With a warm-up forward pass first (`warmup=True`): fails the same way."
+        return f" With a warm-up forward pass first (`warmup=True`): fails: {warm.get('error')}"
     v = warm.get("verify") or {}
     return (f" With a warm-up forward pass first (`warmup=True`): captures, "
             f"{warm.get('graphs')} graph(s), {warm.get('nodes')} nodes, "
@@ -280,6 +406,8 @@ def _cell_brief(row: Mapping[str, Any]) -> str:
         return f"**fails** ({row.get('status')})" if row.get("status") != "fail" else "**fails**"
     v = row.get("verify", {})
     verdict = "verify PASS" if v.get("passed") else "**verify FAIL**"
+    if v.get("passed") and v.get("weak_outputs"):
+        verdict += "*"
     text = f"ok, {verdict}"
     if row.get("opaque"):
         text += f", **{row['opaque']} opaque**"
@@ -359,6 +487,10 @@ def render(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], models: S
         out.append(f"| {m} | " + " | ".join(cells) + " |")
     out += [
         "",
+        "`*`: with these random weights the eager output is constant or smaller than the "
+        "float32 atol (1e-5), so the output check alone proves little; the notes give the "
+        "node-by-node comparison made as well.",
+        "",
         "## Details",
         "",
         "`capture s` is the wall time of the `capture()` call (for `auto`: warm-up forward "
@@ -397,6 +529,10 @@ def render(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any], models: S
             why = v.get("error") or "; ".join(v.get("failing", [])) or v.get("summary", "")
             notes.append(f"- {r['model']} / {r['frontend']}: verify fails: "
                          f"{md_escape(why + _warm_text(r))}")
+        if v.get("weak_outputs"):
+            notes.append(f"- {r['model']} / {r['frontend']}: weak output check, eager output "
+                         f"{md_escape('; '.join(v['weak_outputs']))}; node-level check: "
+                         f"{v.get('node_check')}")
         if r.get("opaque"):
             ops = ", ".join(f"{k} x{n}" for k, n in sorted(r.get("opaque_ops", {}).items()))
             notes.append(f"- {r['model']} / {r['frontend']}: opaque nodes: {ops}")

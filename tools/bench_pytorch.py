@@ -217,6 +217,20 @@ def summarize(runs: Sequence[Mapping[str, Any]], models: Sequence[str],
     return table
 
 
+def _target_lines(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                  models: Sequence[str]) -> list[str]:
+    ratios = {m: table[m]["_"].get("ratio") for m in models}
+    met = [m for m, r in ratios.items() if r is not None and r >= 3]
+    missed = [f"{m} ({r:.2f}x)" if r is not None else f"{m} (no ratio)"
+              for m, r in ratios.items() if m not in met]
+    verdict = "met" if not missed else "**not met**"
+    return [f"**Target** (irbridge's fastest working front-end >= 3x faster than "
+            f"torch.onnx.export on every model): {verdict}; 3x or more on {len(met)} of "
+            f"{len(models)} models" + (f", below on {', '.join(missed)}." if missed else ".")
+            + " The irbridge times include the warm-up forward pass `capture()` runs before "
+            "capturing (compare `fastest s` with `method s` in the last table)."]
+
+
 def _time_cell(cell: Mapping[str, Any], bold: bool) -> str:
     if "seconds" not in cell:
         return "fails" if cell.get("runs") else "-"
@@ -246,6 +260,8 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
         "while this ran (see the load averages above), so every figure carries noise: "
         "each is the median of the runs listed, and differences under ~20% mean little.",
         f"Runs per figure: {rep_text}.",
+        "",
+        *_target_lines(table, models),
         "",
         "## What is measured",
         "",
@@ -364,7 +380,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-dir", type=Path, default=ROOT / "build" / "bench_pytorch")
     parser.add_argument("--no-write", dest="write", action="store_false",
                         help="print only; do not write the markdown")
+    parser.add_argument("--render", type=Path, default=None, metavar="JSON",
+                        help="measure nothing: rewrite the markdown from a previous run's "
+                             "JSON (--json of that run)")
     args = parser.parse_args(argv)
+    if args.render is not None:
+        return _rerender(args.render, args.md)
     command = "uv run python tools/bench_pytorch.py" + "".join(
         f" {shlex.quote(a)}" for a in (sys.argv[1:] if argv is None else argv))
     slow = ("torch-mlir", "irbridge:auto")
@@ -418,7 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               + (f"{ratio:.2f}x" if ratio is not None else "-"))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps({"machine": info, "command": command, "runs": runs,
-                                     "summary": table, "total_seconds": round(total, 1)},
+                                     "models": args.models, "tools": args.tools,
+                                     "repeats": repeats, "summary": table,
+                                     "total_seconds": round(total, 1)},
                                     indent=1, default=str) + "\n")
     if args.write:
         args.md.parent.mkdir(parents=True, exist_ok=True)
@@ -426,6 +449,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   command, total))
         print(f"wrote {args.md}")
     print(f"total {total / 60:.1f} min")
+    return 0
+
+
+def _rerender(path: Path, md: Path) -> int:
+    data = json.loads(path.read_text())
+    runs: list[dict[str, Any]] = data["runs"]
+    models = data.get("models") or list(dict.fromkeys(r["model"] for r in runs))
+    tools = data.get("tools") or list(dict.fromkeys(r["tool"] for r in runs))
+    repeats = data.get("repeats") or {
+        t: max((sum(1 for r in runs if r["tool"] == t and r["model"] == m) for m in models),
+               default=0) for t in tools}
+    table = summarize(runs, models, tools)
+    md.write_text(render(table, runs, data["machine"], models, tools, repeats,
+                         data["command"], float(data["total_seconds"])))
+    print(f"wrote {md} from {path}")
     return 0
 
 

@@ -32,7 +32,6 @@ import torch.fx
 
 from irbridge.dtypes import DType
 from irbridge.executor import run_graph, run_graphs
-from irbridge.ir import Model
 
 from ._util import tensor_leaves, tensor_to_numpy
 
@@ -89,12 +88,6 @@ class VerifyReport:
                 f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}")
 
 
-def run_all_graphs(model: Model, inputs: Mapping[str, np.ndarray]) -> list[list[np.ndarray]]:
-    """Every graph's outputs, graphs run in order with their links wired
-    (irbridge.executor.run_graphs; run_model returns only the last graph's)."""
-    return run_graphs(model, inputs)
-
-
 def verify(result: CaptureResult, eager_module: torch.nn.Module, *,
            tolerances: Mapping[DType, tuple[float, float]] | None = None) -> VerifyReport:
     """Compare the IR's outputs with `eager_module(*result.args, **result.kwargs)`."""
@@ -110,7 +103,7 @@ def verify(result: CaptureResult, eager_module: torch.nn.Module, *,
         expected = tensor_leaves(eager_module(*result.args, **result.kwargs))
     feeds = {name: tensor_to_numpy(t) for name, t in result.inputs.items()}
     try:
-        actual = run_all_graphs(result.model, feeds)
+        actual = run_graphs(result.model, feeds)
     except IrbridgeError as exc:
         report.error = f"the reference executor failed: {exc}"
         report.seconds = time.perf_counter() - start

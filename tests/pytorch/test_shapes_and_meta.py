@@ -8,7 +8,7 @@ from pytorch_toys import check, example
 from torch import nn
 
 from irbridge.converters.pytorch import capture
-from irbridge.converters.pytorch.verify import run_all_graphs
+from irbridge.executor import run_graphs
 from irbridge.ir import SymDim
 
 
@@ -25,7 +25,7 @@ def test_dynamic_batch_becomes_a_named_symbol() -> None:
     check(result, model)
     # the same IR runs at another batch size
     bigger = torch.randn(5, *args[0].shape[1:])
-    got = run_all_graphs(ir, {"x": bigger.numpy()})[0][0]
+    got = run_graphs(ir, {"x": bigger.numpy()})[0][0]
     with torch.no_grad():
         want = model(bigger).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -120,5 +120,5 @@ def test_sizes_of_a_symbolic_batch_are_computed_at_run_time() -> None:
     ops = [n.op for n in result.model.graph.nodes]
     assert "shape_of" in ops and "range" in ops
     check(result, model)
-    got = run_all_graphs(result.model, {"x": np.zeros((6, 3, 2), dtype=np.float32)})[0][0]
+    got = run_graphs(result.model, {"x": np.zeros((6, 3, 2), dtype=np.float32)})[0][0]
     np.testing.assert_array_equal(got[:, 0], np.arange(6, dtype=np.float32))

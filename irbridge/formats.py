@@ -69,13 +69,48 @@ def _write_stablehlo(model: Model, path: Path, **options: Any) -> Path:
                             weights_as_args=options.get("weights_as_args", False))
 
 
+DEFAULT_HARDWARE = "h100-sxm"
+
+
+def _output_writer(package: str, fmt: str | None = None, *, devices: bool = False
+                   ) -> Callable[..., Path]:
+    """A writer for a simulator or viewer format: `irbridge.converters.<package>.write(
+    model, path, hardware=..., [devices=...], [fmt=...])`, imported only when used."""
+
+    def write(model: Model, path: Path, **options: Any) -> Path:
+        import importlib
+
+        module = importlib.import_module(f"irbridge.converters.{package}")
+        kwargs: dict[str, Any] = {"hardware": options.get("hardware") or DEFAULT_HARDWARE}
+        if devices:
+            kwargs["devices"] = options.get("devices") or 1
+        if fmt is not None:
+            kwargs["fmt"] = fmt
+        result: Path = module.write(model, path, **kwargs)
+        return result
+
+    write.accepts_devices = devices  # type: ignore[attr-defined]
+    return write
+
+
 WRITERS: dict[str, Callable[..., Path]] = {
     "irb": _write_irb,
     "onnx": _write_onnx,
     "stablehlo": _write_stablehlo,
+    "chakra": _output_writer("chakra", devices=True),
+    "scalesim": _output_writer("scalesim"),
+    "timeloop": _output_writer("timeloop"),
+    "model-explorer": _output_writer("modelexplorer"),
+    "dot": _output_writer("graphviz", "dot"),
+    "svg": _output_writer("graphviz", "svg"),
+    "png": _output_writer("graphviz", "png"),
+    "html": _output_writer("html"),
 }
+# Formats that need the weights; the others read the model shape-only.
+WEIGHTED_FORMATS = ("irb", "onnx", "stablehlo")
 _BY_SUFFIX = {**dict.fromkeys(IR_SUFFIXES, "irb"), **dict.fromkeys(ONNX_SUFFIXES, "onnx"),
-              **dict.fromkeys(STABLEHLO_SUFFIXES, "stablehlo")}
+              **dict.fromkeys(STABLEHLO_SUFFIXES, "stablehlo"), ".dot": "dot", ".gv": "dot",
+              ".svg": "svg", ".png": "png", ".html": "html"}
 
 
 def output_format(path: Path, fmt: str | None) -> str:

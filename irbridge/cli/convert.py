@@ -12,7 +12,16 @@ from rich.table import Table
 
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
-from irbridge.formats import is_model_file, load_model, output_format, read_file, write_model
+from irbridge.formats import (
+    DEFAULT_HARDWARE,
+    WEIGHTED_FORMATS,
+    WRITERS,
+    is_model_file,
+    load_model,
+    output_format,
+    read_file,
+    write_model,
+)
 from irbridge.summary import summarize
 
 Frontend = Annotated[str, typer.Option(
@@ -121,21 +130,34 @@ def _convert_file(source: Path, output: Path | None, fmt: str | None,
 
 def export(
     file: Annotated[str, typer.Argument(help="An IR, ONNX or StableHLO file, or a zoo name.")],
-    to: Annotated[str, typer.Option("--to", help="Output format: irb, onnx, stablehlo.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="File to write.")],
+    to: Annotated[str, typer.Option("--to", help=(
+        "Output format: irb, onnx, stablehlo; simulators: chakra, scalesim, timeloop; "
+        "viewers: model-explorer, dot, svg, png, html."))],
+    output: Annotated[Path, typer.Option("-o", "--output", help=(
+        "File to write (a folder for chakra, scalesim and timeloop)."))],
     opset: Annotated[int | None, typer.Option(help="ONNX opset (default 18).")] = None,
     target_version: Annotated[str | None, typer.Option(
         help="StableHLO portable artifact version (default: the current one).")] = None,
     weights_as_args: Annotated[bool, typer.Option(
         help="StableHLO: weights become function arguments instead of constants.")] = False,
+    hardware: Annotated[str | None, typer.Option(help=(
+        "Target for latency and bound (chakra, scalesim, model-explorer, dot/svg/png, "
+        "html): a catalog name (see `irbridge hardware`) or a target .yaml file; "
+        f"default {DEFAULT_HARDWARE}."))] = None,
+    devices: Annotated[int | None, typer.Option(min=1, help=(
+        "Chakra: split the graph into this many pipeline stages, one trace per rank."))] = None,
 ) -> None:
     """Export a model to another format."""
     fmt = output_format(output, to)
+    if devices is not None and not getattr(WRITERS[fmt], "accepts_devices", False):
+        raise IrbridgeError(f"--devices applies to --to chakra, not {fmt}")
+    if hardware is not None and fmt in WEIGHTED_FORMATS:
+        raise IrbridgeError(f"--hardware does not apply to --to {fmt}")
     with _status(f"reading {file}"):
-        model = load_model(file, weights=True)
+        model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
-                    weights_as_args=weights_as_args)
+                    weights_as_args=weights_as_args, hardware=hardware, devices=devices)
     console.print(f"wrote {output} ({fmt})", markup=False)
 
 

@@ -16,6 +16,7 @@ import scipy.special
 
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType
+from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
     AttrKind,
@@ -54,14 +55,6 @@ def _keep_dtype(fn: ArrayFn) -> Callable[[list[np.ndarray | None], dict[str, Any
     return reference
 
 
-def _wide(x: np.ndarray) -> np.ndarray:
-    """Low-precision floats are computed in float32, as hardware does."""
-    low_precision = x.dtype.kind == "f" and x.dtype.itemsize < 4
-    if low_precision or x.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-        return x.astype(np.float32)
-    return x
-
-
 def _unary(name: str, fn: ArrayFn, flops: int, doc: str, category: Category = Category.ELEMENTWISE,
            attrs: tuple = (), bool_out: bool = False) -> None:
     def infer(ctx: OpContext) -> list[TensorType]:
@@ -70,7 +63,7 @@ def _unary(name: str, fn: ArrayFn, flops: int, doc: str, category: Category = Ca
 
     define(name, category, inputs=inputs("x"), attrs=attrs, infer=infer,
            cost=_per_element(flops), cost_doc=f"{flops} per output element",
-           reference=_keep_dtype(lambda x, **a: fn(_wide(x), **a)), doc=doc)
+           reference=_keep_dtype(lambda x, **a: fn(widen(x), **a)), doc=doc)
 
 
 def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
@@ -167,7 +160,7 @@ def _binary(name: str, fn: ArrayFn, flops: int, doc: str, bool_out: bool = False
         a, b = xs[0], xs[1]
         assert a is not None and b is not None
         out_t = ctx.output_types[0]
-        result = np.asarray(fn(_wide(a), _wide(b)))
+        result = np.asarray(fn(widen(a), widen(b)))
         return [result.astype(out_t.dtype.numpy if out_t else result.dtype, copy=False)]
 
     define(name, category, inputs=inputs("a", "b"), infer=infer, cost=_per_element(flops),

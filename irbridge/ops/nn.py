@@ -20,8 +20,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
 from irbridge.ir import Dim, TensorType, format_shape
+from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, mul_dims, normalize_axis, promote
-from irbridge.ops.elementwise import _wide
 from irbridge.ops.registry import (
     AttrKind,
     Category,
@@ -106,12 +106,12 @@ def _nchw(ctx: OpContext) -> tuple[Dim, ...] | None:
 def _need(xs: Arrays, index: int) -> np.ndarray:
     x = xs[index]
     assert x is not None
-    return _wide(x)
+    return widen(x)
 
 
 def _opt(xs: Arrays, index: int) -> np.ndarray | None:
     x = xs[index] if index < len(xs) else None
-    return None if x is None else _wide(x)
+    return None if x is None else widen(x)
 
 
 def _opt_value(xs: list[Value | None], index: int) -> Value | None:

@@ -22,8 +22,8 @@ import scipy.special
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
 from irbridge.ir import Dim, Graph, SymDim, Tensor, TensorType
+from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, mul_dims, normalize_axes, normalize_axis, promote
-from irbridge.ops.elementwise import _wide
 from irbridge.ops.registry import (
     AttrKind,
     Category,
@@ -1091,8 +1091,8 @@ def _reduction(name: str, fn: Callable[[np.ndarray, tuple[int, ...]], np.ndarray
         x = _arg(xs, 0, ctx)
         axes = _reduce_axes(_ints_arg(xs, 1, attrs, "axes"), attrs, x.ndim, ctx.where)
         if axes is None:  # no reduction, but the op's other arithmetic (reduce_l2: |x|)
-            return [np.asarray(fn(_wide(x), ())).astype(_out_dtype(ctx, 0, x.dtype))]
-        y = np.asarray(fn(_wide(x), axes))
+            return [np.asarray(fn(widen(x), ())).astype(_out_dtype(ctx, 0, x.dtype))]
+        y = np.asarray(fn(widen(x), axes))
         if not attrs["keepdims"]:
             y = np.squeeze(y, axis=axes)
         return [y.astype(_out_dtype(ctx, 0, x.dtype))]
@@ -1193,7 +1193,7 @@ def _softmax(name: str, log: bool, doc: str) -> None:
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
         axis = normalize_axis(attrs["axis"], x.ndim, ctx.where)
-        wide = _wide(x)
+        wide = widen(x)
         shifted = wide - np.max(wide, axis=axis, keepdims=True)
         exp_sum = np.sum(np.exp(shifted), axis=axis, keepdims=True)
         y = shifted - np.log(exp_sum) if log else np.exp(shifted) / exp_sum
@@ -1225,7 +1225,7 @@ def _scan(name: str, ufunc: np.ufunc, identity: int, what: str) -> None:
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
         axis = normalize_axis(_int_arg(xs, 1, attrs, "axis", ctx), x.ndim, ctx.where)
-        moved = np.moveaxis(_wide(x), axis, 0)
+        moved = np.moveaxis(widen(x), axis, 0)
         if attrs["reverse"]:
             moved = moved[::-1]
         y = ufunc.accumulate(moved, axis=0)

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from irbridge.errors import IrbridgeError
-from irbridge.ir import Cost, Model, Value
+from irbridge.ir import Cost, Model, Node, Value
 from irbridge.ops import registry
 
 
@@ -42,10 +42,13 @@ def summarize(model: Model) -> ModelSummary:
         histogram[node.qualified_op] += 1
         if node.is_opaque:
             opaque[node.qualified_op] += 1
+        if not _static(node):
+            uncosted += 1  # symbolic or unknown shapes: no static cost until dims are bound
+            continue
         try:
             total = total + registry.node_cost(node)
         except IrbridgeError:
-            uncosted += 1  # symbolic shapes or missing types: the node has no static cost
+            uncosted += 1
     nodes = sum(histogram.values())
     tensors = model.tensors.values()
     if not model.tensors:
@@ -66,6 +69,11 @@ def summarize(model: Model) -> ModelSummary:
         outputs=[_describe(v) for v in model.graphs[-1].outputs] if first else [],
         op_histogram=histogram.most_common(), opaque_ops=opaque.most_common(), cost=total,
         uncosted_nodes=uncosted, metadata=dict(model.metadata))
+
+
+def _static(node: Node) -> bool:
+    return all(v.type is not None and v.type.is_static
+               for v in (*node.inputs, *node.outputs) if v is not None)
 
 
 def _describe(value: Value) -> str:

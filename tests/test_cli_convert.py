@@ -65,6 +65,21 @@ def test_convert_shape_only_and_each_frontend(net: str, tmp_path: Path) -> None:
         assert model.is_shape_only and model.metadata["capture.method"] == frontend
 
 
+def test_dynamic_batch_is_symbolic_and_left_out_of_totals(net: str, tmp_path: Path) -> None:
+    """An example batch of 1 would be specialised by torch; the CLI traces with 2 instead.
+    The summary shows the symbolic shape (not eaten as markup) and counts the nodes it
+    cannot cost instead of printing their cost as zero silently."""
+    out = tmp_path / "dyn.irb"
+    code, stdout, stderr = invoke("convert", net, "--input-shape", "1,3,8,8", "--dynamic",
+                                  "batch", "--frontend", "export", "--no-weights",
+                                  "-o", str(out))
+    assert code == 0, stderr
+    assert "[batch,3,8,8]" in stdout
+    assert "uncosted" in stdout
+    first = serde.load(out).graph.inputs[0].type
+    assert first is not None and str(first.shape[0]) == "batch", first
+
+
 def test_onnx_one_step_import_and_export(net: str, tmp_path: Path) -> None:
     onnx_file = tmp_path / "net.onnx"
     code, _, stderr = invoke("convert", net, "--input-shape", "1,3,8,8", "--to", "onnx",

@@ -53,10 +53,11 @@ def convert(
         "--input-shape", help="Shape of the main input, e.g. 1,3,320,320.")] = None,
     batch: Annotated[int | None, typer.Option(help="Batch size of the example inputs.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Sequence length for text models.")] = None,
-    dtype: Annotated[str | None, typer.Option(help="Model dtype: f32, f16, bf16.")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Model dtype: fp32, fp16, bf16 or fp64 (or float32, ...).")] = None,
     dynamic: Annotated[list[str] | None, typer.Option(
         help="Make dim 0 of every input symbolic: NAME or NAME=MIN:MAX (export, dynamo). "
-             "Repeat for dims 1, 2, ...")] = None,
+             "Repeat for dims 1, 2, ... The example batch defaults to 2 (torch fixes "
+             "size-1 dims).")] = None,
     decompose: Annotated[bool, typer.Option(
         help="With torch.export: lower from core ATen after decomposition.")] = False,
     strict: Annotated[bool, typer.Option(help="torch.export in strict mode.")] = False,
@@ -80,6 +81,14 @@ def convert(
     dynamic_spec = _parse_dynamic(dynamic or [])
     if meta and verify:
         raise IrbridgeError("--verify needs real weights; drop --meta")
+    if dynamic_spec and batch is None:
+        # torch specialises size-1 dims to constants, so a symbolic batch needs an example
+        # batch of at least 2 (within the requested range).
+        example = max(2, next(iter(dynamic_spec.values()))[0])
+        if shape is None:
+            batch = example
+        elif shape[0] == 1:
+            shape = (example, *shape[1:])
     with _status(f"building {model}"):
         built = zoo.build(model, batch=batch, seq_len=seq_len, input_shape=shape, dtype=dtype,
                           device="meta" if meta else "cpu", pretrained=pretrained,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from irbridge.summary import ModelSummary, human_bytes, human_count
@@ -31,19 +32,20 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
                            f"{human_bytes(s.cost.bytes_written)} written (unfused)"),
     ]
     if s.uncosted_nodes:
-        rows.append(("uncosted", f"{s.uncosted_nodes} nodes with symbolic shapes"))
+        rows.append(("uncosted", f"{s.uncosted_nodes} nodes with symbolic or unknown shapes "
+                                 "(not in the totals; `irbridge analyze --batch N` binds them)"))
     for key in ("capture.method", "capture.attempts"):
         if key in s.metadata:
             rows.append((key.replace(".", " "), s.metadata[key]))
     for key, value in rows:
-        facts.add_row(key, value)
-    console.print(f"[bold]{title}[/bold]")
+        facts.add_row(key, escape(value))  # shapes like [batch,3] are not rich markup
+    console.print(f"[bold]{escape(title)}[/bold]")
     console.print(facts)
     ops = Table(title="op histogram", title_justify="left", show_edge=False)
     ops.add_column("op")
     ops.add_column("count", justify="right")
     for op, count in s.op_histogram[:top_ops]:
-        ops.add_row(op, str(count))
+        ops.add_row(escape(op), str(count))
     if len(s.op_histogram) > top_ops:
         rest = sum(c for _, c in s.op_histogram[top_ops:])
         ops.add_row(f"({len(s.op_histogram) - top_ops} more ops)", str(rest))

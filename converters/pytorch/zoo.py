@@ -40,7 +40,7 @@ import socket
 import sys
 import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -1395,20 +1395,6 @@ def _image_channels(module: nn.Module) -> int:
     return 3
 
 
-@dataclass
-class _Plan:
-    """Input decisions for one forward parameter, before tensors are made."""
-
-    name: str
-    kind: str
-    shape: tuple[int, ...]
-    dtype: torch.dtype
-    keyword: bool
-    dims: tuple[str, ...] = ()
-    count: int | None = None
-    high: int | None = None
-
-
 def _structural(
     module: nn.Module,
     name: str,
@@ -1419,7 +1405,7 @@ def _structural(
     frames: int | None,
     float_dtype: torch.dtype,
     model_name: str,
-) -> _Plan:
+) -> InputSpec:
     """An input for a generically named parameter (``x``, ``input``): shaped by the first layer."""
     layer = _first_layer(module)
     if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d)):
@@ -1427,7 +1413,7 @@ def _structural(
             layer.in_channels if not isinstance(layer, nn.BatchNorm2d) else layer.num_features
         )
         h, w = _image_size(module, image_size)
-        return _Plan(
+        return InputSpec(
             name,
             "image",
             (batch, channels, h, w),
@@ -1441,7 +1427,7 @@ def _structural(
         )
         h, w = _image_size(module, image_size)
         t = frames or DEFAULT_FRAMES
-        return _Plan(
+        return InputSpec(
             name,
             "video",
             (batch, channels, t, h, w),
@@ -1450,7 +1436,7 @@ def _structural(
             ("batch", "channels", "frames", "height", "width"),
         )
     if isinstance(layer, (nn.Conv1d, nn.ConvTranspose1d)):
-        return _Plan(
+        return InputSpec(
             name,
             "tensor",
             (batch, layer.in_channels, seq_len),
@@ -1459,7 +1445,7 @@ def _structural(
             ("batch", "channels", "length"),
         )
     if isinstance(layer, (nn.Embedding, nn.EmbeddingBag)):
-        return _Plan(
+        return InputSpec(
             name,
             "tokens",
             (batch, seq_len),
@@ -1470,7 +1456,7 @@ def _structural(
         )
     if isinstance(layer, nn.RNNBase):
         if layer.batch_first:
-            return _Plan(
+            return InputSpec(
                 name,
                 "tensor",
                 (batch, seq_len, layer.input_size),
@@ -1478,7 +1464,7 @@ def _structural(
                 keyword,
                 ("batch", "seq", "features"),
             )
-        return _Plan(
+        return InputSpec(
             name,
             "tensor",
             (seq_len, batch, layer.input_size),
@@ -1487,16 +1473,16 @@ def _structural(
             ("seq", "batch", "features"),
         )
     if isinstance(layer, nn.Linear):
-        return _Plan(
+        return InputSpec(
             name, "tensor", (batch, layer.in_features), float_dtype, keyword, ("batch", "features")
         )
     if isinstance(layer, nn.BatchNorm1d):
-        return _Plan(
+        return InputSpec(
             name, "tensor", (batch, layer.num_features), float_dtype, keyword, ("batch", "features")
         )
     if isinstance(layer, nn.LayerNorm):
         features = int(layer.normalized_shape[-1])
-        return _Plan(
+        return InputSpec(
             name,
             "tensor",
             (batch, seq_len, features),
@@ -1520,7 +1506,7 @@ def _plan_inputs(
     image_size: int | None,
     frames: int | None,
     float_dtype: torch.dtype,
-) -> list[_Plan]:
+) -> list[InputSpec]:
     try:
         signature = inspect.signature(module.forward)
     except (TypeError, ValueError) as exc:
@@ -1530,7 +1516,7 @@ def _plan_inputs(
         ) from exc
     config = _config(module)
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
-    plans: list[_Plan] = []
+    plans: list[InputSpec] = []
     positional_open = True  # still passing contiguous leading parameters positionally
     have_primary = False
     for param in signature.parameters.values():
@@ -1576,7 +1562,7 @@ def _plan_inputs(
         keyword = not positional
         if kind in ("tokens", "decoder_tokens"):
             plans.append(
-                _Plan(
+                InputSpec(
                     n,
                     "tokens",
                     (batch, seq_len),
@@ -1587,13 +1573,13 @@ def _plan_inputs(
                 )
             )
         elif kind == "mask":
-            plans.append(_Plan(n, "mask", (batch, seq_len), torch.int64, keyword, ("batch", "seq")))
+            plans.append(InputSpec(n, "mask", (batch, seq_len), torch.int64, keyword, ("batch", "seq")))
         elif kind in ("image", "image_list"):
             h, w = _image_size(module, image_size)
             channels = _image_channels(module)
             if kind == "image_list":
                 plans.append(
-                    _Plan(
+                    InputSpec(
                         n,
                         "image_list",
                         (channels, h, w),
@@ -1605,7 +1591,7 @@ def _plan_inputs(
                 )
             else:
                 plans.append(
-                    _Plan(
+                    InputSpec(
                         n,
                         "image",
                         (batch, channels, h, w),
@@ -1633,31 +1619,31 @@ def _plan_inputs(
     return plans
 
 
-def _apply_input_shape(plans: list[_Plan], input_shape: tuple[int, ...], batch: int | None) -> None:
+def _apply_input_shape(plans: list[InputSpec], input_shape: tuple[int, ...],
+                       batch: int | None) -> list[InputSpec]:
     """Give the primary (first non-mask) input the user's shape; token companions follow it."""
     primary = next(p for p in plans if p.kind != "mask")
     has_batch = primary.kind != "image_list" or len(input_shape) == 4
     if batch is not None and has_batch and input_shape[0] != batch:
         raise ZooError(f"--batch {batch} contradicts --input-shape {list(input_shape)}")
+    shape = tuple(input_shape)
+
+    def reshaped(plan: InputSpec) -> InputSpec:
+        return replace(plan, shape=shape, dims=plan.dims if len(plan.dims) == len(shape) else ())
+
     if primary.kind == "image_list":
-        if len(input_shape) == 4:
-            primary.count, primary.shape = input_shape[0], tuple(input_shape[1:])
+        if len(shape) == 4:
+            changed = replace(primary, count=shape[0], shape=shape[1:])
         else:
-            primary.shape = tuple(input_shape)
-        return
-    primary.shape = tuple(input_shape)
-    if len(primary.dims) != len(input_shape):
-        primary.dims = ()
-    if primary.kind == "tokens":
-        for plan in plans:
-            if plan is not primary and plan.kind in ("tokens", "mask"):
-                plan.shape = tuple(input_shape)
-                if len(plan.dims) != len(input_shape):
-                    plan.dims = ()
+            changed = replace(primary, shape=shape)
+        return [changed if p is primary else p for p in plans]
+    follows = primary.kind == "tokens"
+    return [reshaped(p) if p is primary or (follows and p.kind in ("tokens", "mask")) else p
+            for p in plans]
 
 
 def _make_tensor(
-    plan: _Plan, shape: tuple[int, ...], device: torch.device, gen: torch.Generator
+    plan: InputSpec, shape: tuple[int, ...], device: torch.device, gen: torch.Generator
 ) -> torch.Tensor:
     if device.type == "meta":
         return torch.empty(shape, dtype=plan.dtype, device="meta")
@@ -1710,7 +1696,7 @@ def derive_inputs(
         float_dtype=float_dtype,
     )
     if input_shape is not None:
-        _apply_input_shape(plans, tuple(int(d) for d in input_shape), batch)
+        plans = _apply_input_shape(plans, tuple(int(d) for d in input_shape), batch)
     config = _config(module)
     max_pos = getattr(config, "max_position_embeddings", None) if config is not None else None
     for plan in plans:
@@ -1739,18 +1725,7 @@ def derive_inputs(
             kwargs[plan.name] = value
         else:
             args.append(value)
-        specs.append(
-            InputSpec(
-                plan.name,
-                plan.kind,
-                plan.shape,
-                plan.dtype,
-                plan.keyword,
-                plan.dims,
-                plan.count,
-                plan.high,
-            )
-        )
+        specs.append(plan)
     return tuple(args), kwargs, specs
 
 

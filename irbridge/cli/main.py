@@ -60,11 +60,12 @@ def _main(
 
 
 def _register() -> None:
-    from irbridge.cli import analyze, convert, inspect
+    from irbridge.cli import analyze, compare, convert, inspect
 
     inspect.register(app)
     convert.register(app)
     analyze.register(app)
+    compare.register(app)
 
 
 _register()

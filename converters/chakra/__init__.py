@@ -1,0 +1,40 @@
+"""Chakra execution traces (MLCommons; read by ASTRA-sim) from the IR and its analysis.
+
+    from irbridge.converters import chakra
+    chakra.write(model, Path("traces"), hardware="h100-sxm", devices=2)
+    # traces/{model}.0.et, traces/{model}.1.et
+
+One compute node per fused kernel with FLOPs (`num_ops`, `tensor_size`, the roofline
+latency as `duration_micros`), data dependencies from the IR's dataflow; with `devices` > 1
+a pipeline split balanced by latency and send/recv pairs for the tensors that cross a cut.
+The schema is vendored in schemas/chakra/et_def.proto; docs/simulators.md describes every
+field. Only this package imports the generated bindings (`_proto`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from irbridge.analysis import resolve_target
+from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer, plan, split_balanced
+from irbridge.converters.chakra.writer import CHAKRA_VERSION, duration_micros, write_plan
+from irbridge.errors import IrbridgeError
+from irbridge.ir import Model
+
+
+def write(model: Model, path: Path, *, hardware: str = "h100-sxm", devices: int = 1,
+          dtype: str | None = None) -> Path:
+    """Write one trace per rank into the folder `path`, `{model}.{rank}.et`, atomically.
+    Everything is checked and encoded before anything is written."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise IrbridgeError(f"{path}: exists and is not a folder; chakra writes a folder "
+                            "of traces")
+    target = resolve_target(hardware)
+    laid_out = plan(model, target, devices=devices, dtype=dtype,
+                    source=model.name or str(path))
+    return write_plan(laid_out, path)
+
+
+__all__ = ["CHAKRA_VERSION", "ComputeNode", "Plan", "Transfer", "duration_micros", "plan",
+           "split_balanced", "write"]

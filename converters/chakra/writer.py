@@ -1,0 +1,180 @@
+"""Encode a `Plan` as Chakra execution traces: one `{model}.{rank}.et` file per rank, each a
+varint32-length-delimited stream of a GlobalMetadata then the Nodes, written atomically.
+
+Attribute value kinds follow what ASTRA-sim's Chakra feeder reads (it takes one oneof case
+per name; any other case reads as 0): `num_ops` int64, `tensor_size` uint64,
+`comm_size` int64, `comm_src` / `comm_dst` / `comm_tag` int32, `is_cpu_op` bool (false:
+the feeder's default is true, which would send the node down the CPU replay path).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from irbridge import __version__
+from irbridge.atomic import atomic_dir
+from irbridge.converters.chakra._proto import et_def_pb2 as et
+from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer
+from irbridge.errors import IrbridgeError
+from irbridge.ir import Value, format_shape
+
+CHAKRA_VERSION = "0.0.4"
+"""GlobalMetadata.version: the Chakra schema version these traces follow."""
+
+
+def duration_micros(seconds: float) -> int:
+    """Roofline latency as Chakra's integer microseconds: rounded to the nearest, but at
+    least 1 so that no kernel is free (the exact value is in the `latency_ns` attr)."""
+    return max(1, math.floor(seconds * 1e6 + 0.5))
+
+
+def varint(n: int) -> bytes:
+    """Protobuf base-128 varint of a non-negative integer (the framing's length prefix)."""
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _attr(name: str, **value: object) -> et.AttributeProto:
+    return et.AttributeProto(name=name, **value)  # type: ignore[arg-type]
+
+
+def _io(values: Sequence[Value]) -> et.IOInfo:
+    """IOInfo as JSON lists: value names, shapes (`[1,64,56,56]`), dtypes (`f32`)."""
+    return et.IOInfo(
+        values=json.dumps([v.name for v in values]),
+        shapes="[" + ",".join(format_shape(v.type.shape if v.type else None)
+                              for v in values) + "]",
+        types=json.dumps([v.type.dtype.short if v.type else "?" for v in values]))
+
+
+def _compute(node: ComputeNode, nid: int, deps: list[int]) -> et.Node:
+    main = node.main
+    seconds = node.latency_seconds
+    return et.Node(
+        id=nid, name=main.label(), type=et.COMP_NODE, data_deps=deps,
+        duration_micros=duration_micros(seconds),
+        inputs=_io(node.inputs), outputs=_io(node.outputs),
+        attr=[_attr("is_cpu_op", bool_val=False),
+              _attr("num_ops", int64_val=node.flops),
+              _attr("tensor_size", uint64_val=node.tensor_size),
+              _attr("latency_ns", double_val=seconds * 1e9),
+              _attr("compute_ns", double_val=node.compute_seconds * 1e9),
+              _attr("memory_ns", double_val=node.memory_seconds * 1e9),
+              _attr("bound", string_val=node.bound),
+              _attr("kind", string_val=main.kind),
+              _attr("partition_ids", int64_list=et.Int64List(values=[p.id for p in
+                                                                       node.partitions])),
+              _attr("ir_node_ids", uint64_list=et.Uint64List(values=node.node_ids))])
+
+
+def _comm(t: Transfer, nid: int, deps: list[int], send: bool) -> et.Node:
+    if send:
+        name, kind = f"send {t.value.name} to rank {t.dst}", et.COMM_SEND_NODE
+    else:
+        name, kind = f"recv {t.value.name} from rank {t.src}", et.COMM_RECV_NODE
+    io = _io([t.value])
+    return et.Node(
+        id=nid, name=name, type=kind, data_deps=deps,
+        inputs=io if send else et.IOInfo(), outputs=et.IOInfo() if send else io,
+        attr=[_attr("is_cpu_op", bool_val=False),
+              _attr("comm_src", int32_val=t.src),
+              _attr("comm_dst", int32_val=t.dst),
+              _attr("comm_tag", int32_val=t.tag),
+              _attr("comm_size", int64_val=t.size)])
+
+
+def rank_nodes(plan: Plan, rank: int) -> list[et.Node]:
+    """The nodes of one rank in a topological order: each recv just before its first
+    reader, each send just after its producer."""
+    out: list[et.Node] = []
+    compute_id: dict[int, int] = {}
+    recv_id: dict[int, int] = {}  # id(value) -> recv node id
+    sends: dict[int, list[Transfer]] = {}
+    recvs: dict[int, Transfer] = {}
+    for t in plan.transfers:
+        if t.src == rank:
+            sends.setdefault(t.producer, []).append(t)
+        if t.dst == rank:
+            recvs[id(t.value)] = t
+    for index in plan.stages[rank]:
+        node = plan.nodes[index]
+        deps = {compute_id[d] for d in node.deps if d in compute_id}
+        for vid in node.reads:
+            incoming = recvs.get(vid)
+            if incoming is None:
+                continue
+            if vid not in recv_id:
+                recv_id[vid] = len(out)
+                out.append(_comm(incoming, len(out), [], send=False))
+            deps.add(recv_id[vid])
+        compute_id[index] = len(out)
+        out.append(_compute(node, len(out), sorted(deps)))
+        for t in sends.get(index, []):
+            out.append(_comm(t, len(out), [compute_id[index]], send=True))
+    return out
+
+
+def metadata(plan: Plan, rank: int) -> et.GlobalMetadata:
+    model = plan.model
+    return et.GlobalMetadata(version=CHAKRA_VERSION, attr=[
+        _attr("producer", string_val=f"irbridge {__version__}"),
+        _attr("model", string_val=model.name or "model"),
+        _attr("hardware", string_val=plan.target.name),
+        _attr("dtype", string_val=plan.dtype),
+        _attr("rank", int64_val=rank),
+        _attr("world_size", int64_val=plan.devices),
+        _attr("stage_latency_ns", double_val=plan.stage_latency(rank) * 1e9),
+        _attr("total_flops", int64_val=plan.total_flops),
+        _attr("latency_model", string_val="roofline: max(FLOPs / peak, bytes / bandwidth) "
+                                          "per fused kernel"),
+    ])
+
+
+def encode(messages: Sequence[et.GlobalMetadata | et.Node]) -> bytes:
+    """Length-delimited stream: varint32 size, then the message, for each message."""
+    chunks = []
+    for message in messages:
+        data = message.SerializeToString()
+        chunks.append(varint(len(data)))
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+def trace_prefix(plan: Plan) -> str:
+    """`{model}` of `{model}.{rank}.et`: the model name with path-unsafe characters as _."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", plan.model.name or "model").lstrip(".") or "model"
+
+
+def write_plan(plan: Plan, folder: Path) -> Path:
+    """Write every rank's trace into `folder` (replaced as a whole, atomically)."""
+    prefix = trace_prefix(plan)
+    files = {f"{prefix}.{rank}.et": encode([metadata(plan, rank), *rank_nodes(plan, rank)])
+             for rank in range(plan.devices)}
+    if folder.exists() and folder.is_dir():
+        foreign = sorted(p.name for p in folder.iterdir() if p.suffix != ".et")
+        if foreign:
+            raise IrbridgeError(f"{folder}: folder exists and holds other files "
+                                f"({', '.join(foreign[:3])}); give a new or empty folder")
+    try:
+        with atomic_dir(folder) as tmp:
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
+    except OSError as exc:
+        raise IrbridgeError(f"{folder}: cannot write the traces: "
+                            f"{exc.strerror or exc}") from None
+    return folder
+
+
+__all__ = ["CHAKRA_VERSION", "duration_micros", "encode", "metadata", "rank_nodes",
+           "trace_prefix", "varint", "write_plan"]

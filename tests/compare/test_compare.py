@@ -1,0 +1,220 @@
+"""Comparison on small models (fast): pairs that differ in one known layer, identical pairs,
+unrelated models, bad sides, the CLI and the HTML report in a headless browser."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from toys import SmallMLP, base_cnn, cnn_input, extra_activation, side, wider_kernel
+from typer.testing import CliRunner
+
+from irbridge import serde
+from irbridge.cli.main import app
+from irbridge.compare import compare_models, load_side, match, normalize_path, to_dict
+from irbridge.compare.html import write_html
+from irbridge.compare.numeric import errors_of
+from irbridge.compare.report import to_markdown
+from irbridge.compare.sources import Side
+from irbridge.converters.onnx import export_onnx, import_onnx
+
+
+def flagged_modules(result) -> set[str]:  # type: ignore[no-untyped-def]
+    return {d.module for d in result.differences}
+
+
+def test_module_paths_are_normalised() -> None:
+    assert normalize_path("/layer1/layer1.0/conv1") == "layer1.0.conv1"
+    assert normalize_path("L['self'].layer1[0].conv1") == "layer1.0.conv1"
+    assert normalize_path("_orig_mod.encoder.layer.0") == "encoder.layer.0"
+    assert normalize_path("") == ""
+
+
+def test_identical_captures_match_fully_with_equal_numbers() -> None:
+    model, x = base_cnn(), cnn_input()
+    result = compare_models(side(model, x), side(model, x))
+    assert result.differences == []
+    assert result.matching is not None and result.numerics is not None
+    assert result.matching.compute_counts("left") == (3, 3)  # conv1, conv2, head
+    assert {g.kind for g in result.matching.groups} == {"same"}
+    # the same IR run twice by the same executor: bit-identical
+    assert result.numerics.ran and result.numerics.max_abs == 0.0
+    assert result.numerics.values
+
+
+def test_changed_kernel_is_the_only_difference() -> None:
+    model, x = base_cnn(), cnn_input()
+    result = compare_models(side(model, x), side(wider_kernel(model), x))
+    kinds = {d.kind for d in result.differences}
+    assert flagged_modules(result) == {"conv2"}, result.differences
+    assert "changed" in kinds and "numeric" in kinds
+    changed = next(d for d in result.differences if d.kind == "changed")
+    assert "weight 1 f32[8,8,3,3] vs f32[8,8,5,5]" in changed.message
+    # 5x5 against 3x3 over an 8->8 channel 16x16 map: MACs 8*8*25*256 vs 8*8*9*256
+    assert "409,600" in changed.message and "147,456" in changed.message
+    cost = next(d for d in result.differences if d.kind == "cost")
+    assert cost.module == "conv2"
+
+
+def test_extra_activation_is_the_only_difference() -> None:
+    model, x = base_cnn(), cnn_input()
+    result = compare_models(side(model, x), side(extra_activation(model), x))
+    assert flagged_modules(result) == {"extra"}, result.differences
+    unmatched = next(d for d in result.differences if d.kind == "unmatched")
+    assert "only on the right" in unmatched.message and "tanh" in unmatched.message
+    numeric = next(d for d in result.differences if d.kind == "numeric")
+    assert numeric.module == "extra"
+    assert result.matching is not None
+    assert result.matching.compute_match_ratio("left") == 1.0
+    assert result.matching.compute_match_ratio("right") == 1.0
+
+
+def test_irbridge_onnx_round_trip_matches_by_structure_without_provenance(
+        tmp_path: Path) -> None:
+    model, x = base_cnn(), cnn_input()
+    left = side(model, x)
+    assert left.model is not None
+    onnx_model = import_onnx(export_onnx(left.model, tmp_path / "cnn.onnx"))
+    for _, node in onnx_model.all_nodes():  # drop provenance: structure must carry it
+        node.provenance.module_path = ""
+        node.provenance.source_node = ""
+    right = Side(str(tmp_path / "cnn.onnx"), "file", onnx_model)
+    result = compare_models(left, right)
+    assert result.matching is not None and result.matching.mode == "structure"
+    assert result.matching.compute_counts("left") == (3, 3)
+    assert result.matching.compute_counts("right") == (3, 3)
+    assert result.numerics is not None and result.numerics.ran
+    # float32 through the same reference kernels, ops regrouped: a few ulps at most
+    assert result.numerics.first_divergence is None
+    assert result.numerics.max_rel < 1e-5
+    assert result.costs is not None
+    assert result.costs.total.left.matmul_flops == result.costs.total.right.matmul_flops
+
+
+def test_unrelated_models_say_so_instead_of_failing() -> None:
+    torch.manual_seed(0)
+    mlp = SmallMLP().eval()
+    result = compare_models(side(base_cnn(), cnn_input()), side(mlp, torch.randn(2, 16)))
+    messages = [d.message for d in result.differences]
+    assert any("% of compute nodes matched" in m for m in messages)
+    assert any(m.startswith("numbers not compared: input signatures differ") for m in messages)
+    assert result.numerics is not None and not result.numerics.ran
+
+
+def test_mismatched_input_signatures_are_reported() -> None:
+    torch.manual_seed(0)
+    narrow, wide = SmallMLP(16).eval(), SmallMLP(24).eval()
+    result = compare_models(side(narrow, torch.randn(2, 16)), side(wide, torch.randn(2, 24)))
+    assert result.numerics is not None and not result.numerics.ran
+    assert "input signatures differ" in result.numerics.reason
+    assert "f32[2,16]" in result.numerics.reason and "f32[2,24]" in result.numerics.reason
+    changed = [d for d in result.differences if d.kind == "changed"]
+    assert [d.module for d in changed] == ["fc1"]
+
+
+def test_a_side_that_fails_to_load_is_reported_with_its_reason(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a protobuf at all")
+    bad = load_side(str(broken), None)
+    assert not bad.ok and bad.error
+    result = compare_models(side(base_cnn(), cnn_input()), bad)
+    assert result.matching is None
+    assert result.differences[0].kind == "capture"
+    assert "right side broken.onnx failed to capture" in result.differences[0].message
+    assert bad.error in result.differences[0].message
+    assert to_dict(result)["right"]["error"] == bad.error
+
+
+def test_errors_are_measured_against_the_left_magnitude() -> None:
+    left = np.array([1.0, -4.0, 0.0], dtype=np.float32)
+    right = np.array([1.0, -4.5, 0.25], dtype=np.float32)
+    assert errors_of(left, right) == (0.5, 0.125, 4.0)
+    nan = np.array([np.nan, 1.0])
+    assert errors_of(nan, nan)[0] == 0.0
+    assert errors_of(nan, np.array([0.0, 1.0]))[0] == float("inf")
+
+
+@pytest.fixture
+def toy_files(tmp_path: Path) -> tuple[Path, Path]:
+    model, x = base_cnn(), cnn_input()
+    left, right = side(model, x), side(wider_kernel(model), x)
+    assert left.model is not None and right.model is not None
+    return (serde.save(left.model, tmp_path / "base.irb"),
+            serde.save(right.model, tmp_path / "wider.irb"))
+
+
+def test_cli_json_and_markdown(toy_files: tuple[Path, Path], tmp_path: Path) -> None:
+    base, wider = toy_files
+    runner = CliRunner()
+    same = runner.invoke(app, ["compare", str(base), str(base), "--format", "json"])
+    assert same.exit_code == 0, same.output
+    assert json.loads(same.stdout)["differences"] == []
+    report = tmp_path / "report.md"
+    run = runner.invoke(app, ["compare", str(base), str(wider), "--format", "json",
+                              "-o", str(report)])
+    assert run.exit_code == 1, run.output  # something flagged
+    data = json.loads(run.stdout)
+    assert {d["module"] for d in data["differences"]} == {"conv2"}
+    assert data["matching"]["compute_matched"]["left"] == {"matched": 3, "total": 3}
+    text = report.read_text()
+    assert text.startswith("# base.irb vs wider.irb") and "**changed** conv2" in text
+    table = runner.invoke(app, ["compare", str(base), str(wider)])
+    assert table.exit_code == 1 and "changed conv2" in table.stdout
+
+
+def test_cli_bad_input_is_one_line(toy_files: tuple[Path, Path]) -> None:
+    base, _ = toy_files
+    runner = CliRunner()
+    run = runner.invoke(app, ["compare", str(base), str(base), "--left", "dynamo"])
+    assert run.exit_code == 2
+    assert "is a model file; --left dynamo applies to a model name only" in run.output
+    run = runner.invoke(app, ["compare", str(base), str(base), "-o", "report.txt"])
+    assert run.exit_code == 2 and "use .html, .json or .md" in run.output
+    run = runner.invoke(app, ["compare", str(base), "missing.onnx"])
+    assert run.exit_code == 2 and "missing.onnx: no such file" in run.output
+
+
+def test_markdown_lists_groups_and_costs() -> None:
+    model, x = base_cnn(), cnn_input()
+    result = compare_models(side(model, x), side(wider_kernel(model), x), numerics=False)
+    text = to_markdown(result)
+    # 2 x MACs: 294,912 and 819,200 FLOPs (MACs in test_changed_kernel...)
+    assert "| conv2 | 295 k | 819 k | +177.78% |" in text
+    assert "## Groups" in text
+
+
+def test_html_report_opens_in_a_headless_browser(toy_files: tuple[Path, Path],
+                                                 tmp_path: Path) -> None:
+    from browser import open_page
+
+    base, wider = toy_files
+    result = compare_models(load_side(str(base), None), load_side(str(wider), None))
+    page_file = write_html(result, tmp_path / "report.html")
+    with open_page(page_file) as (page, log):
+        assert log.problems == [] and log.requests == []
+        changed = result.differences[0]
+        assert changed.kind == "changed" and changed.group is not None
+        page.click(f'#differences a[href="#g{changed.group}"]')
+        assert page.evaluate("location.hash") == f"#g{changed.group}"
+        row = page.inner_text(f"#g{changed.group}")
+        assert "conv2" in row and "changed" in row
+        total = len(result.matching.groups) if result.matching else 0
+        assert page.inner_text("#shown") == f"{total} of {total} groups shown"
+        page.check("#only")
+        differing = sum(1 for g in result.matching.groups if g.kind != "same") \
+            if result.matching else 0
+        assert page.inner_text("#shown") == f"{differing} of {total} groups shown"
+        assert log.problems == []
+
+
+def test_matching_is_symmetric_in_its_counts() -> None:
+    model, x = base_cnn(), cnn_input()
+    a, b = side(model, x), side(extra_activation(model), x)
+    assert a.model is not None and b.model is not None
+    forward, backward = match(a.model, b.model), match(b.model, a.model)
+    assert forward.compute_counts("left") == backward.compute_counts("right")
+    assert [(op, x, y) for op, x, y in forward.histogram_difference()] == \
+        [(op, y, x) for op, x, y in backward.histogram_difference()]

@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from irbridge.analysis.driver import Run, analyze
+from irbridge.analysis.driver import Result, Run, analyze
 from irbridge.analysis.hardware import Target, resolve_target
 from irbridge.analysis.roofline import Mapping
 from irbridge.errors import IrbridgeError
@@ -165,6 +165,7 @@ class View:
     op_nodes: int  # IR nodes of the top-level graphs (before collapsing)
     warnings: list[str] = field(default_factory=list)
     weights: set[str] = field(default_factory=set)
+    analysis: Result | None = field(default=None, repr=False)  # what the metrics came from
 
     def node(self, key: str) -> ViewNode:
         for n in self.nodes:
@@ -191,7 +192,8 @@ def build_view(model: Model, hardware: str | Target, *, depth: Depth = None,
     metrics = _node_metrics(run, run.mappings[0])
     view = View(result.name, target.name, result.dtype, run.strategy, chosen, [], [], {}, {},
                 run.mappings[0].total_latency, _graph_names(model),
-                sum(len(g.nodes) for g in model.graphs), list(result.warnings))
+                sum(len(g.nodes) for g in model.graphs), list(result.warnings),
+                analysis=result)
     _add_partitions(view, run, run.mappings[0])
     for gi, graph in enumerate(model.graphs):
         _add_graph(view, gi, graph, metrics, chosen)

@@ -9,18 +9,18 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from irbridge.analysis import Target, analyze
+from irbridge.analysis import Target
+from irbridge.analysis.driver import Result
 from irbridge.analysis.partition import category
 from irbridge.graphview import ViewNode, build_view
 from irbridge.ir import Model, Node
 
 
-def _kernels(model: Model, target: Target) -> tuple[dict[int, dict[str, Any]],
-                                                    dict[tuple[int, int], dict[str, Any]],
-                                                    dict[str, Any]]:
+def _kernels(result: Result, target: Target) -> tuple[dict[int, dict[str, Any]],
+                                                      dict[tuple[int, int], dict[str, Any]],
+                                                      dict[str, Any]]:
     """Kernel records by partition id, node facts by (graph index, node id), and model
-    totals. The same analysis build_view runs (one target, the model's dtype, fused)."""
-    result = analyze(model, [target])
+    totals, from the analysis the view was built from (one target, fused)."""
     run = result.runs[0]
     mapping = run.mappings[0]
     kernels: dict[int, dict[str, Any]] = {}
@@ -67,7 +67,8 @@ def view_data(model: Model, target: Target) -> dict[str, Any]:
     """Everything the page shows (analysed on `target` at the model's own dtype with fused
     kernels, as `irbridge analyze` does by default)."""
     view = build_view(model, target)
-    kernels, facts, totals = _kernels(model, target)
+    assert view.analysis is not None
+    kernels, facts, totals = _kernels(view.analysis, target)
     ir_nodes = {(gi, n.id): n for gi, g in enumerate(model.graphs) for n in g.nodes}
     multi = len(model.graphs) > 1
     index: dict[str, int] = {}

@@ -7,9 +7,9 @@ torch.onnx.export(dynamo=True) and torch-mlir's StableHLO import, in the same ru
 Tools measured on the same model object and the same example inputs:
 
 * `irbridge:fx|dynamo|export|auto`: `capture(model, args, kwargs, frontend=F,
-  weights=True)`, i.e. the warm-up forward pass capture() runs first, capture, and lowering
-  into an in-memory IR with the weights (`auto` includes every attempt it made). Writing
-  the result with `serde.save` is timed separately.
+  weights=True)`: capture and lowering into an in-memory IR with the weights, plus a
+  warm-up forward pass when capture() decides one is needed (`auto` includes every
+  attempt it made). Writing the result with `serde.save` is timed separately.
 * `torch.onnx`: `torch.onnx.export(model, args, PATH, kwargs=kwargs, dynamo=True)` to a
   file in a temporary directory (its defaults: opset 18, ONNX graph optimisation on).
 * `torch-mlir`: `torch_mlir.fx.export_and_import(model, *args, output_type="stablehlo",
@@ -26,12 +26,14 @@ first call of the tool in that process. Peak memory = VmHWM after the call - tha
 baseline (imports, the model and its inputs are excluded). Runs are interleaved (run 1 of
 every tool, then run 2, ...) and the median is reported.
 
-Writes docs/benchmarks.md. Linux only (fork, /proc).
+Writes its own section of docs/benchmarks.md (between marker comments, see
+`write_section`; tools/bench_onnx.py writes another). Linux only (fork, /proc).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import gc
 import json
 import os
@@ -58,6 +60,13 @@ from frontend_matrix import (
 )
 
 IRBRIDGE = ("fx", "dynamo", "export", "auto")
+SECTION = "bench_pytorch"
+PAGE_HEADER = """# Benchmarks
+
+Generated: each section below is written by the tool it names, between its own marker
+comments, and a tool rewrites only its section. Rerun the tools rather than editing the
+tables.
+"""
 TOOLS = (*(f"irbridge:{f}" for f in IRBRIDGE), "torch.onnx", "torch-mlir")
 PEERS = ("torch.onnx", "torch-mlir")
 
@@ -117,7 +126,8 @@ def measure(name: str, built: Any, tool: str, threads: int) -> dict[str, Any]:
                              frontend=tool.split(":", 1)[1], weights=True)
             extra = {"method": result.method, "opaque": result.opaque_count,
                      "nodes": sum(1 for _ in result.model.all_nodes()),
-                     "method_seconds": round(result.seconds, 3)}
+                     "method_seconds": round(result.seconds, 3),
+                     "warmup": result.model.metadata.get("capture.warmup", "")}
         elif tool == "torch.onnx":
             with tempfile.TemporaryDirectory() as tmp:
                 path = Path(tmp) / "model.onnx"
@@ -152,6 +162,39 @@ def measure(name: str, built: Any, tool: str, threads: int) -> dict[str, Any]:
             row["bytes_written"] = sum(p.stat().st_size for p in Path(tmp).iterdir())
         row["peak_with_save_mib"] = round((_status_kib("VmHWM") - base) / 1024, 1)
     return row
+
+
+def write_section(md: Path, key: str, body: str) -> None:
+    """Put `body` between `<!-- BEGIN key -->` and `<!-- END key -->` in the page `md`,
+    leaving every other section as it is. A section not yet on the page is appended; a
+    page without any marker (or no page) starts afresh from PAGE_HEADER."""
+    begin, end = f"<!-- BEGIN {key} -->", f"<!-- END {key} -->"
+    block = f"{begin}\n{body.strip()}\n{end}\n"
+    md.parent.mkdir(parents=True, exist_ok=True)
+    # two generators finishing at once must not lose each other's section: read, edit and
+    # replace the page under an exclusive lock on its folder
+    folder = os.open(md.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        _replace_section(md, begin, end, block)
+    finally:
+        os.close(folder)
+
+
+def _replace_section(md: Path, begin: str, end: str, block: str) -> None:
+    from irbridge.atomic import atomic_file
+
+    text = md.read_text() if md.exists() else ""
+    if begin in text and end in text.split(begin, 1)[1]:
+        head, rest = text.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
+        page = head + block + ("\n" + tail if tail else "")
+    elif "<!-- BEGIN " in text:
+        page = text.rstrip("\n") + "\n\n" + block
+    else:
+        page = PAGE_HEADER + "\n" + block
+    with atomic_file(md) as tmp:
+        tmp.write_text(page)
 
 
 def error_text(exc: BaseException) -> str:
@@ -200,6 +243,7 @@ def summarize(runs: Sequence[Mapping[str, Any]], models: Sequence[str],
                     cell["method_seconds"] = statistics.median(r["method_seconds"] for r in ok)
                 if "method" in ok[0]:
                     cell["method"] = ok[0]["method"]
+                    cell["warmup"] = sorted({str(r.get("warmup", "")) for r in ok})
                     cell["opaque"] = max(r.get("opaque", 0) for r in ok)
             failed = [r for r in mine if r.get("status") != "ok"]
             if failed:
@@ -227,8 +271,8 @@ def _target_lines(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
     return [f"**Target** (irbridge's fastest working front-end >= 3x faster than "
             f"torch.onnx.export on every model): {verdict}; 3x or more on {len(met)} of "
             f"{len(models)} models" + (f", below on {', '.join(missed)}." if missed else ".")
-            + " The irbridge times include the warm-up forward pass `capture()` runs before "
-            "capturing (compare `fastest s` with `method s` in the last table)."]
+            + " The irbridge times include a warm-up forward pass only where `capture()` "
+            "ran one (`warm-up` column of the last table)."]
 
 
 def _time_cell(cell: Mapping[str, Any], bold: bool) -> str:
@@ -246,7 +290,7 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
     inputs = {r["model"]: r.get("inputs", "") for r in runs if r.get("inputs")}
     rep_text = ", ".join(f"{t}: {n}" for t, n in repeats.items())
     out = [
-        "# Conversion benchmark: irbridge against torch.onnx and torch-mlir",
+        "## Conversion: irbridge against torch.onnx and torch-mlir",
         "",
         "Generated by `tools/bench_pytorch.py` (rerun it rather than editing the tables).",
         "",
@@ -263,13 +307,15 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
         "",
         *_target_lines(table, models),
         "",
-        "## What is measured",
+        "### What is measured",
         "",
         "- **irbridge fx / dynamo / export / auto**: `capture(model, args, kwargs, "
-        "frontend=F, weights=True)`: the warm-up forward pass `capture()` runs first, "
-        "capture, and lowering into an in-memory IR holding a copy of the weights. `auto` "
-        "includes every attempt it made. Writing the `.irb` file (`serde.save`) is timed "
-        "separately (last table).",
+        "frontend=F, weights=True)`: capture and lowering into an in-memory IR with the "
+        "weights (the IR shares the memory of the model's parameters; buffers are copied), "
+        "plus a warm-up forward pass if `capture()` decides it needs one (lazy parameters, "
+        "or an attempt that builds state lazily; `warm-up` column of the last table). "
+        "`auto` includes every attempt it made. Writing the `.irb` file (`serde.save`) is "
+        "timed separately (last table).",
         "- **torch.onnx**: `torch.onnx.export(model, args, path, kwargs=kwargs, dynamo=True)` "
         "to a temporary file, with its defaults (opset 18, graph optimisation on).",
         "- **torch-mlir**: `torch_mlir.fx.export_and_import(model, *args, "
@@ -290,7 +336,7 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
         "time (fx, dynamo or export; only front-ends that captured with no opaque node "
         "count). The issue's target is >= 3x on every model.",
         "",
-        "## Wall time (seconds, median)",
+        "### Wall time (seconds, median)",
         "",
         "The fastest working irbridge front-end is in bold.",
         "",
@@ -308,7 +354,7 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
                    + f" | {ratio_text} | {verdict} |")
     out += [
         "",
-        "## Peak memory above the baseline (MiB, median)",
+        "### Peak memory above the baseline (MiB, median)",
         "",
         "| model | " + " | ".join(tools) + " |",
         "|---|" + "---:|" * len(tools),
@@ -321,19 +367,20 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
     if irb_tools:
         out += [
             "",
-            "## irbridge: method chosen by auto, and writing the file",
+            "### irbridge: method chosen by auto, warm-up, and writing the file",
             "",
             "`save s` is `serde.save` of the fastest front-end's IR to `.irb` (+ sidecar); "
             "the ratio with it included compares like with like against torch.onnx, "
             "which writes its file inside the timed call.",
             "",
             "`method s` is the part of the fastest front-end's `capture()` call spent in the "
-            "capture method and lowering (`CaptureResult.seconds`); the rest is the warm-up "
-            "forward pass `capture()` runs first.",
+            "successful capture method and its lowering (`CaptureResult.seconds`); `warm-up` "
+            "is why `capture()` ran a warm-up forward pass (`capture.warmup` metadata; `no`: "
+            "none ran).",
             "",
-            "| model | auto chose | fastest | fastest s | method s | save s | "
+            "| model | auto chose | fastest | warm-up | fastest s | method s | save s | "
             "ratio incl. save |",
-            "|---|---|---|---:|---:|---:|---:|",
+            "|---|---|---|---|---:|---:|---:|---:|",
         ]
         for m in models:
             row = table[m]
@@ -341,16 +388,17 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
             auto = row.get("irbridge:auto", {}).get("method", "-")
             fc = row.get(fastest, {}) if fastest else {}
             rs = row["_"].get("ratio_with_save")
-            out.append(f"| {m} | {auto} | {fastest or '-'} | "
+            warm = ", ".join(fc.get("warmup", [])) or "-"
+            out.append(f"| {m} | {auto} | {fastest or '-'} | {md_escape(warm)} | "
                        f"{fc.get('seconds', float('nan')):.2f} | "
                        f"{fc.get('method_seconds', float('nan')):.2f} | "
                        f"{fc.get('save_seconds', float('nan')):.2f} | "
                        + (f"{rs:.2f}x" if rs is not None else "-") + " |")
     failures = [(m, t, table[m][t]["error"]) for m in models for t in tools
                 if table[m][t].get("error")]
-    out += ["", "## Failures", ""]
+    out += ["", "### Failures", ""]
     out += [f"- {m} / {t}: {md_escape(str(e))}" for m, t, e in failures] or ["None."]
-    out += ["", "## Every run (seconds)", "",
+    out += ["", "### Every run (seconds)", "",
             "| model | " + " | ".join(tools) + " |", "|---|" + "---|" * len(tools)]
     for m in models:
         cells = [", ".join(f"{s:.2f}" for s in table[m][t].get("all_seconds", [])) or "-"
@@ -444,10 +492,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "total_seconds": round(total, 1)},
                                     indent=1, default=str) + "\n")
     if args.write:
-        args.md.parent.mkdir(parents=True, exist_ok=True)
-        args.md.write_text(render(table, runs, info, args.models, args.tools, repeats,
-                                  command, total))
-        print(f"wrote {args.md}")
+        write_section(args.md, SECTION, render(table, runs, info, args.models, args.tools,
+                                               repeats, command, total))
+        print(f"wrote the {SECTION} section of {args.md}")
     print(f"total {total / 60:.1f} min")
     return 0
 
@@ -461,9 +508,9 @@ def _rerender(path: Path, md: Path) -> int:
         t: max((sum(1 for r in runs if r["tool"] == t and r["model"] == m) for m in models),
                default=0) for t in tools}
     table = summarize(runs, models, tools)
-    md.write_text(render(table, runs, data["machine"], models, tools, repeats,
-                         data["command"], float(data["total_seconds"])))
-    print(f"wrote {md} from {path}")
+    write_section(md, SECTION, render(table, runs, data["machine"], models, tools, repeats,
+                                      data["command"], float(data["total_seconds"])))
+    print(f"wrote the {SECTION} section of {md} from {path}")
     return 0
 
 

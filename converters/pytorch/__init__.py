@@ -20,7 +20,9 @@ from irbridge.ir import Model
 from .capture import (
     Capture,
     DynamicSpec,
+    ModuleState,
     capture_mode,
+    has_lazy_parameters,
     one_line,
     run_capture,
     warm_up,
@@ -67,15 +69,27 @@ class CaptureResult:
 def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping[str, Any]
             | None = None, *, frontend: str = "auto", weights: bool = True,
             dynamic: DynamicSpec | None = None, decompose: bool = False, strict: bool = False,
-            warmup: bool | None = None) -> CaptureResult:
+            warmup: bool | None = None, copy_weights: bool = False) -> CaptureResult:
     """Capture `model(*args, **kwargs)` into an irbridge Model.
 
-    frontend: auto | fx | export | dynamo. A warm-up forward pass runs first (unless
-    warmup=False or the model is on the meta device) so lazily initialised state exists;
-    buffers it changes are restored. `auto` then tries `AUTO_ORDER` and keeps the first
-    method that captures and lowers with no opaque node (else the one with the fewest). weights=False (or a model on the meta device)
-    gives shape-only tensors. dynamic={"batch": (1, 64)} makes dim 0 of every input
-    symbolic (export and dynamo). decompose=True lowers torch.export graphs from core ATen.
+    frontend: auto | fx | export | dynamo. `auto` tries `AUTO_ORDER` and keeps the first
+    method that captures and lowers with no opaque node (else the one with the fewest).
+
+    warmup: an eager forward pass (buffers it changes are restored) so that lazily
+    initialised state exists before tracing. True: always; False: never; None (default):
+    only when needed, i.e. the model has uninitialised `nn.Lazy*` parameters, or a capture
+    attempt reassigned model attributes (lazily built state such as YOLO's anchors: the
+    attempt's changes are undone and the method runs again after the warm-up), or every
+    method failed without one. Models on the meta device are never warmed up. The reason
+    is recorded in `model.metadata["capture.warmup"]` ("no" when none ran).
+
+    weights=False (or a model on the meta device) gives shape-only tensors. With weights,
+    the IR shares the memory of the model's CPU parameters (read-only numpy views, no
+    copy): in-place changes to them after capture show in the IR; copy_weights=True
+    copies instead (see `_util.make_tensor`). dynamic={"batch": (1, 64)} makes dim 0 of
+    every input symbolic (export and dynamo). decompose=True lowers torch.export graphs
+    from core ATen. frontend="fx" turns submodules symbolic tracing cannot follow into
+    leaves (see `capture._trace_with_leaves`); auto's fx attempt does not.
     """
     if not isinstance(args, tuple):
         args = (args,)
@@ -84,58 +98,119 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
         raise CaptureError(f"unknown PyTorch front-end {frontend!r}; choose one of "
                            f"{', '.join(FRONTENDS)}")
     on_meta = _on_meta(model)
-    if warmup is None:
-        # Every front-end warms up by default: export and dynamo fail on lazily built
-        # state (YOLO's anchors) as surely as auto would. Meta-device models cannot run
-        # eagerly (no data for .item() and friends) and are not warmed up.
-        warmup = not on_meta
-    if warmup:
+    # warm-up policy: True always, False never, None (default) only when needed: the model
+    # has lazy (uninitialised) parameters, or a capture attempt ran code that builds state
+    # lazily (it reassigned model attributes; every attempt's reassignments are undone),
+    # or every method failed without one (the warm-up then either explains the failure or
+    # lets a retry succeed). Meta-device models cannot run eagerly and are never warmed up.
+    adaptive = warmup is None and not on_meta
+    warm_reason = ""
+
+    def do_warm_up(reason: str) -> None:
+        nonlocal warm_reason
         try:
             warm_up(model, args, kwargs)
         except Exception as exc:
             raise CaptureError(f"the model's own forward pass failed on the example inputs: "
                                f"{one_line(exc)}; check the inputs") from exc
+        warm_reason = reason
+
+    if warmup or (adaptive and has_lazy_parameters(model)):
+        do_warm_up("requested" if warmup else "lazy parameters")
     if frontend == "auto":
         methods = [m for m in AUTO_ORDER if not (dynamic and m == "fx")]
     else:
         methods = [frontend]
     attempts: list[tuple[str, str]] = []
     best: CaptureResult | None = None
-    for method in methods:
-        start = time.perf_counter()
-        try:
-            with capture_mode():
-                cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
-                                  decompose=decompose, strict=strict)
-            ir, stats = lower_capture(cap, weights=weights)
-            if cap.real_values:  # fx kept every activation for lowering: free them now
-                for cg in cap.graphs:
-                    for node in cg.gm.graph.nodes:
-                        node.meta.pop("val", None)
-                cap.real_values = False
-        except Exception as exc:  # every failure is reported per method
-            attempts.append((method, one_line(exc)))
-            continue
-        result = CaptureResult(ir, method, [], args, kwargs, cap, stats,
-                               time.perf_counter() - start)
+
+    def attempt(method: str) -> CaptureResult | None:
+        nonlocal best
+        state = ModuleState(model)
+        result, reason = _attempt(method, model, args, kwargs, weights=weights,
+                                  copy_weights=copy_weights, dynamic=dynamic,
+                                  decompose=decompose, strict=strict,
+                                  leaf_fallback=frontend == "fx")
+        changed = state.changed()
+        if changed:
+            # the forward assigned model attributes (lazily built state): what tracing
+            # stored there (fx Proxies, fake tensors) is undone, so capturing leaves the
+            # model as it was; unless warmed up already (or told not to), the model then
+            # runs once eagerly and the method captures again
+            state.restore()
+            if adaptive and not warm_reason:
+                do_warm_up(f"{method} attempt set {', '.join(sorted(set(changed))[:3])}")
+                state = ModuleState(model)
+                result, reason = _attempt(method, model, args, kwargs, weights=weights,
+                                          copy_weights=copy_weights, dynamic=dynamic,
+                                          decompose=decompose, strict=strict,
+                                          leaf_fallback=frontend == "fx")
+                if state.changed():
+                    state.restore()
+        if result is None:
+            attempts.append((method, reason))
+            return None
         opaque = result.opaque_count
         notes = [f"{opaque} opaque nodes"] if opaque else []
-        if "dynamo.uncaptured_inputs" in cap.metadata or "dynamo.uncaptured_outputs" in \
-                cap.metadata:
+        meta = result.capture.metadata if result.capture is not None else {}
+        if "dynamo.uncaptured_inputs" in meta or "dynamo.uncaptured_outputs" in meta:
             notes.append("incomplete: Dynamo ran part of forward as Python outside its graphs")
         attempts.append((method, "ok" if not notes else "ok, " + "; ".join(notes)))
         if best is None or opaque < best.opaque_count:
             best = result
-        if opaque == 0:
+        return result
+
+    for method in methods:
+        done = attempt(method)
+        if done is not None and done.opaque_count == 0:
             break
+    if best is None and adaptive and not warm_reason:
+        # nothing captured without a warm-up: run the model once (a failing forward pass
+        # is the clearer error) and try again
+        do_warm_up("every method failed without one")
+        failed = attempts
+        attempts = []
+        for method in methods:
+            done = attempt(method)
+            if done is not None and done.opaque_count == 0:
+                break
+        if best is None:  # report each distinct failure once
+            again = [(m if (m, r) in failed else f"{m} after a warm-up", r)
+                     for m, r in attempts]
+            attempts = failed + [a for a in again if a not in failed]
     if best is None:
         reasons = "; ".join(f"{m}: {r}" for m, r in attempts)
-        hint = ("try another frontend=" if frontend != "auto" else
+        hint = ("try another front-end (frontend=auto, fx, export or dynamo; CLI --frontend)"
+                if frontend != "auto" else
                 "check the example inputs, or capture a submodule")
         raise CaptureError(f"could not capture {type(model).__name__} ({reasons}); {hint}")
+    best.model.metadata["capture.warmup"] = warm_reason or "no"
     best.attempts = attempts
     _record_metadata(best, frontend, dynamic, decompose)
     return best
+
+
+def _attempt(method: str, model: torch.nn.Module, args: tuple[Any, ...],
+             kwargs: dict[str, Any], *, weights: bool, copy_weights: bool,
+             dynamic: DynamicSpec | None, decompose: bool, strict: bool,
+             leaf_fallback: bool = False) -> tuple[CaptureResult | None, str]:
+    """One capture method, capture and lowering: (result, "") or (None, why it failed)."""
+    start = time.perf_counter()
+    try:
+        with capture_mode():
+            cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
+                              decompose=decompose, strict=strict,
+                              leaf_fallback=leaf_fallback)
+        ir, stats = lower_capture(cap, weights=weights, copy_weights=copy_weights)
+        if cap.real_values:  # fx kept every activation for lowering: free them now
+            for cg in cap.graphs:
+                for node in cg.gm.graph.nodes:
+                    node.meta.pop("val", None)
+            cap.real_values = False
+    except Exception as exc:  # every failure is reported per method
+        return None, one_line(exc)
+    return CaptureResult(ir, method, [], args, kwargs, cap, stats,
+                         time.perf_counter() - start), ""
 
 
 def _on_meta(model: torch.nn.Module) -> bool:

@@ -56,19 +56,31 @@ def python_scalar_dtype(value: bool | int | float) -> DType:
     return to_dtype(torch.get_default_dtype())
 
 
-def tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
-    """A numpy copy of a (CPU or GPU) tensor, bfloat16 and float8 included."""
+def tensor_to_numpy(t: torch.Tensor, *, copy: bool = True) -> np.ndarray:
+    """The data of a (CPU or GPU) tensor as numpy, bfloat16 and float8 included: a copy,
+    or with copy=False a read-only view of the tensor's own memory when it is a
+    contiguous CPU tensor (otherwise a copy is unavoidable and is made)."""
     t = t.detach()
+    shared = not copy
     if t.device.type != "cpu":
         t = t.cpu()
-    t = t.contiguous()
+        shared = False
+    if not t.is_contiguous() or t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg().contiguous()
+        shared = False
     if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
-    if t.dtype == torch.float8_e4m3fn:
-        return t.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn).copy()
-    if t.dtype == torch.float8_e5m2:
-        return t.view(torch.uint8).numpy().view(ml_dtypes.float8_e5m2).copy()
-    return t.numpy().copy()
+        array = t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    elif t.dtype == torch.float8_e4m3fn:
+        array = t.view(torch.uint8).numpy().view(ml_dtypes.float8_e4m3fn)
+    elif t.dtype == torch.float8_e5m2:
+        array = t.view(torch.uint8).numpy().view(ml_dtypes.float8_e5m2)
+    else:
+        array = t.numpy()
+    if not shared:
+        return array.copy()
+    array = array.view()
+    array.flags.writeable = False  # the IR must never write into the model's memory
+    return array
 
 
 def has_data(t: torch.Tensor) -> bool:
@@ -78,12 +90,22 @@ def has_data(t: torch.Tensor) -> bool:
     return not (t.is_meta or isinstance(t, FakeTensor))
 
 
-def make_tensor(name: str, t: torch.Tensor, weights: bool) -> Tensor:
-    """An IR model tensor; shape-only when weights are off or the tensor has no data."""
+def make_tensor(name: str, t: torch.Tensor, weights: bool, *, share: bool = False) -> Tensor:
+    """An IR model tensor; shape-only when weights are off or the tensor has no data.
+
+    share=True makes the data a read-only numpy view of the tensor's memory (no copy) when
+    it is a contiguous CPU tensor. The lowering shares `nn.Parameter`s only: a forward
+    pass never writes into them, and capture() itself never does; buffers (batch-norm
+    statistics, which a forward pass in training mode updates in place) are copied. What
+    sharing means for the caller: an in-place change to a parameter after capture
+    (an optimizer step, `load_state_dict`, `p.data.mul_()`) shows in the IR too, until it
+    is saved; `capture(..., copy_weights=True)` gives an independent copy instead.
+    Replacing a parameter (`model.half()`, `model.to()`, assigning `.data`) does not touch
+    the memory the IR holds."""
     dtype = to_dtype(t.dtype)
     shape = tuple(int(d) for d in t.shape)
     if weights and has_data(t):
-        return Tensor(name, dtype, shape, tensor_to_numpy(t))
+        return Tensor(name, dtype, shape, tensor_to_numpy(t, copy=not share))
     return Tensor(name, dtype, shape, None)
 
 

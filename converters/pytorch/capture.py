@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator, Mapping, Sequence
+import keyword
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import torch
 import torch.fx
@@ -87,6 +90,76 @@ def warm_up(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, 
     lazy modules) exists before tracing."""
     with torch.no_grad(), keep_buffers(model):
         model(*args, **kwargs)
+
+
+def has_lazy_parameters(model: torch.nn.Module) -> bool:
+    """Whether the model still has uninitialised (`nn.Lazy*`) parameters or buffers: only
+    an eager forward pass gives them a shape, so capture() warms such a model up first."""
+    from torch.nn.parameter import is_lazy
+
+    return any(is_lazy(t) for t in model.parameters()) or any(
+        is_lazy(t) for t in model.buffers())
+
+
+class ModuleState:
+    """A shallow snapshot of every submodule's attributes (`__dict__`, parameters, buffers
+    and children), to tell whether a capture attempt ran code that builds state lazily
+    (`if self.anchors is None: self.anchors = ...`, YOLO's Detect head) and to undo it.
+
+    Tracing such code stores tracer objects (fx Proxies, export's fake tensors) on the
+    model, which breaks its next eager call; capture() then restores the snapshot, warms
+    the model up and captures again. Tensors are compared by identity, other values with
+    ==, so only reassignments count (in-place updates of buffers are not state changes:
+    `keep_buffers` undoes those)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.saved = [(m, dict(vars(m)), dict(m._parameters), dict(m._buffers),
+                       dict(m._modules)) for m in model.modules()]
+
+    def changed(self) -> list[str]:
+        """`Class.attribute` of what differs from the snapshot (empty when nothing does)."""
+        found: list[str] = []
+        for module, attrs, params, buffers, children in self.saved:
+            where = type(module).__name__
+            for now, before in ((vars(module), attrs), (module._parameters, params),
+                                (module._buffers, buffers), (module._modules, children)):
+                for key in (now.keys() | before.keys()) - _TORCH_MARKS:
+                    if key not in now or key not in before or not _same(now[key],
+                                                                           before[key]):
+                        found.append(f"{where}.{key}")
+        return found
+
+    def restore(self) -> None:
+        for module, attrs, params, buffers, children in self.saved:
+            pairs: list[tuple[dict[str, Any], dict[str, Any]]] = [
+                (vars(module), attrs), (module._parameters, params),
+                (module._buffers, buffers), (module._modules, children)]
+            for now, before in pairs:
+                for key in [k for k in now if k not in before and k not in _TORCH_MARKS]:
+                    del now[key]
+                now.update(before)
+
+
+_TORCH_MARKS = frozenset({"_is_torch_compile"})
+"""Attributes torch itself sets on a model it compiles: not the model's state."""
+
+
+def _same(a: Any, b: Any, depth: int = 0) -> bool:
+    """Identity for tensors, modules and other objects; equal contents for plain values
+    and containers of them (torch.export rebuilds lists and tuples it restores)."""
+    if a is b:
+        return True
+    if type(a) is not type(b) or depth > 4:
+        return False
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b,
+                                                                                strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1) for k in a)
+    if isinstance(a, bool | int | float | complex | str | bytes | torch.dtype
+                  | torch.device):
+        return bool(a == b)
+    return False
 
 
 @contextlib.contextmanager
@@ -176,6 +249,124 @@ def named_tensors(model: torch.nn.Module) -> dict[int, tuple[str, str]]:
 # -- fx -------------------------------------------------------------------------------
 
 
+_TORCH_ROOT = str(Path(torch.__file__).resolve().parent)
+
+
+_ROOT_FILE = "<irbridge fx root>"  # file name of `_fixed_signature`'s wrappers
+MAX_LEAF_CLASSES = 16
+"""How many submodule classes fx capture may turn into leaves before it gives up."""
+
+
+def _trace_with_leaves(model: torch.nn.Module, params: Sequence[inspect.Parameter],
+                       concrete: Mapping[str, Any], enabled: bool = True,
+                       ) -> tuple[_Tracer, torch.fx.Graph]:
+    """Symbolic tracing, with a fallback: when tracing fails inside a submodule's forward
+    (Python iterating over a traced value, control flow on one), every module of that
+    class becomes a leaf (a `call_module` node, not traced into) and tracing starts
+    again. The lowering re-traces such leaves to ATen with `make_fx` on the real values
+    the interpreter run records. A failure in the root's own forward, or in a submodule
+    holding more than half of the model's parameters, is raised as it is.
+
+    Only for an explicit frontend="fx": on transformer models the failing submodule is a
+    whole encoder whose re-trace fails too, so `auto` would pay a full forward pass for an
+    IR with opaque nodes before moving on to export."""
+    leaves: set[type] = set()
+    while True:
+        tracer = _Tracer(frozenset(leaves), params)
+        tracer.record_stack_traces = True
+        try:
+            return tracer, tracer.trace(model, concrete_args=dict(concrete) or None)
+        except Exception as exc:
+            culprit = _failing_submodule(exc, model) if enabled else None
+            if (culprit is None or type(culprit) in leaves or len(leaves) >= MAX_LEAF_CLASSES
+                    or 2 * _parameter_count(culprit) > _parameter_count(model)):
+                # a failure in the root, or in a module holding most of the model (a whole
+                # transformer stack): fx is not the front-end for this model
+                raise
+            leaves.add(type(culprit))
+
+
+def _parameter_count(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _failing_submodule(exc: BaseException, model: torch.nn.Module) -> torch.nn.Module | None:
+    """The innermost submodule of `model` (not `model` itself) whose method was running
+    when `exc` was raised."""
+    inside = {id(m) for m in model.modules()} - {id(model)}
+    found: torch.nn.Module | None = None
+    tb = exc.__traceback__
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, torch.nn.Module) and id(owner) in inside:
+            found = owner
+        tb = tb.tb_next
+    return found
+
+
+def _fixed_signature(fn: Callable[..., Any], params: Sequence[inspect.Parameter],
+                     ) -> Callable[..., Any]:
+    """`def forward(self, a, b): return fn(self, a=a, b=b)`: a root function fx can make
+    placeholders for. Traced directly, a forward with `*args`/`**kwargs` (ultralytics'
+    models) gets a Proxy for `*args` that fails when unpacked, and one that decorators
+    wrap (Hugging Face models) fails on the wrapper's code object
+    (`co_varnames is too small`)."""
+    for p in params:
+        if not p.name.isidentifier() or keyword.iskeyword(p.name):
+            raise CaptureError(f"fx capture: cannot trace forward argument {p.name!r}")
+    passed = [p.name if p.kind == p.POSITIONAL_ONLY else f"{p.name}={p.name}" for p in params]
+    source = (f"def forward(self, {', '.join(p.name for p in params)}):\n"
+              f"    return _fn(self, {', '.join(passed)})\n")
+    namespace: dict[str, Any] = {"_fn": fn}
+    exec(compile(source, _ROOT_FILE, "exec"), namespace)
+    return cast(Callable[..., Any], namespace["forward"])
+
+
+class _Tracer(torch.fx.Tracer):
+    """fx's tracer with leaf classes of our choosing (see `_trace_with_leaves`), a
+    fixed-signature root function (`_fixed_signature`), and a cheaper stack-trace
+    filter. The stock filter drops frames of a list of torch files it builds by importing
+    torch.export, aot_autograd and Dynamo (`symbolic_shapes.uninteresting_files`): about
+    1 s for the first fx capture of a process, more when no bytecode cache can be
+    written. The frames kept here are the same ones the lowering uses
+    (`location_from_stack` takes the innermost frame outside torch): from the first
+    `forward` on, minus torch's own files."""
+
+    def __init__(self, leaf_classes: frozenset[type] = frozenset(),
+                 root_params: Sequence[inspect.Parameter] | None = None) -> None:
+        super().__init__()
+        self.leaf_classes = leaf_classes
+        self.root_params = list(root_params) if root_params is not None else None
+
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        return type(m) in self.leaf_classes or super().is_leaf_module(m,
+                                                                      module_qualified_name)
+
+    def create_args_for_root(self, root_fn: Callable[..., Any], is_module: bool,
+                             concrete_args: Any = None) -> tuple[Any, list[Any]]:
+        if is_module and self.root_params is not None:
+            root_fn = _fixed_signature(root_fn, self.root_params)
+        return super().create_args_for_root(root_fn, is_module, concrete_args)
+
+    def _filter_traceback_frames(self, user_stack_summary: traceback.StackSummary,
+                                 ) -> traceback.StackSummary:
+        frames = list(user_stack_summary)
+        first = next((i for i, f in enumerate(frames) if f.name == "forward"), None)
+        if first is None:
+            return traceback.StackSummary.from_list([])
+        return traceback.StackSummary.from_list(
+            [f for f in frames[first:] if not _in_torch_internals(f.filename)
+             and f.filename != _ROOT_FILE])
+
+
+def _in_torch_internals(filename: str) -> bool:
+    if not filename.startswith(_TORCH_ROOT):
+        return False
+    rest = filename[len(_TORCH_ROOT):]
+    return rest.startswith(("/fx/", "/_", "/export/", "/utils/_")) or rest in (
+        "/__init__.py", "/nn/modules/module.py", "/overrides.py")
+
+
 class _RecordingInterpreter(torch.fx.Interpreter):
     """Runs the traced graph and keeps each node's (detached) output in meta["val"]."""
 
@@ -186,7 +377,9 @@ class _RecordingInterpreter(torch.fx.Interpreter):
 
 
 def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],
-               *, dynamic: DynamicSpec | None = None) -> Capture:
+               *, dynamic: DynamicSpec | None = None, leaf_fallback: bool = False) -> Capture:
+    """Symbolic tracing plus an interpreter run that records real values. leaf_fallback:
+    see `_trace_with_leaves` (capture() uses it for frontend="fx", not for auto)."""
     if dynamic:
         raise CaptureError("fx capture has no symbolic shapes; use frontend='export' "
                            "(or 'dynamo') with dynamic=")
@@ -209,10 +402,15 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
         values.append(value)
         if not any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(value)):
             concrete[p.name] = value
-    tracer = torch.fx.Tracer()
-    tracer.record_stack_traces = True
-    graph = tracer.trace(model, concrete_args=concrete or None)
-    gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+    own = set(vars(model))
+    try:
+        tracer, graph = _trace_with_leaves(model, params, concrete, leaf_fallback)
+        gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+    finally:
+        # the tracer stores tensor constants of forward on the root (`_tensor_constant0`);
+        # the GraphModule has its own reference, the model need not keep them
+        for key in [k for k in vars(model) if k not in own and k.startswith("_tensor_constant")]:
+            delattr(model, key)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(values):
         raise CaptureError(f"fx capture: traced {len(placeholders)} inputs for "
@@ -229,9 +427,12 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
     with capture_mode(), keep_buffers(model):
         _RecordingInterpreter(gm).run(*values)
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
-    count = sum(1 for leaf in pytree.tree_leaves(output_node.args[0])
-                if isinstance(leaf, torch.fx.Node)
-                and isinstance(leaf.meta.get("val"), torch.Tensor))
+    # an output node may stand for a structure (a leaf module returning a tuple): count
+    # the tensors inside, in pytree order, as the lowering lists them
+    count = sum(sum(1 for t in pytree.tree_leaves(leaf.meta.get("val"))
+                    if isinstance(t, torch.Tensor))
+                for leaf in pytree.tree_leaves(output_node.args[0])
+                if isinstance(leaf, torch.fx.Node))
     inputs = _input_tensors(args, kwargs, names)
     return Capture("fx", [CapturedGraph(gm, slots)], model, [(0, i) for i in range(count)],
                    inputs, real_values=True)
@@ -603,9 +804,10 @@ def _dynamo_symbols(graphs: Sequence[CapturedGraph], marked: Mapping[tuple[int, 
 
 def run_capture(method: str, model: torch.nn.Module, args: tuple[Any, ...],
                 kwargs: Mapping[str, Any], *, dynamic: DynamicSpec | None = None,
-                decompose: bool = False, strict: bool = False) -> Capture:
+                decompose: bool = False, strict: bool = False,
+                leaf_fallback: bool = False) -> Capture:
     if method == "fx":
-        return capture_fx(model, args, kwargs, dynamic=dynamic)
+        return capture_fx(model, args, kwargs, dynamic=dynamic, leaf_fallback=leaf_fallback)
     if method == "export":
         return capture_export(model, args, kwargs, dynamic=dynamic, strict=strict,
                               decompose=decompose)

@@ -93,10 +93,12 @@ class LoweringStats:
 
 
 class ModelLowerer:
-    def __init__(self, capture: Capture, *, weights: bool = True) -> None:
+    def __init__(self, capture: Capture, *, weights: bool = True,
+                 copy_weights: bool = False) -> None:
         self.capture = capture
         self.root = capture.root
         self.weights = weights and _has_weights(capture.root)
+        self.share_weights = not copy_weights
         self.paths = ModulePaths(capture.root)
         self.symbols = dict(capture.symbols)
         self.stats = LoweringStats()
@@ -127,7 +129,8 @@ class ModelLowerer:
         existing = self.model.tensors.get(name)
         if existing is not None:
             return existing
-        return self.model.add_tensor(make_tensor(name, value, self.weights))
+        share = self.share_weights and isinstance(value, torch.nn.Parameter)
+        return self.model.add_tensor(make_tensor(name, value, self.weights, share=share))
 
     # -- types --------------------------------------------------------------------------
     def dim(self, size: Any) -> Dim:
@@ -342,6 +345,12 @@ class GraphLowerer:
                 outputs.append(value)
                 if self.cg is not None and leaf.name in self.cg.mutations:
                     mutated.append(f"{value.name} -> {self.cg.mutations[leaf.name]}")
+            else:  # a node standing for a structure (a leaf module's tuple of tensors)
+                for part in pytree.tree_leaves(value, is_leaf=lambda x: isinstance(
+                        x, Value | Deferred)):
+                    part = self.resolve(part)
+                    if isinstance(part, Value):
+                        outputs.append(part)
         self.graph.set_outputs(outputs)
         if mutated:  # outputs that are new values of buffers (training-mode batch norm)
             self.owner.model.metadata[f"{self.graph.name}.buffer_updates"] = ", ".join(mutated)
@@ -917,9 +926,11 @@ class Emitter:
         return self.op("concat", parts, axis=0)
 
 
-def lower_capture(capture: Capture, *, weights: bool = True) -> tuple[Model, LoweringStats]:
-    """Lower every captured graph into one irbridge Model."""
-    lowerer = ModelLowerer(capture, weights=weights)
+def lower_capture(capture: Capture, *, weights: bool = True,
+                  copy_weights: bool = False) -> tuple[Model, LoweringStats]:
+    """Lower every captured graph into one irbridge Model. The model's parameters are
+    shared with the IR unless copy_weights=True (see `_util.make_tensor`)."""
+    lowerer = ModelLowerer(capture, weights=weights, copy_weights=copy_weights)
     return lowerer.lower(), lowerer.stats
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from irbridge.dtypes import DType
 from irbridge.executor import run_graph, run_graphs
@@ -195,7 +196,9 @@ def first_divergence(result: CaptureResult, *, rtol: float = 1e-3) -> Divergence
         results.append(run_graph(graph, graph_feeds, on_node=hook))
         cg = capture.graphs[index]
         recorder = _Recorder(cg.gm)
-        with torch.no_grad():
+        from .capture import keep_buffers
+
+        with torch.no_grad(), keep_buffers(capture.root):
             recorder.run(*[s.value for s in cg.slots])
         values = recorder.values
         for node in cg.gm.graph.nodes:
@@ -216,7 +219,9 @@ def first_divergence(result: CaptureResult, *, rtol: float = 1e-3) -> Divergence
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Runs an fx graph eagerly and keeps every node's result."""
+    """Runs an fx graph eagerly and keeps a copy of every node's result: a later in-place
+    op (`relu_`, `nn.ReLU(inplace=True)`, `add_`) would otherwise change the values kept
+    for the nodes before it."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm)
@@ -224,5 +229,6 @@ class _Recorder(torch.fx.Interpreter):
 
     def run_node(self, n: torch.fx.Node) -> Any:
         out = super().run_node(n)
-        self.values[n.name] = out
+        self.values[n.name] = pytree.tree_map_only(torch.Tensor,
+                                                   lambda t: t.detach().clone(), out)
         return out

@@ -682,7 +682,7 @@ def _check_memory(name: str, num_params: int) -> None:
         raise ZooError(
             f"{name} has {num_params / 1e9:.2f}e9 parameters ({need / 2**30:.1f} GiB in "
             f"float32), more than the {avail / 2**30:.1f} GiB of memory available",
-            hint="build it with device='meta' (--device meta) to capture without weights",
+            hint="build it with device='meta' (CLI --meta) to capture without weights",
         )
 
 

@@ -18,6 +18,7 @@ from irbridge.errors import CaptureError, IrbridgeError
 from irbridge.ir import Model
 
 from .capture import (
+    FX_LEAF_CLASSES,
     Capture,
     DynamicSpec,
     ModuleState,
@@ -202,6 +203,12 @@ def _attempt(method: str, model: torch.nn.Module, args: tuple[Any, ...],
                               decompose=decompose, strict=strict,
                               leaf_fallback=leaf_fallback)
         ir, stats = lower_capture(cap, weights=weights, copy_weights=copy_weights)
+        if stats.opaque and FX_LEAF_CLASSES in cap.metadata:
+            # a leaf that could neither be traced nor re-traced: fx did not capture the
+            # model, and an IR with opaque holes would only fail later (verify, export)
+            raise CaptureError(
+                f"fx traced {cap.metadata[FX_LEAF_CLASSES]} as leaf modules but could not "
+                "lower " + ", ".join(f"{k} x{v}" for k, v in sorted(stats.opaque.items())))
         if cap.real_values:  # fx kept every activation for lowering: free them now
             for cg in cap.graphs:
                 for node in cg.gm.graph.nodes:

@@ -434,8 +434,16 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
                 for leaf in pytree.tree_leaves(output_node.args[0])
                 if isinstance(leaf, torch.fx.Node))
     inputs = _input_tensors(args, kwargs, names)
-    return Capture("fx", [CapturedGraph(gm, slots)], model, [(0, i) for i in range(count)],
-                   inputs, real_values=True)
+    result = Capture("fx", [CapturedGraph(gm, slots)], model, [(0, i) for i in range(count)],
+                     inputs, real_values=True)
+    if tracer.leaf_classes:
+        result.metadata[FX_LEAF_CLASSES] = ", ".join(
+            sorted(c.__name__ for c in tracer.leaf_classes))
+    return result
+
+
+FX_LEAF_CLASSES = "fx.leaf_classes"
+"""Capture metadata: the submodule classes fx traced as leaves (the leaf fallback)."""
 
 
 def _input_tensors(args: tuple[Any, ...], kwargs: Mapping[str, Any],

@@ -222,3 +222,37 @@ def test_fx_turns_untraceable_blocks_into_leaves() -> None:
     assert auto.attempts[0][0] == "fx" and auto.attempts[0][1] != "ok"
     assert auto.method == "export"
     check(auto, model)
+
+
+class _Box:
+    """Not a pytree: make_fx cannot re-trace a module that returns one."""
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+
+class RowsInABox(nn.Module):
+    def forward(self, x: torch.Tensor) -> _Box:
+        return _Box(torch.stack([r * 2 for r in x]))  # iterating a tensor: fx cannot trace
+
+
+class BoxedModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.rows = RowsInABox()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rows(self.lin(x)).t + 1
+
+
+def test_fx_fails_when_a_leaf_cannot_be_lowered() -> None:
+    """A leaf that neither traces nor re-traces makes the fx capture fail with the leaf
+    named, instead of an IR with an opaque hole (which would fail verify later)."""
+    model = BoxedModel().eval()
+    with pytest.raises(CaptureError, match=r"fx traced RowsInABox as leaf modules but could "
+                                           r"not lower .*RowsInABox x1"):
+        capture(model, (torch.randn(3, 4),), frontend="fx")
+    auto = capture(model, (torch.randn(3, 4),))
+    assert auto.method != "fx"
+    check(auto, model)

@@ -47,17 +47,29 @@ def atomic_file(target: str | os.PathLike[str]) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
+OUTPUT_MARKER = ".irbridge-output"
+"""Written into every folder `atomic_dir` creates: only such folders (or empty ones) may be
+replaced by a later export, so `-o .` or `-o ~/project` can never wipe a user's files."""
+
+
 @contextlib.contextmanager
 def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield an empty temporary folder beside `target`; it replaces `target` (a folder,
-    which must not be a non-empty folder of something else's) when the block succeeds."""
-    target = Path(target)
+    """Yield an empty temporary folder beside `target`; it replaces `target` when the block
+    succeeds. An existing `target` must be empty or an earlier irbridge output folder."""
+    shown = Path(target)
+    target = shown.resolve()
     _check_parent(target)
     if target.exists() and not target.is_dir():
-        raise IrbridgeError(f"{target}: exists and is not a folder")
+        raise IrbridgeError(f"{shown}: exists and is not a folder")
+    if target.is_dir() and any(target.iterdir()) and not (target / OUTPUT_MARKER).exists():
+        raise IrbridgeError(f"{shown}: folder exists and holds files irbridge did not write; "
+                            "choose a new folder or empty it")
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     try:
         yield tmp
+        (tmp / OUTPUT_MARKER).write_text(
+            "Written by irbridge export; the next export to this folder replaces it whole.\n",
+            encoding="utf-8")
         os.chmod(tmp, 0o777 & ~_umask())
         if target.exists():
             old = target.with_name(f".{target.name}.old")

@@ -161,12 +161,7 @@ def write_plan(plan: Plan, folder: Path) -> Path:
     prefix = trace_prefix(plan)
     files = {f"{prefix}.{rank}.et": encode([metadata(plan, rank), *rank_nodes(plan, rank)])
              for rank in range(plan.devices)}
-    if folder.exists() and folder.is_dir():
-        foreign = sorted(p.name for p in folder.iterdir() if p.suffix != ".et")
-        if foreign:
-            raise IrbridgeError(f"{folder}: folder exists and holds other files "
-                                f"({', '.join(foreign[:3])}); give a new or empty folder")
-    try:
+    try:  # atomic_dir refuses to replace a folder of files irbridge did not write
         with atomic_dir(folder) as tmp:
             for name, data in files.items():
                 (tmp / name).write_bytes(data)

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from irbridge import serde
 from irbridge.analysis import analyze, resolve_target
+from irbridge.atomic import OUTPUT_MARKER
 from irbridge.builder import GraphBuilder
 from irbridge.cli.main import app
 from irbridge.converters import chakra
@@ -81,7 +82,7 @@ def read_trace(path: Path) -> Trace:
 
 def read_folder(folder: Path, prefix: str, ranks: int) -> list[Trace]:
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted(f"{prefix}.{r}.et" for r in range(ranks))
+    assert names == sorted([OUTPUT_MARKER, *(f"{prefix}.{r}.et" for r in range(ranks))])
     return [read_trace(folder / f"{prefix}.{r}.et") for r in range(ranks)]
 
 
@@ -373,11 +374,13 @@ def test_folder_with_other_files_is_left_alone(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    _fails(tmp_path, cnn(), out, "holds other files", hardware="h100")
+    _fails(tmp_path, cnn(), out, "holds files irbridge did not write", hardware="h100")
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
     # An earlier export is replaced as a whole.
     chakra.write(mlp(layers=2), tmp_path / "again", hardware="h100", devices=2)
     chakra.write(cnn(), tmp_path / "again", hardware="h100")
-    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["cnn.0.et"]
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == [OUTPUT_MARKER,
+                                                                       "cnn.0.et"]
 
 
 def test_cli_error_is_one_line_exit_2(tmp_path: Path) -> None:

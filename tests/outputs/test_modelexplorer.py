@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from irbridge import serde
 from irbridge.analysis import analyze, resolve_target
+from irbridge.atomic import OUTPUT_MARKER
 from irbridge.cli.main import app
 from irbridge.converters.modelexplorer import write
 from irbridge.errors import IrbridgeError
@@ -160,8 +161,8 @@ def test_folder_output_and_cli(resnet: Model, tmp_path: Path) -> None:
                                       str(tmp_path / "me"), "--hardware", "jetson-orin-nano"])
     assert result.exit_code == 0, result.stderr
     names = sorted(os.listdir(tmp_path / "me"))
-    assert names == ["resnet18.bound.json", "resnet18.flops.json", "resnet18.json",
-                     "resnet18.latency.json"]
+    assert names == [OUTPUT_MARKER, "resnet18.bound.json", "resnet18.flops.json",
+                     "resnet18.json", "resnet18.latency.json"]
     assert load_graphs(tmp_path / "me" / "resnet18.json").label == "resnet18"
     data = load_node_data(tmp_path / "me" / "resnet18.latency.json")
     assert "jetson-orin-nano" in data.graphsData["main"].name

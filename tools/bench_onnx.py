@@ -45,7 +45,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pytorch import _reset_peak, _status_kib, error_text, prepare, write_section
+from bench_pytorch import (
+    _reset_peak,
+    _status_kib,
+    error_text,
+    failures_and_runs,
+    prepare,
+    write_section,
+)
 from frontend_matrix import (
     MODELS,
     ROOT,
@@ -264,18 +271,7 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
                    + f" | {f'{cap:.2f}' if cap is not None else '-'}"
                    + f" | {_mib(mine.get('bytes'))} | {mine.get('nodes') or '-'}"
                    + f" | {_mib(torch_cell.get('bytes'))} | {torch_cell.get('nodes') or '-'} |")
-    failures = [(m, t, table[m][t]["error"]) for m in models for t in tools
-                if table[m][t].get("error")]
-    out += ["", "### Failures", ""]
-    out += [f"- {m} / {t}: {md_escape(str(e))}" for m, t, e in failures] or ["None."]
-    out += ["", "### Every run (seconds)", "",
-            "| model | " + " | ".join(tools) + " |", "|---|" + "---|" * len(tools)]
-    for m in models:
-        cells = [", ".join(f"{s:.2f}" for s in table[m][t].get("all_seconds", [])) or "-"
-                 for t in tools]
-        out.append(f"| {m} | " + " | ".join(cells) + " |")
-    out += ["", "Raw rows: `build/bench_onnx.json` of the run (not kept in the repository).",
-            ""]
+    out += failures_and_runs(table, models, tools, "build/bench_onnx.json")
     return "\n".join(out)
 
 

@@ -394,9 +394,16 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
                        f"{fc.get('method_seconds', float('nan')):.2f} | "
                        f"{fc.get('save_seconds', float('nan')):.2f} | "
                        + (f"{rs:.2f}x" if rs is not None else "-") + " |")
+    out += failures_and_runs(table, models, tools, "build/bench_pytorch.json")
+    return "\n".join(out)
+
+
+def failures_and_runs(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                      models: Sequence[str], tools: Sequence[str], raw: str) -> list[str]:
+    """The closing markdown of a benchmark section: failures, then every run's seconds."""
     failures = [(m, t, table[m][t]["error"]) for m in models for t in tools
                 if table[m][t].get("error")]
-    out += ["", "### Failures", ""]
+    out = ["", "### Failures", ""]
     out += [f"- {m} / {t}: {md_escape(str(e))}" for m, t, e in failures] or ["None."]
     out += ["", "### Every run (seconds)", "",
             "| model | " + " | ".join(tools) + " |", "|---|" + "---|" * len(tools)]
@@ -404,9 +411,8 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]], runs: Sequence[
         cells = [", ".join(f"{s:.2f}" for s in table[m][t].get("all_seconds", [])) or "-"
                  for t in tools]
         out.append(f"| {m} | " + " | ".join(cells) + " |")
-    out += ["", "Raw rows: `build/bench_pytorch.json` of the run (not kept in the repository).",
-            ""]
-    return "\n".join(out)
+    out += ["", f"Raw rows: `{raw}` of the run (not kept in the repository).", ""]
+    return out
 
 
 # -- driver -----------------------------------------------------------------------------

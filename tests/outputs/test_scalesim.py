@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch_layers import layer_shapes
 from typer.testing import CliRunner
 
 from irbridge import serde
@@ -42,23 +43,6 @@ class Small(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.rect(self.dilated(self.grouped(self.dw(self.stem(x)))))
         return self.fc(torch.flatten(x, 1))
-
-
-def _torch_shapes(module: nn.Module, x: torch.Tensor) -> dict[str, tuple[tuple[int, ...], ...]]:
-    """module path -> (input shape, output shape) of every Conv2d / Linear, from torch."""
-    seen: dict[str, tuple[tuple[int, ...], ...]] = {}
-    hooks = []
-    for name, sub in module.named_modules():
-        if isinstance(sub, nn.Conv2d | nn.Linear):
-            def hook(m: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor,
-                     name: str = name) -> None:
-                seen[name] = (tuple(args[0].shape), tuple(out.shape))
-            hooks.append(sub.register_forward_hook(hook))
-    with torch.no_grad():
-        module(x)
-    for h in hooks:
-        h.remove()
-    return seen
 
 
 def _expected_rows(module: nn.Module, shapes: dict[str, tuple[tuple[int, ...], ...]]
@@ -113,7 +97,7 @@ def small() -> tuple[Model, dict[str, tuple[tuple[int, ...], ...]], nn.Module]:
     x = torch.randn(1, 3, 16, 16)
     model = capture(module, (x,), frontend="fx", weights=False).model
     model.name = "small"
-    return model, _torch_shapes(module, x), module
+    return model, layer_shapes(module, x), module
 
 
 def test_rows_match_torch_modules(small, tmp_path: Path) -> None:
@@ -283,7 +267,7 @@ def test_resnet18_cli_and_scalesim_cycles_per_layer(tmp_path: Path) -> None:
                                       "tpu-v4", "-o", str(tmp_path / "r18")])
     assert result.exit_code == 0, result.output
     module = torchvision.models.resnet18(weights=None).eval()
-    shapes = _torch_shapes(module, torch.randn(1, 3, 224, 224))
+    shapes = layer_shapes(module, torch.randn(1, 3, 224, 224))
     conv, gemm = _read_rows(tmp_path / "r18")
     assert (conv, gemm) == _expected_rows(module, shapes)
     results = scalesim.run(tmp_path / "r18", tmp_path / "results")

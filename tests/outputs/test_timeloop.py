@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 from torch import nn
+from torch_layers import layer_shapes
 from typer.testing import CliRunner
 
 from irbridge.cli.main import app
@@ -30,22 +31,6 @@ class Small(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(torch.flatten(self.dilated(self.dw(self.stem(x))), 1))
-
-
-def _shapes(module: nn.Module, x: torch.Tensor) -> dict[str, tuple[tuple[int, ...], ...]]:
-    seen: dict[str, tuple[tuple[int, ...], ...]] = {}
-    hooks = []
-    for name, sub in module.named_modules():
-        if isinstance(sub, nn.Conv2d | nn.Linear):
-            def hook(m: nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor,
-                     name: str = name) -> None:
-                seen[name] = (tuple(args[0].shape), tuple(out.shape))
-            hooks.append(sub.register_forward_hook(hook))
-    with torch.no_grad():
-        module(x)
-    for h in hooks:
-        h.remove()
-    return seen
 
 
 def _check(folder: Path, module: nn.Module, shapes: dict[str, tuple[tuple[int, ...], ...]]
@@ -96,7 +81,7 @@ def test_small_model_layers(tmp_path: Path) -> None:
     x = torch.randn(2, 3, 16, 16)
     model = capture(module, (x,), frontend="fx", weights=False).model
     out = timeloop.write(model, tmp_path / "tl")
-    assert _check(out, module, _shapes(module, x)) == 4
+    assert _check(out, module, layer_shapes(module, x)) == 4
     dw = yaml.safe_load(next(out.glob("001_*.yaml")).read_text())["problem"]["shape"]
     assert dw["name"] == "grouped_conv2D" and dw["dimensions"][0] == "G"
 
@@ -146,5 +131,5 @@ def test_resnet18_cli_every_layer_matches_torch(resnet18_dir: Path) -> None:
     import torchvision
 
     module = torchvision.models.resnet18(weights=None).eval()
-    shapes = _shapes(module, torch.randn(1, 3, 224, 224))
+    shapes = layer_shapes(module, torch.randn(1, 3, 224, 224))
     assert _check(resnet18_dir, module, shapes) == 21

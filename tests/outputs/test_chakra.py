@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ir_models import cnn
 from typer.testing import CliRunner
 
 from irbridge import serde
@@ -144,24 +145,6 @@ def total_ops(traces: list[Trace]) -> int:
 
 
 # -- small models built with the IR builder ----------------------------------------------------
-def cnn() -> Model:
-    """conv -> relu -> permute (a kernel without FLOPs) -> flatten -> linear."""
-    model = Model(name="cnn")
-    graph = Graph()
-    model.graphs.append(graph)
-    b = GraphBuilder(graph, model)
-    x = graph.add_input("x", TensorType(F32, (2, 3, 16, 16)))
-    w = b.parameter(Tensor("conv.w", F32, (8, 3, 3, 3)))
-    bias = b.parameter(Tensor("conv.b", F32, (8,)))
-    y = b.op("conv", [x, w, bias], {"strides": (1, 1), "pads": (1, 1, 1, 1)}, name="conv")
-    y = b.op("relu", [y])
-    y = b.op("permute", [y], {"perm": (0, 2, 3, 1)})
-    y = b.op("flatten", [y], {"start_axis": 1})
-    fc = b.parameter(Tensor("fc.w", F32, (10, 8 * 16 * 16)))
-    graph.set_outputs([b.op("linear", [y, fc], name="fc")])
-    return model
-
-
 def mlp(layers: int = 12, width: int = 256, name: str = "mlp") -> Model:
     """Residual blocks x + relu(linear(x)); the residual crosses every pipeline cut."""
     model = Model(name=name)

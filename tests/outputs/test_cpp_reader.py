@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from browser import require_tool
+from ir_models import cnn
 
 from irbridge import serde
 from irbridge.analysis import analyze, annotate, resolve_target
@@ -107,21 +108,6 @@ def check(exe: Path, model: Model, path: Path, costs: dict[int, tuple[int, int, 
 
 
 # -- models ---------------------------------------------------------------------------------------
-def cnn() -> Model:
-    model = Model(name="cnn")
-    graph = Graph()
-    model.graphs.append(graph)
-    b = GraphBuilder(graph, model)
-    x = graph.add_input("x", TensorType(F32, (2, 3, 16, 16)))
-    y = b.op("conv", [x, b.parameter(Tensor("conv.w", F32, (8, 3, 3, 3))),
-                      b.parameter(Tensor("conv.b", F32, (8,)))],
-             {"strides": (1, 1), "pads": (1, 1, 1, 1)})
-    y = b.op("flatten", [b.op("permute", [b.op("relu", [y])], {"perm": (0, 2, 3, 1)})],
-             {"start_axis": 1})
-    graph.set_outputs([b.op("linear", [y, b.parameter(Tensor("fc.w", F32, (10, 2048)))])])
-    return model
-
-
 def dynamic_mlp() -> Model:
     """A symbolic batch and a 1 MiB weight with data (goes to the sidecar)."""
     model = Model(name="dyn")

@@ -929,6 +929,22 @@ def _concat_iota_index(imp: _Importer, scope: Scope, value: ir.Value, ivd: int,
     return found
 
 
+def _batched_index(imp: _Importer, scope: Scope, op: Any, ivd: int,
+                   operand_batch: list[int], index_batch: list[int], axis: int, rank: int,
+                   index_dims: int, what: str) -> tuple[Value, list[int]]:
+    """torch.gather / scatter written with batching dims (every operand dim but `axis`):
+    the index tensor without its index-vector dim, permuted to the operand's dim order,
+    and that permutation (`order[d]` = the index dim that lines up with operand dim d)."""
+    idx = _drop_index_dim(scope, imp.materialize(scope, op.operands[1]), ivd)
+    batch_positions = [p if p < ivd else p - 1 for p in index_batch]
+    rest = [p for p in range(index_dims) if p not in batch_positions]
+    if len(rest) != 1:
+        raise Unsupported(f"a batched {what} with several {what}ed index dims")
+    order = [rest[0] if dim == axis else batch_positions[operand_batch.index(dim)]
+             for dim in range(rank)]
+    return _permute(scope, idx, order), order
+
+
 @handles("stablehlo.gather")
 def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     dn = _stablehlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
@@ -950,14 +966,9 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
             not offset_dims and all(s == 1 for s in sizes) and \
             sorted(operand_batch + start_map) == list(range(r)):
         a = start_map[0]
-        idx = _drop_index_dim(scope, imp.materialize(scope, op.operands[1]), ivd)
-        batch_positions = [p if p < ivd else p - 1 for p in index_batch]
-        rest = [p for p in range(len(batch)) if p not in batch_positions]
-        if len(rest) != 1:
-            raise Unsupported("a batched gather with several gathered index dims")
-        order = [rest[0] if dim == a else batch_positions[operand_batch.index(dim)]
-                 for dim in range(r)]
-        y = _op(scope, "gather_elements", [x, _permute(scope, idx, order)], {"axis": a})
+        idx, order = _batched_index(imp, scope, op, ivd, operand_batch, index_batch, a, r,
+                                    len(batch), "gather")
+        y = _op(scope, "gather_elements", [x, idx], {"axis": a})
         return [_permute(scope, y, [order.index(p) for p in range(len(batch))])]
     if operand_batch:
         raise Unsupported("a gather with batching dims in an unrecognised form")
@@ -1037,15 +1048,9 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
     if operand_batch and vector == 1 and len(to_operand) == 1 and inserted == to_operand and \
             not window and sorted(operand_batch + to_operand) == list(range(r)):
         a = to_operand[0]
-        idx = _drop_index_dim(scope, imp.materialize(scope, op.operands[1]), ivd)
-        batch_positions = [p if p < ivd else p - 1 for p in index_batch]
-        rest = [p for p in range(len(batch)) if p not in batch_positions]
-        if len(rest) != 1:
-            raise Unsupported("a batched scatter with several scattered index dims")
-        order = [rest[0] if dim == a else batch_positions[operand_batch.index(dim)]
-                 for dim in range(r)]
-        return [_op(scope, "scatter_elements", [x, _permute(scope, idx, order),
-                                                _permute(scope, updates, order)],
+        idx, order = _batched_index(imp, scope, op, ivd, operand_batch, index_batch, a, r,
+                                    len(batch), "scatter")
+        return [_op(scope, "scatter_elements", [x, idx, _permute(scope, updates, order)],
                     {"axis": a, **attrs})]
     if operand_batch:
         raise Unsupported("a scatter with batching dims in an unrecognised form")

@@ -377,31 +377,31 @@ def _run_ir(case: Case, model: Any, result: Result) -> None:
     result.ir_reason = problems[0] if problems else ""
 
 
+def _ort_failed(case: Case, result: Result, check_native: bool, verb: str,
+                exc: BaseException) -> None:
+    """onnxruntime refused or failed on the export: unsupported when it cannot run the
+    original model either, else a mismatch."""
+    native = _native_problem(case) if check_native else "not checked"
+    if native:
+        result.status = "unsupported"
+        result.reason = f"onnxruntime {verb} the export ({_line(exc)}) and cannot run " \
+                        f"the original either ({native.removeprefix('load: ')})"
+    else:
+        result.status = "mismatch"
+        result.reason = f"onnxruntime {verb} the export: {_line(exc)}"
+
+
 def _run_ort(case: Case, exported: bytes, result: Result, check_native: bool) -> None:
     try:
         session = _session(exported)
     except Exception as exc:
-        native = _native_problem(case) if check_native else "not checked"
-        if native:
-            result.status = "unsupported"
-            result.reason = f"onnxruntime refuses the export ({_line(exc)}) and cannot run " \
-                            f"the original either ({native.removeprefix('load: ')})"
-        else:
-            result.status = "mismatch"
-            result.reason = f"onnxruntime refuses the export: {_line(exc)}"
+        _ort_failed(case, result, check_native, "refuses", exc)
         return
     for inputs, expected in case.data_sets:
         try:
             got = _ort_run(session, _feeds(case.model, inputs))
         except Exception as exc:
-            native = _native_problem(case) if check_native else "not checked"
-            if native:
-                result.status = "unsupported"
-                result.reason = f"onnxruntime fails on the export ({_line(exc)}) and cannot " \
-                                f"run the original either ({native.removeprefix('load: ')})"
-            else:
-                result.status = "mismatch"
-                result.reason = f"onnxruntime fails on the export: {_line(exc)}"
+            _ort_failed(case, result, check_native, "fails on", exc)
             return
         problem = _compare(got, expected, case.rtol, case.atol)
         if problem:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from irbridge import __version__
 from irbridge.atomic import atomic_dir
+from irbridge.converters.chakra import configs
 from irbridge.converters.chakra._proto import et_def_pb2 as et
 from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer
 from irbridge.errors import IrbridgeError
@@ -71,6 +72,7 @@ def _compute(node: ComputeNode, nid: int, deps: list[int]) -> et.Node:
               _attr("latency_ns", double_val=seconds * 1e9),
               _attr("compute_ns", double_val=node.compute_seconds * 1e9),
               _attr("memory_ns", double_val=node.memory_seconds * 1e9),
+              _attr("kernels_latency_ns", double_val=node.kernels_latency_seconds * 1e9),
               _attr("bound", string_val=node.bound),
               _attr("kind", string_val=main.kind),
               _attr("partition_ids", int64_list=et.Int64List(values=[p.id for p in
@@ -135,9 +137,12 @@ def metadata(plan: Plan, rank: int) -> et.GlobalMetadata:
         _attr("rank", int64_val=rank),
         _attr("world_size", int64_val=plan.devices),
         _attr("stage_latency_ns", double_val=plan.stage_latency(rank) * 1e9),
+        _attr("kernels_latency_ns", double_val=sum(
+            plan.nodes[i].kernels_latency_seconds for i in plan.stages[rank]) * 1e9),
         _attr("total_flops", int64_val=plan.total_flops),
         _attr("latency_model", string_val="roofline: max(FLOPs / peak, bytes / bandwidth) "
-                                          "per fused kernel"),
+                                          "per compute node (fused kernels, movement "
+                                          "folded in)"),
     ])
 
 
@@ -156,14 +161,42 @@ def trace_prefix(plan: Plan) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", plan.model.name or "model").lstrip(".") or "model"
 
 
-def write_plan(plan: Plan, folder: Path) -> Path:
-    """Write every rank's trace into `folder` (replaced as a whole, atomically)."""
+def idle_metadata(plan: Plan, rank: int) -> et.GlobalMetadata:
+    """The metadata of a padding rank with no nodes (one-rank exports run as 2 NPUs)."""
+    meta = metadata(plan, 0)
+    for a in meta.attr:
+        if a.name == "rank":
+            a.int64_val = rank
+        elif a.name == "stage_latency_ns" or a.name == "kernels_latency_ns":
+            a.double_val = 0.0
+    meta.attr.append(_attr("padding", string_val="idle rank: ASTRA-sim's analytical network "
+                                                 "needs at least 2 NPUs"))
+    return meta
+
+
+def output_files(plan: Plan) -> dict[str, bytes]:
+    """Relative path -> bytes of everything an export writes: traces, ASTRA-sim configs,
+    README."""
     prefix = trace_prefix(plan)
     files = {f"{prefix}.{rank}.et": encode([metadata(plan, rank), *rank_nodes(plan, rank)])
              for rank in range(plan.devices)}
+    if plan.devices == 1:
+        files[f"{configs.ONE_RANK}/{prefix}.0.et"] = files[f"{prefix}.0.et"]
+        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = encode([idle_metadata(plan, 1)])
+    files.update(configs.files(prefix, plan.target, plan.dtype, plan.devices))
+    files["README.md"] = configs.readme(prefix, plan.target, plan.dtype, plan.devices,
+                                        comm_groups=False).encode()
+    return files
+
+
+def write_plan(plan: Plan, folder: Path) -> Path:
+    """Write every rank's trace and the ASTRA-sim inputs into `folder` (replaced as a
+    whole, atomically)."""
+    files = output_files(plan)
     try:  # atomic_dir refuses to replace a folder of files irbridge did not write
         with atomic_dir(folder) as tmp:
             for name, data in files.items():
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / name).write_bytes(data)
     except OSError as exc:
         raise IrbridgeError(f"{folder}: cannot write the traces: "
@@ -171,5 +204,5 @@ def write_plan(plan: Plan, folder: Path) -> Path:
     return folder
 
 
-__all__ = ["CHAKRA_VERSION", "duration_micros", "encode", "metadata", "rank_nodes",
+__all__ = ["CHAKRA_VERSION", "duration_micros", "encode", "metadata", "output_files", "rank_nodes",
            "trace_prefix", "varint", "write_plan"]

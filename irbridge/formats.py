@@ -70,6 +70,7 @@ def _write_stablehlo(model: Model, path: Path, **options: Any) -> Path:
 
 
 DEFAULT_HARDWARE = "h100-sxm"
+PARALLEL_OPTIONS = ("dp", "tp", "pp", "microbatches", "zero")
 
 
 def _output_writer(package: str, fmt: str | None = None, *, devices: bool = False
@@ -82,8 +83,9 @@ def _output_writer(package: str, fmt: str | None = None, *, devices: bool = Fals
 
         module = importlib.import_module(f"irbridge.converters.{package}")
         kwargs: dict[str, Any] = {"hardware": options.get("hardware") or DEFAULT_HARDWARE}
-        if devices:
+        if devices:  # chakra: pipeline split, or the parallel training step
             kwargs["devices"] = options.get("devices") or 1
+            kwargs.update({k: options[k] for k in PARALLEL_OPTIONS if options.get(k) is not None})
         if fmt is not None:
             kwargs["fmt"] = fmt
         result: Path = module.write(model, path, **kwargs)

@@ -19,6 +19,7 @@ from irbridge import __version__
 from irbridge.atomic import atomic_dir
 from irbridge.converters.chakra import configs
 from irbridge.converters.chakra._proto import et_def_pb2 as et
+from irbridge.converters.chakra.parallel import Layout, Op
 from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Value, format_shape
@@ -189,10 +190,76 @@ def output_files(plan: Plan) -> dict[str, bytes]:
     return files
 
 
-def write_plan(plan: Plan, folder: Path) -> Path:
-    """Write every rank's trace and the ASTRA-sim inputs into `folder` (replaced as a
-    whole, atomically)."""
-    files = output_files(plan)
+def _op_node(op: Op, nid: int) -> et.Node:
+    """One node of a training layout (converters/chakra/parallel.py)."""
+    attr = [_attr("is_cpu_op", bool_val=False), _attr("phase", string_val=op.phase)]
+    if op.microbatch >= 0:
+        attr.append(_attr("microbatch", int64_val=op.microbatch))
+    node = et.Node(id=nid, name=op.name, data_deps=op.deps, ctrl_deps=op.ctrl)
+    if op.kind == "comp":
+        node.type = et.COMP_NODE
+        node.duration_micros = duration_micros(op.latency_s)
+        attr += [_attr("num_ops", int64_val=op.flops),
+                 _attr("tensor_size", uint64_val=max(1, op.size)),
+                 _attr("latency_ns", double_val=op.latency_s * 1e9),
+                 _attr("ir_node_ids", uint64_list=et.Uint64List(values=op.ir_node_ids))]
+    elif op.kind == "coll":
+        node.type = et.COMM_COLL_NODE
+        attr += [_attr("comm_type", int64_val=op.comm_type),
+                 _attr("comm_size", int64_val=op.size)]
+        if op.group:
+            attr.append(_attr("pg_name", string_val=str(op.group)))
+        if op.params:
+            attr.append(_attr("params", string_list=et.StringList(values=op.params)))
+    else:
+        node.type = et.COMM_SEND_NODE if op.kind == "send" else et.COMM_RECV_NODE
+        attr += [_attr("comm_src", int32_val=op.src), _attr("comm_dst", int32_val=op.dst),
+                 _attr("comm_tag", int32_val=op.tag), _attr("comm_size", int64_val=op.size)]
+    node.attr.extend(attr)
+    return node
+
+
+def layout_files(lay: Layout) -> dict[str, bytes]:
+    """Relative path -> bytes of a training export: one trace per rank, configs, README."""
+    plan = lay.plan
+    prefix = trace_prefix(plan)
+    files: dict[str, bytes] = {}
+    for rank, ops in enumerate(lay.ranks):
+        stage, replica = divmod(rank, lay.dp)
+        compute = sum(op.latency_s for op in ops if op.kind == "comp")
+        meta = et.GlobalMetadata(version=CHAKRA_VERSION, attr=[
+            _attr("producer", string_val=f"irbridge {__version__}"),
+            _attr("model", string_val=plan.model.name or "model"),
+            _attr("hardware", string_val=plan.target.name),
+            _attr("dtype", string_val=plan.dtype),
+            _attr("rank", int64_val=rank), _attr("world_size", int64_val=lay.world),
+            _attr("dp", int64_val=lay.dp), _attr("pp", int64_val=lay.pp),
+            _attr("tp", int64_val=1), _attr("zero", int64_val=lay.zero),
+            _attr("microbatches", int64_val=lay.microbatches),
+            _attr("stage", int64_val=stage), _attr("replica", int64_val=replica),
+            _attr("stage_latency_ns", double_val=compute * 1e9),
+            _attr("total_flops", int64_val=plan.total_flops),
+            _attr("gradient_bytes", int64_val=lay.grad_bytes),
+            _attr("latency_model", string_val="training step: forward, backward (2x matmul "
+                                              "FLOPs + other FLOPs, 2x bytes), AdamW; "
+                                              "roofline per compute node")])
+        files[f"{prefix}.{rank}.et"] = encode([meta, *(_op_node(op, i)
+                                                       for i, op in enumerate(ops))])
+    if lay.world == 1:
+        files[f"{configs.ONE_RANK}/{prefix}.0.et"] = files[f"{prefix}.0.et"]
+        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = encode([idle_metadata(plan, 1)])
+    groups = dict(lay.groups)
+    files.update(configs.files(prefix, plan.target, plan.dtype, lay.world, groups or None))
+    notes = (f"\nOne training step: DP {lay.dp} x PP {lay.pp}, {lay.microbatches} "
+             f"micro-batch(es) (1F1B), ZeRO {lay.zero}; rank = stage * {lay.dp} + replica. "
+             f"Gradients: {lay.grad_bytes:,} bytes in {len(lay.buckets)} bucket(s).\n")
+    files["README.md"] = configs.readme(prefix, plan.target, plan.dtype, lay.world,
+                                        comm_groups=bool(groups), notes=notes).encode()
+    return files
+
+
+def write_files(files: dict[str, bytes], folder: Path) -> Path:
+    """Write `files` into `folder` (replaced as a whole, atomically)."""
     try:  # atomic_dir refuses to replace a folder of files irbridge did not write
         with atomic_dir(folder) as tmp:
             for name, data in files.items():
@@ -202,6 +269,12 @@ def write_plan(plan: Plan, folder: Path) -> Path:
         raise IrbridgeError(f"{folder}: cannot write the traces: "
                             f"{exc.strerror or exc}") from None
     return folder
+
+
+def write_plan(plan: Plan, folder: Path) -> Path:
+    """Write every rank's trace and the ASTRA-sim inputs into `folder` (replaced as a
+    whole, atomically)."""
+    return write_files(output_files(plan), folder)
 
 
 __all__ = ["CHAKRA_VERSION", "duration_micros", "encode", "metadata", "output_files", "rank_nodes",

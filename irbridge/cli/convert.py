@@ -155,18 +155,32 @@ def export(
         f"default {DEFAULT_HARDWARE}."))] = None,
     devices: Annotated[int | None, typer.Option(min=1, help=(
         "Chakra: split the graph into this many pipeline stages, one trace per rank."))] = None,
+    dp: Annotated[int | None, typer.Option("--dp", help=(
+        "Chakra training step: data-parallel replicas (gradient all-reduce)."))] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help=(
+        "Chakra training step: tensor-parallel ways (only 1 is written so far)."))] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help=(
+        "Chakra training step: pipeline stages (1F1B)."))] = None,
+    microbatches: Annotated[int | None, typer.Option(help=(
+        "Chakra training step: micro-batches per step (default 1)."))] = None,
+    zero: Annotated[int | None, typer.Option(help=(
+        "Chakra training step: ZeRO stage 0-3 (default 0: all-reduce)."))] = None,
 ) -> None:
     """Export a model to another format."""
     fmt = output_format(output, to)
-    if devices is not None and not getattr(WRITERS[fmt], "accepts_devices", False):
-        raise IrbridgeError(f"--devices applies to --to chakra, not {fmt}")
+    parallel = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "zero": zero}
+    if not getattr(WRITERS[fmt], "accepts_devices", False):
+        for name, value in {"devices": devices, **parallel}.items():
+            if value is not None:
+                raise IrbridgeError(f"--{name} applies to --to chakra, not {fmt}")
     if hardware is not None and fmt in WEIGHTED_FORMATS:
         raise IrbridgeError(f"--hardware does not apply to --to {fmt}")
     with _status(f"reading {file}"):
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
-                    weights_as_args=weights_as_args, hardware=hardware, devices=devices)
+                    weights_as_args=weights_as_args, hardware=hardware, devices=devices,
+                    **parallel)
     console.print(f"wrote {output} ({fmt})", markup=False)
 
 

@@ -60,6 +60,13 @@ def interconnect(target: Target) -> Interconnect:
     return _LINKS.get(target.name, _DEFAULT_LINK)
 
 
+def network_bandwidth(link: Interconnect) -> float:
+    """The YAML `bandwidth` figure: ASTRA-sim's analytical network converts it to bytes per
+    ns as value * 2**30 / 1e9 (GiB/s, NetworkFunction.cpp bw_GBps_to_Bpns), so a link of
+    450 GB/s is written 419.095."""
+    return link.bandwidth_gbps * 1e9 / 2**30
+
+
 def npus(ranks: int) -> int:
     """NPUs the network config declares: ASTRA-sim's analytical network needs at least 2."""
     return max(2, ranks)
@@ -92,7 +99,8 @@ def network_config(target: Target, ranks: int) -> str:
                if ranks == 1 else "")
             + "topology: [ Switch ]\n"
             f"npus_count: [ {npus(ranks)} ]\n"
-            f"bandwidth: [ {link.bandwidth_gbps} ]  # GB/s per direction\n"
+            f"bandwidth: [ {network_bandwidth(link):.6f} ]  # = {link.bandwidth_gbps:g} GB/s "
+            "per direction (ASTRA-sim reads GiB/s)\n"
             f"latency: [ {link.latency_ns} ]  # ns per link (a switch hop is two links)\n")
 
 

@@ -29,7 +29,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from irbridge.converters.chakra.plan import ComputeNode, Plan, split_balanced
+from irbridge.converters.chakra.plan import ComputeNode, Plan, min_bytes, split_balanced
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Value
 
@@ -236,7 +236,7 @@ class _Stage:
                 count = math.ceil(sum(_count(v) for v in bucket) / ctx.dp)
                 opt = self.add(Op(f"optimizer bucket {index} (1/{ctx.dp} shard)", "comp",
                                   deps=[self.bucket_colls[index]], flops=OPT_FLOPS * count,
-                                  size=OPT_BYTES * count,
+                                  size=ctx.bytes(OPT_BYTES * count),
                                   latency_s=ctx.roof(OPT_FLOPS * count, OPT_BYTES * count),
                                   phase="optimizer"))
                 self.add(Op(f"all-gather parameters bucket {index}", "coll", deps=[opt],
@@ -246,7 +246,7 @@ class _Stage:
         count = sum(_count(v) for bucket in self.buckets for v in bucket)
         if count:
             self.add(Op("optimizer", "comp", deps=sorted(set(self.colls + tail)),
-                        flops=OPT_FLOPS * count, size=OPT_BYTES * count,
+                        flops=OPT_FLOPS * count, size=ctx.bytes(OPT_BYTES * count),
                         latency_s=ctx.roof(OPT_FLOPS * count, OPT_BYTES * count),
                         phase="optimizer"))
 
@@ -275,8 +275,12 @@ class _Context:
     transfers: list[tuple[Value, int, int, int, set[int]]]
     buckets: list[tuple[list[list[Value]], list[list[int]]]]
 
+    def bytes(self, size: int) -> int:
+        return max(size, min_bytes(self.plan.mapping.bandwidth))
+
     def roof(self, flops: int, size: int) -> float:
-        return max(flops / self.plan.mapping.peak, size / self.plan.mapping.bandwidth)
+        return max(flops / self.plan.mapping.peak,
+                   self.bytes(size) / self.plan.mapping.bandwidth)
 
 
 def _buckets(members: list[int], owned: dict[int, list[Value]], cap: int

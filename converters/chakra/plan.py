@@ -26,6 +26,17 @@ from irbridge.errors import IrbridgeError
 from irbridge.ir import Model, Node, Value, walk_nodes
 
 
+MIN_NODE_SECONDS = 1.5e-9
+
+
+def min_bytes(bandwidth: float) -> int:
+    """The bytes `bandwidth` moves in 1.5 ns: the least `tensor_size` of a compute node.
+    ASTRA-sim's roofline mode truncates a node's time to whole nanoseconds and aborts on a
+    0-ns event (EventQueue assertion `get_event_time() > current_time`), so no node may be
+    faster than 1 ns; 1.5 ns keeps the truncated time at 1 ns or more."""
+    return math.ceil(bandwidth * MIN_NODE_SECONDS) if bandwidth > 0 else 1
+
+
 @dataclass
 class ComputeNode:
     """One Chakra compute node: an arithmetic kernel plus the zero-FLOP kernels folded in."""
@@ -55,10 +66,11 @@ class ComputeNode:
     @property
     def tensor_size(self) -> int:
         """Bytes the roofline charges: external bytes of every kernel; never 0, which
-        ASTRA-sim treats as invalid (a kernel fed only by constants: its unfused bytes)."""
+        ASTRA-sim treats as invalid (a kernel fed only by constants: its unfused bytes),
+        and at least `min_bytes` (see there)."""
         external = sum(p.external_bytes for p in self.partitions)
         unfused = sum(p.cost.bytes_read + p.cost.bytes_written for p in self.partitions)
-        return external or unfused or 1
+        return max(external or unfused or 1, min_bytes(self.bandwidth))
 
     @property
     def compute_seconds(self) -> float:

@@ -20,7 +20,7 @@ from irbridge.atomic import atomic_dir
 from irbridge.converters.chakra import configs
 from irbridge.converters.chakra._proto import et_def_pb2 as et
 from irbridge.converters.chakra.parallel import Layout, Op
-from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer
+from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer, min_bytes
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Value, format_shape
 
@@ -175,6 +175,17 @@ def idle_metadata(plan: Plan, rank: int) -> et.GlobalMetadata:
     return meta
 
 
+def idle_trace(plan: Plan, rank: int) -> bytes:
+    """A padding rank: ASTRA-sim refuses a trace without nodes ("No dependancy free nodes
+    found"), so it holds one compute node of 1 FLOP and `min_bytes` (1 ns in replay, where
+    a 0-duration node runs for 1 ns; 1 ns in roofline mode)."""
+    idle = et.Node(id=0, name="idle (padding rank)", type=et.COMP_NODE, duration_micros=0,
+                   attr=[_attr("is_cpu_op", bool_val=False), _attr("num_ops", int64_val=1),
+                         _attr("tensor_size",
+                               uint64_val=min_bytes(plan.mapping.bandwidth))])
+    return encode([idle_metadata(plan, rank), idle])
+
+
 def output_files(plan: Plan) -> dict[str, bytes]:
     """Relative path -> bytes of everything an export writes: traces, ASTRA-sim configs,
     README."""
@@ -183,7 +194,7 @@ def output_files(plan: Plan) -> dict[str, bytes]:
              for rank in range(plan.devices)}
     if plan.devices == 1:
         files[f"{configs.ONE_RANK}/{prefix}.0.et"] = files[f"{prefix}.0.et"]
-        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = encode([idle_metadata(plan, 1)])
+        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = idle_trace(plan, 1)
     files.update(configs.files(prefix, plan.target, plan.dtype, plan.devices))
     files["README.md"] = configs.readme(prefix, plan.target, plan.dtype, plan.devices,
                                         comm_groups=False).encode()
@@ -247,7 +258,7 @@ def layout_files(lay: Layout) -> dict[str, bytes]:
                                                        for i, op in enumerate(ops))])
     if lay.world == 1:
         files[f"{configs.ONE_RANK}/{prefix}.0.et"] = files[f"{prefix}.0.et"]
-        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = encode([idle_metadata(plan, 1)])
+        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = idle_trace(plan, 1)
     groups = dict(lay.groups)
     files.update(configs.files(prefix, plan.target, plan.dtype, lay.world, groups or None))
     notes = (f"\nOne training step: DP {lay.dp} x PP {lay.pp}, {lay.microbatches} "

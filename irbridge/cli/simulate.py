@@ -63,6 +63,7 @@ def astrasim(
 ) -> None:
     """Run ASTRA-sim (built once per machine, cached) on Chakra traces; per-rank times."""
     from irbridge.converters.chakra import astrasim as sim
+    from irbridge.converters.chakra.predict import predict
 
     if mode not in ("replay", "roofline"):
         raise IrbridgeError(f"--mode {mode!r}: one of replay, roofline")
@@ -79,24 +80,29 @@ def astrasim(
     result = sim.run(folder, mode=mode, backend=backend)
     manifest = json.loads(manifest_path.read_text())
     ranks = int(manifest.get("ranks", len(result.cycles)))
-    predicted = _trace_stage_ns(folder, str(manifest["workload"]), ranks)
+    compute = _trace_stage_ns(folder, str(manifest["workload"]), ranks)
+    predicted = predict(folder, mode, backend)
     table = Table(title=f"ASTRA-sim ({backend}, {mode}) on {folder}", title_justify="left",
                   show_edge=False)
-    for column in ("rank", "cycles (ns)", "time", "exposed comm", "irbridge compute",
-                   "ratio"):
+    for column in ("rank", "ASTRA-sim ns", "exposed comm", "irbridge ns", "ratio",
+                   "compute ns"):
         table.add_column(column, justify="right")
     for rank in range(ranks):
         cycles = result.cycles.get(rank)
         if cycles is None:
             raise IrbridgeError(f"{folder}: ASTRA-sim printed no time for rank {rank}")
-        pred = predicted.get(rank)
-        table.add_row(str(rank), f"{cycles:,}", f"{cycles / 1e3:,.2f} us",
-                      f"{result.exposed_comm.get(rank, 0):,}",
-                      "-" if pred is None else f"{pred / 1e3:,.2f} us",
-                      "-" if not pred else f"{cycles / pred:.4f}")
+        pred = predicted[rank]
+        table.add_row(str(rank), f"{cycles:,}", f"{result.exposed_comm.get(rank, 0):,}",
+                      f"{pred:,.0f}", f"{cycles / pred:.5f}" if pred else "-",
+                      f"{compute[rank]:,.0f}" if rank in compute else "-")
     console.print(table)
     step = max(result.cycles[r] for r in range(ranks))
-    console.print(f"step time (slowest rank): {step:,} ns = {step / 1e3:,.2f} us", markup=False)
+    want = max(predicted[r] for r in range(ranks))
+    console.print(f"step time (slowest rank): ASTRA-sim {step / 1e3:,.2f} us, irbridge "
+                  f"{want / 1e3:,.2f} us ({step / want - 1:+.3%})", markup=False)
+    console.print("(ns = cycles; irbridge: the two-stream schedule of "
+                  "irbridge.converters.chakra.predict; compute: the rank's roofline compute)",
+                  markup=False)
     if ranks == 1:
         console.print("one rank: ASTRA-sim ran it as 2 NPUs with an idle rank 1 "
                       "(astrasim/one-rank/)", markup=False)

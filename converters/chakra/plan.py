@@ -25,7 +25,6 @@ from irbridge.analysis.roofline import Mapping, Roof
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model, Node, Value, walk_nodes
 
-
 MIN_NODE_SECONDS = 1.5e-9
 
 

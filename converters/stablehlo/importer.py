@@ -48,6 +48,7 @@ from irbridge.ir import (
 )
 from irbridge.ops import registry
 
+from ._chlo import legalize_chlo, uses_chlo
 from ._mlir import (
     BYTECODE_MAGIC,
     RankedType,
@@ -151,6 +152,8 @@ def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
             except UnicodeDecodeError as exc:
                 raise FileFormatError(f"{source}: neither MLIR text (not UTF-8) nor MLIR "
                                       "bytecode") from exc
+            if uses_chlo(text):
+                text = legalize_chlo(text, source)
             try:
                 module = ir.Module.parse(text)
             except Exception as exc:

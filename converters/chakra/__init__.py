@@ -47,16 +47,12 @@ def write(model: Model, path: Path, *, hardware: str = "h100-sxm", devices: int 
     if training and devices != 1:
         raise IrbridgeError("--devices (an inference pipeline) cannot be combined with "
                             "--dp/--tp/--pp/--microbatches/--zero (a training step); use --pp")
-    if tp is not None and tp < 1:
-        raise IrbridgeError(f"--tp {tp}: must be at least 1")
-    if tp not in (None, 1):
-        raise IrbridgeError(f"--tp {tp}: tensor parallelism is not written yet; "
-                            "use --dp and --pp")
     target = resolve_target(hardware)
     laid_out = plan(model, target, devices=devices, dtype=dtype,
                     source=model.name or str(path))
     if training:
         lay = layout(laid_out, dp=1 if dp is None else dp, pp=1 if pp is None else pp,
+                     tp=1 if tp is None else tp,
                      microbatches=1 if microbatches is None else microbatches,
                      zero=0 if zero is None else zero)
         return write_files(layout_files(lay), path)

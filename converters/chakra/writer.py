@@ -236,7 +236,7 @@ def layout_files(lay: Layout) -> dict[str, bytes]:
     prefix = trace_prefix(plan)
     files: dict[str, bytes] = {}
     for rank, ops in enumerate(lay.ranks):
-        stage, replica = divmod(rank, lay.dp)
+        stage, replica, shard = rank // (lay.dp * lay.tp), rank // lay.tp % lay.dp, rank % lay.tp
         compute = sum(op.latency_s for op in ops if op.kind == "comp")
         meta = et.GlobalMetadata(version=CHAKRA_VERSION, attr=[
             _attr("producer", string_val=f"irbridge {__version__}"),
@@ -245,9 +245,10 @@ def layout_files(lay: Layout) -> dict[str, bytes]:
             _attr("dtype", string_val=plan.dtype),
             _attr("rank", int64_val=rank), _attr("world_size", int64_val=lay.world),
             _attr("dp", int64_val=lay.dp), _attr("pp", int64_val=lay.pp),
-            _attr("tp", int64_val=1), _attr("zero", int64_val=lay.zero),
+            _attr("tp", int64_val=lay.tp), _attr("zero", int64_val=lay.zero),
             _attr("microbatches", int64_val=lay.microbatches),
             _attr("stage", int64_val=stage), _attr("replica", int64_val=replica),
+            _attr("tp_rank", int64_val=shard),
             _attr("stage_latency_ns", double_val=compute * 1e9),
             _attr("total_flops", int64_val=plan.total_flops),
             _attr("gradient_bytes", int64_val=lay.grad_bytes),
@@ -261,9 +262,10 @@ def layout_files(lay: Layout) -> dict[str, bytes]:
         files[f"{configs.ONE_RANK}/{prefix}.1.et"] = idle_trace(plan, 1)
     groups = dict(lay.groups)
     files.update(configs.files(prefix, plan.target, plan.dtype, lay.world, groups or None))
-    notes = (f"\nOne training step: DP {lay.dp} x PP {lay.pp}, {lay.microbatches} "
-             f"micro-batch(es) (1F1B), ZeRO {lay.zero}; rank = stage * {lay.dp} + replica. "
-             f"Gradients: {lay.grad_bytes:,} bytes in {len(lay.buckets)} bucket(s).\n")
+    notes = (f"\nOne training step: DP {lay.dp} x TP {lay.tp} x PP {lay.pp}, "
+             f"{lay.microbatches} micro-batch(es) (1F1B), ZeRO {lay.zero}; rank = (stage * "
+             f"{lay.dp} + replica) * {lay.tp} + tp_rank. Gradients per rank: "
+             f"{lay.grad_bytes:,} bytes in {len(lay.buckets)} bucket(s).\n")
     files["README.md"] = configs.readme(prefix, plan.target, plan.dtype, lay.world,
                                         comm_groups=bool(groups), notes=notes).encode()
     return files

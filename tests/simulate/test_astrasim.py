@@ -104,10 +104,10 @@ def test_inference_traces(built: Path, tmp_path: Path, name: str, devices: int) 
 
 
 @pytest.mark.parametrize("name", ["gpt2", "resnet50"])
-def test_training_traces_dp8_and_pp4_dp2(built: Path, tmp_path: Path, name: str) -> None:
+def test_training_traces_dp8_tp4_dp2_pp4_dp2(built: Path, tmp_path: Path, name: str) -> None:
     model = _load(name)
     for label, kwargs in (("dp8", dict(dp=8)), ("pp4dp2", dict(pp=4, dp=2, microbatches=8)),
-                          ("dp8zero2", dict(dp=8, zero=2))):
+                          ("tp4dp2", dict(tp=4, dp=2)), ("dp8zero2", dict(dp=8, zero=2))):
         out = chakra.write(model, tmp_path / label, hardware="h100",
                            **kwargs)  # type: ignore[arg-type]
         for mode in ("replay", "roofline"):

@@ -191,7 +191,7 @@ def test_cli_training_options(tmp_path: Path) -> None:
                                   str(tmp_path / "t"), "--dp", "2", "--zero", "1"])
     assert ok.exit_code == 0, ok.output
     traces(tmp_path / "t", "cnn", 2)
-    for args, match in ((["--tp", "2"], "--tp 2: tensor parallelism"),
+    for args, match in ((["--tp", "0"], "--tp 0: must be at least 1"),
                         (["--dp", "2", "--devices", "2"], "--devices .* cannot be combined"),
                         (["--pp", "9"], "--pp 9: .*only 2 compute"),
                         (["--zero", "4"], "--zero 4: one of 0, 1, 2, 3"),
@@ -214,3 +214,59 @@ def test_library_errors() -> None:
                           (dict(microbatches=0), "--microbatches 0")):
         with pytest.raises(IrbridgeError, match=match):
             layout(p, **kwargs)  # type: ignore[arg-type]
+
+
+def megatron_mlp(width: int = 256, layers: int = 2) -> Model:
+    """x -> [linear(width -> 4 width) + relu -> linear(4 width -> width)] x layers."""
+    from irbridge.builder import GraphBuilder
+    from irbridge.dtypes import DType
+    from irbridge.ir import Graph, Tensor, TensorType
+
+    f32 = DType.FLOAT32
+    model = Model(name="mlp")
+    graph = Graph()
+    model.graphs.append(graph)
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(f32, (32, width)))
+    for i in range(layers):
+        up = b.parameter(Tensor(f"b{i}.up", f32, (4 * width, width)))
+        down = b.parameter(Tensor(f"b{i}.down", f32, (width, 4 * width)))
+        hidden = b.op("relu", [b.op("linear", [x, up], name=f"b{i}.fc1")], name=f"b{i}.relu")
+        x = b.op("linear", [hidden, down], name=f"b{i}.fc2")
+    graph.set_outputs([x])
+    return model
+
+
+@pytest.mark.parametrize(("tp", "dp"), [(2, 1), (4, 2)])
+def test_tensor_parallel_megatron_mlp(tmp_path: Path, tp: int, dp: int) -> None:
+    """Column then row: each rank runs 1/T of each layer's FLOPs; the row layer's output is
+    all-reduced in the forward, the column layer's input gradient in the backward; each
+    rank's weight gradients are 1/T of the layers' parameters."""
+    width = 256
+    out = chakra.write(megatron_mlp(width), tmp_path / "t", hardware="h100", tp=tp, dp=dp)
+    ranks = traces(out, "mlp", tp * dp)
+    costs = analyze(megatron_mlp(width), [resolve_target("h100")]).runs[0].costs
+    flops_of = {nc.node.outputs[0].name: nc.own_cost.flops for nc in costs.by_node.values()}
+    act = 32 * width * 4  # the [32, width] activation entering fc1 and leaving fc2
+    groups = json.loads((out / "astrasim" / "comm-groups.json").read_text())
+    for rank, nodes in enumerate(ranks):
+        fwd = {n.name: n for n in by_phase(nodes, "forward")}
+        for i in range(2):
+            fc1 = next(n for name, n in fwd.items() if name.startswith(f"b{i}.fc1"))
+            fc2 = next(n for name, n in fwd.items() if name.startswith(f"b{i}.fc2"))
+            # fc1 and its relu are one fused kernel
+            assert attrs(fc1)["num_ops"][1] * tp == flops_of[f"b{i}.fc1"] + flops_of[f"b{i}.relu"]
+            assert attrs(fc2)["num_ops"][1] * tp == flops_of[f"b{i}.fc2"]
+        tp_colls = [n for n in nodes if attrs(n)["phase"][1] == "tp"]
+        fwd_ar = [n for n in tp_colls if "output of" in n.name]
+        bwd_ar = [n for n in tp_colls if "input gradient" in n.name]
+        assert [attrs(n)["comm_size"][1] for n in fwd_ar] == [act, act]
+        # backward runs b1 then b0; b0.fc1 reads the graph input, which needs no gradient
+        assert [attrs(n)["comm_size"][1] for n in bwd_ar] == [act]
+        assert all(attrs(n)["comm_type"][1] == et.ALL_REDUCE for n in tp_colls)
+        members = groups[attrs(tp_colls[0])["pg_name"][1]]
+        assert members == [rank // tp * tp + t for t in range(tp)]
+        if dp > 1:
+            [ar] = [n for n in nodes if attrs(n)["phase"][1] == "dp"]
+            assert attrs(ar)["comm_size"][1] == 2 * 2 * (4 * width * width) * 4 // tp
+            assert groups[attrs(ar)["pg_name"][1]] == [rank % tp + d * tp for d in range(dp)]

@@ -158,7 +158,7 @@ def export(
     dp: Annotated[int | None, typer.Option("--dp", help=(
         "Chakra training step: data-parallel replicas (gradient all-reduce)."))] = None,
     tp: Annotated[int | None, typer.Option("--tp", help=(
-        "Chakra training step: tensor-parallel ways (only 1 is written so far)."))] = None,
+        "Chakra training step: tensor-parallel ways (Megatron-style splits)."))] = None,
     pp: Annotated[int | None, typer.Option("--pp", help=(
         "Chakra training step: pipeline stages (1F1B)."))] = None,
     microbatches: Annotated[int | None, typer.Option(help=(

@@ -42,7 +42,7 @@ def test_key_is_the_content_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_missing_sources_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IRBRIDGE_ASTRASIM_SOURCES", str(tmp_path))
-    with pytest.raises(astrasim.AstraSimUnavailable, match="no astra-sim-src.tar.gz") as info:
+    with pytest.raises(astrasim.AstraSimUnavailable, match=r"no astra-sim-src\.tar\.gz") as info:
         astrasim.binary()
     assert "\n" not in str(info.value)
     with pytest.raises(astrasim.IrbridgeError, match="unknown ASTRA-sim backend 'ns3'"):

@@ -43,7 +43,15 @@ class System:
 
 def read_trace(path: Path) -> list[et.Node]:
     """The nodes of one `.et` file (length-delimited stream, metadata first)."""
-    data = path.read_bytes()
+    return read_messages(path)[1]
+
+
+def read_messages(path: Path) -> tuple[et.GlobalMetadata, list[et.Node]]:
+    """The metadata and the nodes of one `.et` file."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IrbridgeError(f"{path}: cannot read the trace ({exc.strerror or exc})") from None
     pos, messages = 0, []
     while pos < len(data):
         size = shift = 0
@@ -60,7 +68,8 @@ def read_trace(path: Path) -> list[et.Node]:
         pos += size
     if pos != len(data) or not messages:
         raise IrbridgeError(f"{path}: not a Chakra trace (framing)")
-    return [et.Node.FromString(m) for m in messages[1:]]
+    return (et.GlobalMetadata.FromString(messages[0]),
+            [et.Node.FromString(m) for m in messages[1:]])
 
 
 def _attr(node: et.Node, name: str, default: float = 0) -> float:

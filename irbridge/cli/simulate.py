@@ -30,23 +30,13 @@ def _folder(path: Path, what: str) -> Path:
 
 
 def _trace_stage_ns(folder: Path, workload: str, ranks: int) -> dict[int, float]:
-    """stage_latency_ns of each rank's trace metadata (irbridge's prediction)."""
-    from irbridge.converters.chakra._proto import et_def_pb2 as et
+    """stage_latency_ns of each rank's trace metadata (its roofline compute)."""
+    from irbridge.converters.chakra.predict import read_messages
 
     out: dict[int, float] = {}
     for rank in range(ranks):
-        path = folder / f"{workload}.{rank}.et"
-        data = path.read_bytes() if path.is_file() else b""
-        size, pos, shift = 0, 0, 0
-        while pos < len(data):
-            byte = data[pos]
-            pos += 1
-            size |= (byte & 0x7F) << shift
-            shift += 7
-            if not byte & 0x80:
-                break
-        meta = et.GlobalMetadata.FromString(data[pos:pos + size]) if data else None
-        for a in meta.attr if meta is not None else []:
+        meta, _ = read_messages(folder / f"{workload}.{rank}.et")
+        for a in meta.attr:
             if a.name == "stage_latency_ns":
                 out[rank] = a.double_val
     return out

@@ -15,7 +15,8 @@ allows) with closed-form times, to compare with what ASTRA-sim reports.
   write of each chunk, ASTRA-sim's localBWAware collective optimization).
 
 Nodes run in file order on their stream once their dependencies are done (the traces chain
-their compute nodes in schedule order); a rank's time is when its last node ends.
+their compute nodes in schedule order); a collective starts when every member of its
+communicator group is ready for it; a rank's time is when its last node ends.
 """
 
 from __future__ import annotations
@@ -138,10 +139,10 @@ def predict(folder: Path, mode: str = "replay", backend: str = "unaware") -> dic
     run = json.loads((folder / "astrasim" / "run.json").read_text())
     s = system(folder, mode, backend)
     ranks = int(run["npus"])
-    groups = {"": ranks, "0": ranks}
+    members: dict[str, list[int]] = {"": list(range(ranks)), "0": list(range(ranks))}
     if run.get("comm_groups"):
-        for key, members in json.loads((folder / run["comm_groups"]).read_text()).items():
-            groups[key] = len(members)
+        for key, ids in json.loads((folder / run["comm_groups"]).read_text()).items():
+            members[key] = [int(i) for i in ids]
     traces = [read_trace(folder / f"{run['workload']}.{r}.et") for r in range(ranks)]
     end: list[dict[int, float]] = [{} for _ in range(ranks)]
     sent: dict[tuple[int, int, int], float] = {}  # (src, dst, tag) -> arrival
@@ -149,6 +150,8 @@ def predict(folder: Path, mode: str = "replay", backend: str = "unaware") -> dic
     queues = [[[n for n in t if n.type == et.COMP_NODE],
                [n for n in t if n.type in (et.COMM_SEND_NODE, et.COMM_COLL_NODE)],
                [n for n in t if n.type == et.COMM_RECV_NODE]] for t in traces]
+    seen = [dict[str, int]() for _ in range(ranks)]  # collectives issued per group
+    waiting: dict[tuple[str, int], dict[int, float]] = {}  # (group, k) -> rank: ready
     progress = True
     while progress:
         progress = False
@@ -166,20 +169,28 @@ def predict(folder: Path, mode: str = "replay", backend: str = "unaware") -> dic
                         if key not in sent:
                             break
                         end[r][node.id] = max(ready, sent[key])
+                    elif node.type == et.COMM_COLL_NODE:
+                        # a collective starts when every member of its group is ready
+                        pg = _pg(node)
+                        group = members.get(pg, members[""])
+                        slot = (pg, seen[r].get(pg, 0))
+                        waiting.setdefault(slot, {})[r] = max(ready, free[r][1])
+                        if len(waiting[slot]) < len(group):
+                            break
+                        start = max(waiting[slot].values())
+                        took = collective_ns(int(_attr(node, "comm_type")),
+                                             _attr(node, "comm_size"), len(group), s)
+                        end[r][node.id] = free[r][1] = start + took
+                        seen[r][pg] = slot[1] + 1
                     else:
                         start = max(ready, free[r][stream])
                         if node.type == et.COMP_NODE:
                             took = comp_ns(node, s)
-                        elif node.type == et.COMM_SEND_NODE:
+                        else:
                             took = p2p_ns(_attr(node, "comm_size"), s)
                             sent[(r, int(_attr(node, "comm_dst")),
                                   int(_attr(node, "comm_tag")))] = start + took
-                        else:
-                            took = collective_ns(int(_attr(node, "comm_type")),
-                                                 _attr(node, "comm_size"),
-                                                 groups.get(_pg(node), ranks), s)
-                        end[r][node.id] = start + took
-                        free[r][stream] = start + took
+                        end[r][node.id] = free[r][stream] = start + took
                     queue.pop(0)
                     progress = True
     stuck = [r for r in range(ranks) if any(queues[r])]

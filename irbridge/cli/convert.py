@@ -66,7 +66,9 @@ def convert(
     pretrained: Annotated[bool, typer.Option(
         help="Use pretrained weights (needs a reachable hub or a local cache).")] = False,
     trust_checkpoint: Annotated[bool, typer.Option(
-        help="Allow loading .pt checkpoints, which unpickle (run) code.")] = False,
+        help="Trust the model's files to run code: load a pickled .pt checkpoint (also "
+             "ultralytics --pretrained weights) and build a model YAML whose fields need "
+             "eval. See docs/security.md.")] = False,
 ) -> None:
     """Convert a model (zoo name, Python file, ONNX or StableHLO file) into an irbridge IR
     file, or another format with --to, and print its summary."""

@@ -546,7 +546,7 @@ def test_pretrained_without_a_hub_is_a_clear_error(
     with pytest.raises(ZooError, match=r"llama-tiny is a config-only preset"):
         zoo.build("llama-tiny", pretrained=True)
     with pytest.raises(ZooError, match=r"pretrained weights for yolov8n .*github\.com"):
-        zoo.build("yolov8n", pretrained=True)
+        zoo.build("yolov8n", pretrained=True, trust_checkpoint=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ it small), so 500+ node models stay responsive; see docs/viewers.md ("HTML viewe
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from irbridge.converters.html._script import SCRIPT
 from irbridge.converters.html._style import BODY, STYLE
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model
+from irbridge.sanitize import html_text
 
 __all__ = ["embed_json", "render", "view_data", "write"]
 
@@ -43,7 +43,7 @@ def render(model: Model, hardware: str = "h100-sxm") -> str:
         raise IrbridgeError("the model has no graph to show")
     target = resolve_target(hardware)
     data = view_data(model, target)
-    title = html.escape(f"{data['model']['name']} · irbridge viewer")
+    title = html_text(f"{data['model']['name']} · irbridge viewer")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +15,7 @@ from torch import nn
 from .common import (
     CHECKPOINT_SUFFIXES,
     FAMILY_HF,
+    MAX_DIM,
     MODEL_SPEC_HELP,
     SEED,
     WEIGHTS_ONLY_SUFFIXES,
@@ -138,9 +140,13 @@ def build(
     if input_shape is not None:
         input_shape = tuple(input_shape)
         if not input_shape or any(
-            isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in input_shape
+            isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= MAX_DIM
+            for d in input_shape
         ):
             raise ZooError(f"input shape must be positive integers, got {list(input_shape)}")
+        if math.prod(input_shape) > MAX_DIM:
+            raise ZooError(f"input shape {list(input_shape)} has more elements than a tensor "
+                           f"can hold ({MAX_DIM})")
     torch_dtype = _parse_dtype(dtype)
     try:
         dev = torch.device(device)

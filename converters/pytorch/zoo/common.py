@@ -48,6 +48,9 @@ MODEL_SPEC_HELP = (
     "path/to/model.yaml (an ultralytics model YAML)"
 )
 
+MAX_DIM = (1 << 63) - 1
+"""torch sizes are int64: no dim (and no product of an input's dims) may exceed this."""
+
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
 WEIGHTS_ONLY_SUFFIXES = (".safetensors", ".bin")
 
@@ -239,8 +242,8 @@ def _parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 def _positive(value: int | None, what: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ZooError(f"{what} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIM:
+        raise ZooError(f"{what} must be an integer from 1 to {MAX_DIM}, got {value!r}")
     return value
 
 

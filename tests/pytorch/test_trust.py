@@ -181,3 +181,14 @@ def test_a_weights_file_never_unpickles(tmp_path: Path) -> None:
     with pytest.raises(ZooError, match=r"not a plain state_dict"):
         zoo.build("resnet18", weights_file=str(weights), trust_checkpoint=True)
     assert not marker.exists()
+
+
+def test_a_planted_yaml_does_not_replace_a_zoo_model(tmp_cwd: Path) -> None:
+    """ultralytics resolves a bare YAML name in the working directory first: the zoo passes
+    its package file by absolute path, so planted yolov8n.yaml / yolov8.yaml are ignored."""
+    marker = tmp_cwd / "PWNED"
+    for name in ("yolov8n.yaml", "yolov8.yaml"):
+        _yaml_with(tmp_cwd, name, activation=f'__import__("os").system("touch {marker}")')
+    built = zoo.build("yolov8n")
+    assert not marker.exists()
+    assert built.num_parameters == 3_157_200  # the real yolov8n (ultralytics quotes 3.2 M)

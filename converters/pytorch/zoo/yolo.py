@@ -86,7 +86,10 @@ def _ultralytics_entries() -> list[ModelEntry]:
                     task=_yolo_task(name),
                     image_size=_yolo_image_size(name),
                     aliases=(f"{name}.yaml",),
-                    spec=(kind, f"{name}.yaml"),
+                    # The package's own file, by absolute path: ultralytics looks a bare
+                    # name up in the working directory first, where a planted yolov8n.yaml
+                    # would be built (and eval()ed) instead.
+                    spec=(kind, str(path.parent / f"{name}.yaml")),
                 )
             )
     return entries
@@ -211,7 +214,7 @@ def _make_ultralytics(entry: ModelEntry, pretrained: bool) -> nn.Module:
     cls = RTDETR if kind == "RTDETR" else YOLO
     target = yaml_name
     if pretrained:
-        target = str(Path(yaml_name).with_suffix(".pt"))
+        target = Path(yaml_name).with_suffix(".pt").name  # working directory, or downloaded
         if not Path(target).exists() and not common._reachable("github.com"):
             raise ZooError(
                 f"pretrained weights for {entry.name} ({target}) are not in the working "

@@ -192,3 +192,23 @@ def test_pytorch_options_on_a_model_file_are_refused(net: str, tmp_path: Path) -
         assert code == 2
         assert f"{option[0]} applies to models captured from PyTorch" in stderr
     assert not (tmp_path / "y.irb").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--to", "onnx", "--opset", "5"], "--opset 5 is outside the supported range 13.."),
+    (["--to", "stablehlo", "--opset", "18"], "--opset applies to ONNX output"),
+    (["--to", "onnx", "--target-version", "1.0.0"], "--target-version applies to --to stablehlo"),
+    (["--to", "stablehlo", "--target-version", "0.0.1"], "target version 0.0.1 is outside"),
+])
+def test_export_checks_options_before_building(tmp_path: Path, args: list[str],
+                                               message: str) -> None:
+    marker = tmp_path / "BUILT"
+    (tmp_path / "m.py").write_text(NET + f"\n\ndef make():\n    open({str(marker)!r}, 'w')\n"
+                                   "    return Net()\n")
+    code, _, stderr = invoke("export", f"{tmp_path / 'm.py'}:make", *args, "-o",
+                             str(tmp_path / "out.x"))
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], stderr
+    assert not marker.exists()  # refused before the model was built (let alone captured)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.py"]

@@ -158,15 +158,7 @@ def _check_options(*, is_file: bool, output: Path | None, to: str | None, opset:
     if to is not None and output is None:
         raise IrbridgeError(f"--to {to} needs -o FILE to write to")
     fmt = output_format(output, to) if output is not None else None
-    if opset is not None:
-        if fmt != "onnx":
-            raise IrbridgeError(f"--opset applies to ONNX output (-o FILE.onnx or --to onnx), "
-                                f"not {fmt or 'no output'}")
-        from irbridge.converters.onnx._common import MIN_EXPORT_OPSET, max_opset
-
-        if not MIN_EXPORT_OPSET <= opset <= max_opset():
-            raise IrbridgeError(f"--opset {opset} is outside the supported range "
-                                f"{MIN_EXPORT_OPSET}..{max_opset()}")
+    _check_opset(opset, fmt)
     if is_file:
         given = [name for name, on in pytorch_only.items() if on]
         if given:
@@ -186,6 +178,19 @@ def _check_options(*, is_file: bool, output: Path | None, to: str | None, opset:
         raise IrbridgeError(f"--frontend {clean(frontend)!r}: choose one of "
                             f"{', '.join(FRONTENDS)}")
     return fmt
+
+
+def _check_opset(opset: int | None, fmt: str | None) -> None:
+    if opset is None:
+        return
+    if fmt != "onnx":
+        raise IrbridgeError(f"--opset applies to ONNX output (-o FILE.onnx or --to onnx), "
+                            f"not {fmt or 'no output'}")
+    from irbridge.converters.onnx._common import MIN_EXPORT_OPSET, max_opset
+
+    if not MIN_EXPORT_OPSET <= opset <= max_opset():
+        raise IrbridgeError(f"--opset {opset} is outside the supported range "
+                            f"{MIN_EXPORT_OPSET}..{max_opset()}")
 
 
 def _convert_file(source: Path, output: Path | None, fmt: str | None,
@@ -225,6 +230,15 @@ def export(
         raise IrbridgeError(f"--devices applies to --to chakra, not {fmt}")
     if hardware is not None and fmt in WEIGHTED_FORMATS:
         raise IrbridgeError(f"--hardware does not apply to --to {fmt}")
+    # Checked before reading (a zoo name is built and captured first).
+    _check_opset(opset, fmt)
+    if (target_version is not None or weights_as_args) and fmt != "stablehlo":
+        option = "--target-version" if target_version is not None else "--weights-as-args"
+        raise IrbridgeError(f"{option} applies to --to stablehlo, not {fmt}")
+    if target_version is not None:
+        from irbridge.converters.stablehlo import check_target_version
+
+        check_target_version(target_version)
     with _status(f"reading {file}"):
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
     with _status(f"writing {output}"):

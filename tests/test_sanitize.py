@@ -162,3 +162,12 @@ def test_markdown_and_html() -> None:
     assert markdown(f"x{CSI_CLEAR}") == "x\\\\x1b\\[2J\\\\x1b\\[H"
     assert html_text(f'<a href="x">{BIDI}</a>') == (
         "&lt;a href=&quot;x&quot;&gt;\\u202egpj.exe&lt;/a&gt;")
+
+
+@pytest.mark.parametrize("fmt, name", [("dot", "g.dot"), ("html", "v.html")])
+def test_viewer_files_hold_no_raw_controls(hostile_file: Path, tmp_path: Path, fmt: str,
+                                           name: str) -> None:
+    out = tmp_path / name
+    result = runner.invoke(app, ["export", str(hostile_file), "--to", fmt, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    _assert_safe(out.read_text())

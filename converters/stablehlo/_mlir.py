@@ -27,13 +27,51 @@ PRODUCER_PREFIX = "StableHLO_v"
 
 # -- context ---------------------------------------------------------------------------------
 
-def new_context(*, allow_unregistered: bool = False) -> ir.Context:
-    """A context with the func and stablehlo dialects (and the interpreter's) registered."""
+def new_context(*, allow_unregistered: bool = False,
+                diagnostics: list[str] | None = None) -> ir.Context:
+    """A context with the func and stablehlo dialects (and the interpreter's) registered.
+
+    With a `diagnostics` list, every diagnostic MLIR emits outside a call that collects
+    its own (parse errors do) is appended to it as 'LOCATION: message' instead of being
+    printed to stderr: callers fold the first into their one-line error."""
     ctx = ir.Context()
     _stablehlo.register_dialect(ctx)
     _stablehlo.register_interpreter_dialect(ctx)
     ctx.allow_unregistered_dialects = allow_unregistered
+    if diagnostics is not None:
+        def collect(diagnostic: ir.Diagnostic) -> bool:
+            loc = parse_location(str(diagnostic.location))
+            where = f"line {loc.line}:{loc.col}: " if loc.line else ""
+            diagnostics.append(where + one_line(diagnostic.message))
+            return True  # handled: MLIR prints nothing
+
+        ctx.attach_diagnostic_handler(collect)
     return ctx
+
+
+# -- nesting ---------------------------------------------------------------------------------
+
+MAX_BRACKET_DEPTH = 256
+"""Deepest nesting of (), [] and {} the text pre-scan lets through to MLIR's parser, which
+recurses once per level (it crashed with SIGSEGV near 10,000 levels). Real programs stay
+far below: a region costs two levels, a rank-N dense literal N."""
+
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(\[{]|[)\]}]')
+
+
+def text_too_deep(text: str, limit: int = MAX_BRACKET_DEPTH) -> int | None:
+    """The line (1-based) where brackets outside strings and comments first nest deeper
+    than `limit`, or None. Linear in the text; nothing is parsed."""
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        ch = match.group()
+        if ch in "([{":
+            depth += 1
+            if depth > limit:
+                return text.count("\n", 0, match.start()) + 1
+        elif ch in ")]}":
+            depth = max(depth - 1, 0)
+    return None
 
 
 # -- versions --------------------------------------------------------------------------------
@@ -186,25 +224,33 @@ def _element(dtype: DType) -> ir.Type:
     return ir.Type.parse(ELEMENT_TYPES[dtype])
 
 
-def attr_to_array(attr: ir.Attribute, rt: RankedType) -> np.ndarray:
-    """The data of a dense elements attribute as a numpy array of the irbridge dtype."""
+def attr_to_array(attr: ir.Attribute, rt: RankedType, *, lazy_splat: bool = False
+                  ) -> np.ndarray:
+    """The data of a dense elements attribute as a numpy array of the irbridge dtype.
+
+    With `lazy_splat`, a splat (`dense<1.0> : tensor<1000000000xf32>`) comes back as a
+    read-only broadcast view of its one element: no memory for the declared shape."""
     if rt.dtype is None:
         raise ValueError(f"element type {rt.element} has no irbridge dtype")
     dtype = rt.dtype
     shape = rt.static_shape()
     if dtype in (DType.COMPLEX64, DType.COMPLEX128):
-        return _array_from_text(str(attr), dtype, shape)
+        return _array_from_text(str(attr), dtype, shape, lazy_splat)
     dense = ir.DenseElementsAttr(attr)
     if dense.is_splat:
-        return np.full(shape, _scalar(dense.get_splat_value(), dtype), dtype=dtype.numpy)
+        one = np.asarray(_scalar(dense.get_splat_value(), dtype), dtype=dtype.numpy)
+        if lazy_splat:
+            return np.broadcast_to(one, shape)
+        return np.full(shape, one, dtype=dtype.numpy)
     if dtype in (DType.FLOAT32, DType.FLOAT64, DType.FLOAT16):
         return np.array(ir.DenseFPElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
     if dtype.is_integer or dtype is DType.BOOL:
         return np.array(ir.DenseIntElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
-    return _array_from_text(str(attr), dtype, shape)  # bf16, fp8, complex: no buffer access
+    return _array_from_text(str(attr), dtype, shape, lazy_splat)  # bf16, fp8: no buffer
 
 
-def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...],
+                     lazy_splat: bool = False) -> np.ndarray:
     """Read a printed dense attribute: dense<"0xHEX"> (raw little-endian data) or nested
     lists of literals (hex literals are bit patterns)."""
     begin = text.index("dense<") + len("dense<")
@@ -227,7 +273,8 @@ def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...]) -> np.ndar
                 values.append(float(token))
         array = np.array(values, dtype=np.float64)
     if array.size == 1 and int(np.prod(shape)) != 1:  # a splat
-        array = np.full(shape, array[0])
+        one = array[0].astype(dtype.numpy)
+        return np.broadcast_to(one, shape) if lazy_splat else np.full(shape, one)
     return array.astype(dtype.numpy).reshape(shape)
 
 
@@ -395,8 +442,13 @@ def one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-def diagnostics_line(exc: BaseException) -> str:
-    """The first diagnostic of an MLIRError as 'LOCATION: message', else the text."""
+def diagnostics_line(exc: BaseException, collected: list[str] | None = None) -> str:
+    """The first diagnostic of an MLIRError as 'LOCATION: message', else the first
+    diagnostic `collected` by the context's handler (with the exception's text), else the
+    exception's text."""
+    if collected:
+        text = one_line(str(exc))
+        return f"{collected[0]} ({text})" if text and text not in collected[0] else collected[0]
     diags = getattr(exc, "error_diagnostics", None)
     if diags:
         first = diags[0]
@@ -411,8 +463,28 @@ def diagnostics_line(exc: BaseException) -> str:
     return one_line(text)
 
 
-__all__ = ["BYTECODE_MAGIC", "ELEMENT_TYPES", "LocInfo", "RankedType", "artifact_version",
-           "attr_to_array", "current_version", "dense_attr", "diagnostics_line", "dtype_of_element",
-           "element_type", "escape", "float_attr", "minimum_version", "new_context",
-           "one_line", "parse_location", "ranked_type", "splat_literal", "tensor_type",
-           "version_tuple"]
+__all__ = [
+    "BYTECODE_MAGIC",
+    "ELEMENT_TYPES",
+    "MAX_BRACKET_DEPTH",
+    "LocInfo",
+    "RankedType",
+    "artifact_version",
+    "attr_to_array",
+    "current_version",
+    "dense_attr",
+    "diagnostics_line",
+    "dtype_of_element",
+    "element_type",
+    "escape",
+    "float_attr",
+    "minimum_version",
+    "new_context",
+    "one_line",
+    "parse_location",
+    "ranked_type",
+    "splat_literal",
+    "tensor_type",
+    "text_too_deep",
+    "version_tuple",
+]

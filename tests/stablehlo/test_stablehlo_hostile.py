@@ -1,0 +1,181 @@
+"""Hostile StableHLO files, each a few bytes to a few hundred KB built here: the real CLI
+refuses them with one line and exit 2, in bounded time and memory, writing nothing; or,
+for a splat that declares 4 GB, imports it without expanding it.
+
+Every CLI run is a child process (hostile_cli.run_cli) under a timeout and a 2 GiB
+address-space cap: before these fixes they segfaulted (deep nesting), hung (2^40 inlined
+calls) or allocated 4 GB (splats)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hostile_cli import assert_one_line_error, run_cli
+
+from irbridge.converters.stablehlo import import_stablehlo
+from irbridge.converters.stablehlo._mlir import MAX_BRACKET_DEPTH, text_too_deep
+from irbridge.converters.stablehlo.importer import MAX_REGION_DEPTH
+from irbridge.executor import ExecutionError, run_model
+
+
+def _nested_ifs(depth: int) -> str:
+    """@main with `depth` stablehlo.if ops, each inside the then-branch of the last."""
+    out = ["func.func @main(%arg0: tensor<i1>, %arg1: tensor<f32>) -> tensor<f32> {"]
+    out += [f'%r{i} = "stablehlo.if"(%arg0) ({{' for i in range(depth)]
+    out.append("stablehlo.return %arg1 : tensor<f32>")
+    for i in reversed(range(depth)):
+        out.append("}, {\nstablehlo.return %arg1 : tensor<f32>\n}) : (tensor<i1>) -> "
+                   "tensor<f32>")
+        out.append(f"{'stablehlo.return' if i else 'return'} %r{i} : tensor<f32>")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _call_chain(count: int, calls_per_function: int, leaf: str = "add") -> str:
+    """@main calls @f0; each @fi calls @f(i+1) `calls_per_function` times in a row; the
+    last applies `leaf` (add: x + x, negate: -x)."""
+    sig = "(tensor<f32>) -> tensor<f32>"
+    out = ["func.func @main(%a: tensor<f32>) -> tensor<f32> {",
+           f"  %r = func.call @f0(%a) : {sig}", "  return %r : tensor<f32>", "}"]
+    for i in range(count):
+        out.append(f"func.func private @f{i}(%v0: tensor<f32>) -> tensor<f32> {{")
+        if i == count - 1:
+            operands = "%v0, %v0" if leaf == "add" else "%v0"
+            out.append(f"  %v{calls_per_function} = stablehlo.{leaf} {operands} : tensor<f32>")
+        else:
+            out += [f"  %v{k + 1} = func.call @f{i + 1}(%v{k}) : {sig}"
+                    for k in range(calls_per_function)]
+        out += [f"  return %v{calls_per_function} : tensor<f32>", "}"]
+    return "\n".join(out) + "\n"
+
+
+def _refused(tmp_path: Path, name: str, content: str | bytes, *needles: str,
+             command: str = "convert") -> str:
+    path = tmp_path / name
+    if isinstance(content, str):
+        path.write_text(content)
+    else:
+        path.write_bytes(content)
+    out = tmp_path / "out.irb"
+    args = [command, path, "-o", out] if command == "convert" else [command, path]
+    line = assert_one_line_error(run_cli(*args, cwd=tmp_path), str(path), *needles)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temp files either
+    return line
+
+
+def test_deeply_nested_regions_are_refused_before_parsing(tmp_path: Path) -> None:
+    # 5,000 nested ifs (730 KB): MLIR's recursive parser died with SIGSEGV
+    line = _refused(tmp_path, "deep.mlir", _nested_ifs(5000),
+                    f"nest deeper than {MAX_BRACKET_DEPTH} levels")
+    assert "line " in line
+
+
+def test_nesting_below_the_bracket_limit_is_refused_by_region_depth(tmp_path: Path) -> None:
+    # 100 ifs: 200 bracket levels pass the pre-scan; the importer's walk (which recurses
+    # per region) refuses them before it starts: 1,500 gave RecursionError
+    depth = 100
+    assert text_too_deep(_nested_ifs(depth)) is None
+    _refused(tmp_path, "deep.mlir", _nested_ifs(depth),
+             f"{depth + 1} levels deep, more than the {MAX_REGION_DEPTH}")
+
+
+def test_long_call_chains_count_as_nesting(tmp_path: Path) -> None:
+    _refused(tmp_path, "chain.mlir", _call_chain(200, 1), "levels deep")
+
+
+def test_exponential_inlining_is_refused_before_expanding(tmp_path: Path) -> None:
+    # 40 functions that each call the next twice: 2^40 inlined calls from 9 KB (it hung)
+    text = _call_chain(40, 2)
+    assert len(text) < 10_000
+    _refused(tmp_path, "calls.mlir", text, "expands to more than 2,000,000 ops",
+             "IRBRIDGE_MAX_INLINED_OPS")
+
+
+def test_inlining_budget_allows_what_fits(tmp_path: Path) -> None:
+    # 2^8 inlined negations: well inside the budget, imported and run (an even count
+    # of negations gives the input back)
+    path = tmp_path / "calls.mlir"
+    path.write_text(_call_chain(9, 2, leaf="negate"))
+    model = import_stablehlo(path)
+    assert sum(node.op == "neg" for node in model.graph.nodes) == 2 ** 8
+    (out,) = run_model(model, [np.array(1.5, dtype=np.float32)])
+    assert float(out) == 1.5
+
+
+def test_mutual_recursion_is_refused(tmp_path: Path) -> None:
+    text = _call_chain(3, 1).replace("%v1 = stablehlo.add %v0, %v0 : tensor<f32>",
+                                     "%v1 = func.call @f0(%v0) : (tensor<f32>) -> tensor<f32>")
+    _refused(tmp_path, "rec.mlir", text, "@f0 calls itself")
+
+
+SPLAT = """func.func @main() -> tensor<1000000000xf32> {
+  %0 = stablehlo.constant dense<1.0> : tensor<1000000000xf32>
+  return %0 : tensor<1000000000xf32>
+}
+"""
+
+
+def test_a_huge_splat_stays_a_splat(tmp_path: Path) -> None:
+    # 147 bytes declaring 4 GB: imported as one element broadcast on use, in a child
+    # process capped at 2 GiB (it allocated 4 GB before the fix)
+    path = tmp_path / "splat.mlir"
+    path.write_text(SPLAT)
+    out = tmp_path / "splat.irb"
+    result = run_cli("convert", path, "-o", out, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.stat().st_size < 4096
+    model = import_stablehlo(path)
+    assert [n.op for n in model.graph.nodes] == ["constant", "expand"]
+    assert model.tensors == {}
+    # running it would materialise 4 GB: the executor refuses before allocating
+    with pytest.raises(ExecutionError) as exc:
+        run_model(model, [])
+    line = str(exc.value)
+    assert "\n" not in line and "expand" in line and "memory budget" in line
+
+
+def test_complex_constants_are_one_line(tmp_path: Path) -> None:
+    text = ("func.func @main() -> tensor<2xcomplex<f32>> {\n"
+            "  %0 = stablehlo.constant dense<[(1.0,2.0),(3.0,4.0)]> : tensor<2xcomplex<f32>>\n"
+            "  return %0 : tensor<2xcomplex<f32>>\n}\n")
+    _refused(tmp_path, "c.mlir", text, "stablehlo.constant", "complex<f32> constants are not "
+             "supported")
+
+
+def _artifact(text: str) -> bytes:
+    """Serialize `text` to a portable artifact (in a thread with a stack deep programs
+    need: MLIR's parser recurses per level)."""
+    from torch_mlir._mlir_libs import _stablehlo
+
+    result: dict[str, bytes] = {}
+
+    def work() -> None:
+        result["data"] = _stablehlo.serialize_portable_artifact_str(
+            text, _stablehlo.get_current_version())
+
+    previous = threading.stack_size(256 << 20)
+    try:
+        thread = threading.Thread(target=work)
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    return result["data"]
+
+
+def test_corrupt_artifact_prints_one_line_with_mlirs_reason(tmp_path: Path) -> None:
+    data = bytearray(_artifact(_nested_ifs(2)))
+    for i in range(40, len(data), 7):
+        data[i] ^= 0x5A
+    line = _refused(tmp_path, "bad.mlirbc", bytes(data), "cannot deserialize")
+    assert "loc(" not in line and "invalid section" in line  # MLIR's diagnostic, folded in
+
+
+def test_deeply_nested_artifact_is_refused(tmp_path: Path) -> None:
+    # bytecode nests without brackets: 2,000 levels deserialise (a thread with a large
+    # stack keeps MLIR's recursion from crashing) and the walk refuses them
+    _refused(tmp_path, "deep.mlirbc", _artifact(_nested_ifs(2000)), "2001 levels deep")

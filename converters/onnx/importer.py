@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -263,32 +264,79 @@ def _opset_map(proto: ModelProto, source: str) -> dict[str, int]:
 
 
 def _check_external_files(proto: ModelProto, source: str, base_dir: str | None) -> None:
+    """Check every external-data reference before anything is read: the location is a
+    relative path to a regular file inside the model's folder (no FIFO, device, folder
+    or link out), offset and length are plain non-negative integers, and the range holds
+    exactly the bytes the tensor's dims and type need, inside the file."""
     for tensor in _all_initializers(proto.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
+        what = f"{source}: tensor {tensor.name!r}"
         info = {e.key: e.value for e in tensor.external_data}
         location = info.get("location", "")
         if base_dir is None:
-            raise FileFormatError(f"{source}: tensor {tensor.name!r} has external data "
-                                  f"{location!r} but no folder was given to read it from")
+            raise FileFormatError(f"{what} has external data {location!r} but no folder was "
+                                  "given to read it from")
         root = Path(base_dir).resolve()
+        if not location or "\0" in location or Path(location).is_absolute():
+            raise FileFormatError(f"{what}: external data location {location!r} is not a "
+                                  "relative path inside the model's folder")
         target = (root / location).resolve()
-        if not location or root not in (target, *target.parents):
-            raise FileFormatError(f"{source}: tensor {tensor.name!r}: external data location "
-                                  f"{location!r} points outside the model's folder")
-        if not target.is_file():
+        if root not in target.parents:
+            raise FileFormatError(f"{what}: external data location {location!r} points "
+                                  "outside the model's folder")
+        try:
+            status = target.stat()
+        except OSError as exc:
             raise FileFormatError(f"{source}: external data file {location!r} of tensor "
-                                  f"{tensor.name!r} is missing (looked in {root})")
-        needed = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
-        if needed and target.stat().st_size < needed:
+                                  f"{tensor.name!r} is missing (looked in {root})") from exc
+        if not stat.S_ISREG(status.st_mode):
+            raise FileFormatError(f"{what}: external data location {location!r} is not a "
+                                  "regular file")
+        offset, length = (_external_int(info, key, what) for key in ("offset", "length"))
+        need = _tensor_bytes(tensor)
+        if length is not None and need is not None and length != need:
+            raise FileFormatError(f"{what}: external data length {length} does not match the "
+                                  f"{need} bytes its type and dims need")
+        size = length if length is not None else need
+        end = (offset or 0) + (size or 0)
+        if end > status.st_size:
             raise FileFormatError(f"{source}: external data file {location!r} is truncated "
-                                  f"(tensor {tensor.name!r} needs {needed} bytes)")
+                                  f"(tensor {tensor.name!r} needs bytes up to {end}, the file "
+                                  f"has {status.st_size})")
+
+
+def _external_int(info: dict[str, str], key: str, what: str) -> int | None:
+    text = info.get(key, "")
+    if text == "":
+        return None
+    if not re.fullmatch(r"\d{1,20}", text.strip()):
+        raise FileFormatError(f"{what}: external data {key} {text!r} is not a non-negative "
+                              "integer")
+    return int(text)
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
+    """Bytes a tensor's data takes by its dims and element type (None when unknown)."""
+    dtype = dtype_from_onnx(tensor.data_type)
+    if dtype is None:
+        return None
+    count = 1
+    for dim in tensor.dims:
+        if dim < 0:
+            raise FileFormatError(f"tensor {tensor.name!r} has negative dim {dim}")
+        count *= int(dim)
+    return count * dtype.itemsize
 
 
 def _all_initializers(graph: GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and tensor attributes (Constant values) of a graph and its bodies."""
     yield from graph.initializer
     for node in graph.node:
         for attribute in node.attribute:
+            if attribute.type == AttributeProto.TENSOR:
+                yield attribute.t
+            yield from attribute.tensors
             if attribute.type == AttributeProto.GRAPH:
                 yield from _all_initializers(attribute.g)
             for sub in attribute.graphs:

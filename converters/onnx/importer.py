@@ -23,6 +23,7 @@ import json
 import os
 import re
 import stat
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -91,6 +92,11 @@ FOLD_LIMIT = 1 << 16
 """Largest output (elements) that the importer computes at import time to fold shapes."""
 
 
+class OnnxImportWarning(UserWarning):
+    """Some nodes were kept as opaque nodes because the file's shapes or types do not fit
+    their op (the rest of the graph imported)."""
+
+
 class Unsupported(Exception):
     """A handler cannot express this ONNX node in neutral ops (the node becomes opaque)."""
 
@@ -110,6 +116,8 @@ class Coverage:
     regrouped: Counter[str] = field(default_factory=Counter)  # neutral op -> lowered groups
     opaque: Counter[str] = field(default_factory=Counter)     # qualified op -> opaque nodes
     reasons: dict[str, str] = field(default_factory=dict)     # qualified op -> first reason
+    invalid: dict[str, str] = field(default_factory=dict)     # node -> why it does not fit
+    inconsistent: str = ""  # what ONNX's strict type and shape inference says is wrong
 
     @property
     def fully_neutral(self) -> bool:
@@ -180,10 +188,13 @@ def parse_proto(data: bytes, source: str) -> ModelProto:
 
 
 def from_onnx(proto: ModelProto, *, source: str = "<memory>",
-              base_dir: str | None = None, regroup: bool = True) -> tuple[Model, Coverage]:
+              base_dir: str | None = None, regroup: bool = True,
+              strict: bool | None = None) -> tuple[Model, Coverage]:
     """Convert an ONNX ModelProto; tensors with external data are read from `base_dir`.
     `regroup` rebuilds neutral ops that irbridge's exporter lowered to several ONNX
-    nodes (recorded in node metadata_props)."""
+    nodes (recorded in node metadata_props). Nodes whose inputs do not fit their op
+    become opaque with an OnnxImportWarning, or a CaptureError when `strict` (default:
+    the IRBRIDGE_STRICT_IMPORT=1 environment variable)."""
     original = _opset_map(proto, source).get("", 0)
     proto = _prepare(proto, source, base_dir)
     importer = _ModelImporter(proto, source, base_dir, regroup)
@@ -195,7 +206,34 @@ def from_onnx(proto: ModelProto, *, source: str = "<memory>",
         raise
     except RecursionError as exc:
         raise CaptureError(f"{source}: graph nesting too deep to import") from exc
+    importer.coverage.inconsistent = _strict_inference_problem(proto)
+    _report_invalid(importer.coverage, source, strict)
     return model, importer.coverage
+
+
+def _report_invalid(coverage: Coverage, source: str, strict: bool | None) -> None:
+    """Nodes kept opaque because their inputs do not fit the op (the file's shapes or
+    types disagree) are a broken model, not a missing mapping: a warning line naming
+    them, or with `strict` (IRBRIDGE_STRICT_IMPORT=1) an error."""
+    default_opaque = sum(n for op, n in coverage.opaque.items()
+                         if op.startswith(f"{OPAQUE_ONNX_DOMAIN}::"))
+    if not coverage.invalid and not (coverage.inconsistent and default_opaque):
+        return
+    if strict is None:
+        strict = os.environ.get("IRBRIDGE_STRICT_IMPORT", "") == "1"
+    if coverage.invalid:
+        names = list(coverage.invalid)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                        else "")
+        message = (f"{source}: {len(names)} node(s) do not type-check and were kept as "
+                   f"opaque nodes: {shown} (first: {coverage.invalid[names[0]]})")
+    else:
+        message = (f"{source}: the model does not type-check ({coverage.inconsistent}); "
+                   f"{default_opaque} ONNX node(s) were kept as opaque nodes")
+    if strict:
+        raise CaptureError(message)
+    warnings.warn(message + "; IRBRIDGE_STRICT_IMPORT=1 makes this an error",
+                  OnnxImportWarning, stacklevel=3)
 
 
 # -- preparation: checks, opset conversion, shape inference --------------------------------------
@@ -240,6 +278,16 @@ def _prepare(proto: ModelProto, source: str, base_dir: str | None) -> ModelProto
     except Exception as exc:
         raise CaptureError(f"{source}: ONNX shape inference failed: {_first_line(exc)}") from exc
     return restore_initializers(inferred, moved, added)
+
+
+def _strict_inference_problem(proto: ModelProto) -> str:
+    """The first complaint of ONNX's strict type and shape inference ("" when none)."""
+    light, _, _ = without_large_initializers(proto)
+    try:
+        onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
+    except Exception as exc:
+        return _first_line(exc)
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:
@@ -750,6 +798,7 @@ class _GraphImporter:
                                "domain)")
         version = opsets[domain]
         reason = f"domain {domain!r} is not the default ONNX domain" if domain else ""
+        invalid = False
         handler = HANDLERS.get(node.op_type) if not domain else None
         if not domain and handler is None:
             reason = f"no neutral mapping for {node.op_type}"
@@ -763,7 +812,7 @@ class _GraphImporter:
                     mi.coverage.mapped[node.op_type] += 1
                     self._protect_if_dead(node)
                 return
-            reason = attempt.reason
+            reason, invalid = attempt.reason, attempt.invalid
         if not domain:
             with self._attempt() as attempt:
                 self._expand(node, version)
@@ -776,6 +825,10 @@ class _GraphImporter:
                 reason = f"{reason}; function body: {attempt.reason}"
         if trial:
             raise Unsupported(f"{node.op_type}: {reason}")
+        if invalid and not any(
+                (v := self.env.get(n)) is not None and v.producer is not None
+                and v.producer.is_opaque for n in node.input if n):  # not a knock-on effect
+            mi.coverage.invalid.setdefault(_node_label(node), reason)
         self._opaque(node, domain, reason)
 
     def _protect_if_dead(self, node: NodeProto) -> None:
@@ -799,6 +852,7 @@ class _GraphImporter:
             if STRICT and not isinstance(exc, Unsupported):
                 raise
             attempt.ok = False
+            attempt.invalid = not isinstance(exc, Unsupported)
             attempt.reason = exc.reason if isinstance(exc, Unsupported) else _first_line(exc)
             self._rollback(attempt.start, attempt.env)
 
@@ -1108,6 +1162,7 @@ class _Attempt:
     env: int
     ok: bool = True
     reason: str = ""
+    invalid: bool = False  # failed on an error (a shape or type mismatch), not Unsupported
 
 
 def _no_subgraph(graph: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:

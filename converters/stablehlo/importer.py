@@ -165,8 +165,7 @@ def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
         threading.stack_size(previous)
     thread.join()
     for record in outcome.get("warnings", []):
-        warnings.warn_explicit(record.message, record.category, record.filename,
-                               record.lineno)
+        warnings.warn(record.message, stacklevel=3)
     if "error" in outcome:
         raise outcome["error"]
     result: tuple[Model, ImportReport] = outcome["result"]

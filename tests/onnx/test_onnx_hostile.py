@@ -6,6 +6,7 @@ line, exit 2 (or, for compare, a report naming the node), nothing written."""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from onnx import TensorProto, helper
 from onnxtools import F, onnx_model, tensor
 
 from irbridge.converters.onnx import import_onnx
+from irbridge.converters.onnx.importer import OnnxImportWarning
 from irbridge.executor import ExecutionError, run_model
 
 
@@ -111,3 +113,53 @@ def test_memory_budget_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("IRBRIDGE_MAX_MEMORY", "lots")
     with pytest.raises(ExecutionError, match="IRBRIDGE_MAX_MEMORY='lots' is not"):
         run_model(model, [np.ones(1, dtype=np.float32)])
+
+
+def _mismatched(tmp_path: Path, kind: str) -> Path:
+    """Add of x: f32[2] and a weight that does not fit: f32[3] (shape) or i64[2] (type)."""
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [3], [1, 2, 3]) if kind == "shape" \
+        else helper.make_tensor("w", TensorProto.INT64, [2], [1, 2])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="badadd"),
+         helper.make_node("Relu", ["y"], ["z"], name="act")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])], [weight])
+    path = tmp_path / f"{kind}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize(("kind", "needle"), [
+    ("shape", "1 node(s) do not type-check and were kept as opaque nodes: 'badadd'"),
+    ("type", "the model does not type-check ([ShapeInferenceError] (op_type:Add, node name: "
+             "badadd)"),
+])
+def test_mismatched_models_say_so(tmp_path: Path, kind: str, needle: str) -> None:
+    path = _mismatched(tmp_path, kind)
+    with pytest.warns(OnnxImportWarning) as record:
+        model = import_onnx(path)
+    assert any(n.is_opaque for n in model.graph.nodes)
+    (warning,) = [str(w.message) for w in record if w.category is OnnxImportWarning]
+    assert needle in warning and "\n" not in warning
+    # strict: the same line as an error, exit 2, nothing written
+    out = tmp_path / "out.irb"
+    result = run_cli("convert", path, "-o", out, cwd=tmp_path,
+                     env={"IRBRIDGE_STRICT_IMPORT": "1"})
+    assert_one_line_error(result, str(path), needle)
+    assert not out.exists()
+
+
+def test_an_unmapped_op_is_not_called_a_mismatch(tmp_path: Path) -> None:
+    # a custom-domain op is opaque by design: no type-check warning
+    graph = helper.make_graph(
+        [helper.make_node("Frob", ["x"], ["y"], domain="my.ops", name="frob")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("my.ops", 1)])
+    path = tmp_path / "frob.onnx"
+    onnx.save(proto, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OnnxImportWarning)
+        model = import_onnx(path)
+    assert [n.qualified_op for n in model.graph.nodes] == ["my.ops::Frob"]

@@ -39,7 +39,7 @@ MEMORY_FLOOR = 2 << 30
 MEMORY_FACTOR = 16
 """Budget for intermediates as a multiple of the model's weights plus its fed inputs."""
 
-MAX_STEPS = 1_000_000
+MAX_STEPS = 500_000
 """Most node executions of one run (bodies of loops and branches count each time)."""
 
 

@@ -179,3 +179,48 @@ def test_deeply_nested_artifact_is_refused(tmp_path: Path) -> None:
     # bytecode nests without brackets: 2,000 levels deserialise (a thread with a large
     # stack keeps MLIR's recursion from crashing) and the walk refuses them
     _refused(tmp_path, "deep.mlirbc", _artifact(_nested_ifs(2000)), "2001 levels deep")
+
+
+WHILE = """func.func @main(%a: tensor<f32>) -> tensor<f32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i64>
+  %n = stablehlo.constant dense<4611686018427387904> : tensor<i64>
+  %one = stablehlo.constant dense<1> : tensor<i64>
+  %r:2 = stablehlo.while(%i = %c0, %x = %a) : tensor<i64>, tensor<f32>
+   cond {
+    %p = stablehlo.compare LT, %i, %n : (tensor<i64>, tensor<i64>) -> tensor<i1>
+    stablehlo.return %p : tensor<i1>
+  } do {
+    %j = stablehlo.add %i, %one : tensor<i64>
+    %y = stablehlo.multiply %x, %x : tensor<f32>
+    stablehlo.return %j, %y : tensor<i64>, tensor<f32>
+  }
+  return %r#1 : tensor<f32>
+}
+"""
+
+
+def test_a_while_loop_of_2_62_iterations_stops_at_the_step_budget(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the default budget (MAX_STEPS) stops it after some seconds; a small one keeps the
+    # test fast and shows the override
+    path = tmp_path / "while.mlir"
+    path.write_text(WHILE)
+    model = import_stablehlo(path)
+    monkeypatch.setenv("IRBRIDGE_MAX_STEPS", "2000")
+    with pytest.raises(ExecutionError) as exc:
+        run_model(model, [np.array(1.0, dtype=np.float32)])
+    line = str(exc.value)
+    assert "\n" not in line and "exceeds 2,000 node executions" in line
+
+
+def test_giant_static_shapes_import_lazily_and_refuse_to_run(tmp_path: Path) -> None:
+    # iota and broadcast of 2^40 elements import as small nodes; the executor refuses
+    # them before allocating, naming the node
+    path = tmp_path / "iota.mlir"
+    path.write_text("func.func @main() -> tensor<1099511627776xi32> {\n"
+                    "  %0 = stablehlo.iota dim = 0 : tensor<1099511627776xi32>\n"
+                    "  return %0 : tensor<1099511627776xi32>\n}\n")
+    model = import_stablehlo(path)
+    assert model.tensors == {}
+    with pytest.raises(ExecutionError, match=r"range: its outputs will need 4\.0 TiB"):
+        run_model(model, [])

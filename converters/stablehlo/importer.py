@@ -50,6 +50,8 @@ from irbridge.ir import (
 )
 from irbridge.ops import registry
 
+from ._chlo import legalize_chlo, uses_chlo
+from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
 from ._mlir import (
     BYTECODE_MAGIC,
     MAX_BRACKET_DEPTH,
@@ -175,6 +177,8 @@ def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
 def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
     if not data.strip():
         raise FileFormatError(f"{source}: empty file, not a StableHLO module")
+    if not data.startswith(BYTECODE_MAGIC):
+        data = _unwrap_jax_exported(data, source)
     diagnostics: list[str] = []
     ctx = new_context(allow_unregistered=True, diagnostics=diagnostics)
     version: str | None = None
@@ -208,6 +212,8 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
                 raise FileFormatError(f"{source}: line {line}: brackets nest deeper than "
                                       f"{MAX_BRACKET_DEPTH} levels; refusing to parse (no "
                                       "real program nests this deep)")
+            if uses_chlo(text):
+                text = legalize_chlo(text, source)
             try:
                 module = ir.Module.parse(text)
             except Exception as exc:
@@ -216,6 +222,19 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
             return _Importer(module, source, version, text).run()
         finally:
             del module
+
+
+def _unwrap_jax_exported(data: bytes, source: str) -> bytes:
+    """The portable artifact inside a serialized `jax.export` Exported, else `data`."""
+    try:
+        module, _, version = read_exported(data)
+    except NotExported:
+        return data
+    if version > MAX_SERIALIZATION_VERSION:
+        warnings.warn(f"{source}: jax.export serialization version {version} is newer than "
+                      f"the {MAX_SERIALIZATION_VERSION} this reader was checked against; "
+                      "reading its StableHLO module", StableHLOImportWarning, stacklevel=3)
+    return module
 
 
 def _check_artifact_version(version: str, source: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from torch_mlir import ir
@@ -114,6 +115,178 @@ def artifact_version(data: bytes) -> str | None:
     if producer.startswith(PRODUCER_PREFIX):
         return producer[len(PRODUCER_PREFIX):]
     return None
+
+
+# -- nesting in bytecode --------------------------------------------------------------------
+
+MAX_BYTECODE_DEPTH = 128
+"""Deepest region nesting the bytecode pre-scan lets through to MLIR's deserialiser, which
+recurses per level and takes time quadratic in the depth (20,000 levels: 50 s)."""
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Bytes:
+    """A cursor over MLIR bytecode: bytes, prefix varints, sections."""
+
+    def __init__(self, data: bytes, pos: int = 0, end: int | None = None) -> None:
+        self.data, self.pos, self.end = data, pos, len(data) if end is None else end
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise _Malformed("unexpected end")
+        value = self.data[self.pos]
+        self.pos += 1
+        return value
+
+    def varint(self) -> int:
+        """MLIR's prefix varint: the first byte's trailing zeros + 1 give its length."""
+        first = self.byte()
+        if first & 1:
+            return first >> 1
+        size = 9 if first == 0 else (first & -first).bit_length()
+        if self.pos + size - 1 > self.end:
+            raise _Malformed("unexpected end")
+        raw = bytes([first]) + self.data[self.pos:self.pos + size - 1]
+        self.pos += size - 1
+        value = int.from_bytes(raw, "little")
+        return value >> 8 if size == 9 else value >> size
+
+    def flagged(self) -> tuple[int, bool]:
+        value = self.varint()
+        return value >> 1, bool(value & 1)
+
+    def section(self) -> tuple[int, int, int]:
+        head = self.byte()
+        length = self.varint()
+        if head & 0x80:  # aligned: padding bytes 0xCB up to the alignment
+            align = self.varint()
+            if align == 0 or align & (align - 1) or align > 1 << 16:
+                raise _Malformed("bad alignment")
+            while self.pos % align:
+                if self.byte() != 0xCB:
+                    raise _Malformed("bad padding")
+        start = self.pos
+        if start + length > self.end:
+            raise _Malformed("section past the end")
+        self.pos = start + length
+        return head & 0x7F, start, start + length
+
+
+_IR_SECTION = 4
+_HAS_ATTRS, _HAS_RESULTS, _HAS_OPERANDS, _HAS_SUCCESSORS = 0x01, 0x02, 0x04, 0x08
+_HAS_REGIONS, _HAS_USELISTS, _HAS_PROPERTIES = 0x10, 0x20, 0x40
+
+
+def _skip_uselist(r: _Bytes) -> None:
+    count, pairs = r.flagged()
+    for _ in range(count * (2 if pairs else 1)):
+        r.varint()
+
+
+def _block_header(r: _Bytes, version: int) -> int:
+    """Skip a block's header (arguments, use-list orders); return its op count."""
+    ops, has_args = r.flagged()
+    if has_args:
+        for _ in range(r.varint()):
+            if version >= 4:
+                _, has_loc = r.flagged()
+                if has_loc:
+                    r.varint()
+            else:
+                r.varint()
+                r.varint()
+        if version >= 3 and r.byte():
+            for _ in range(r.varint()):
+                r.varint()
+                _skip_uselist(r)
+    return ops
+
+
+def _skip_op(r: _Bytes) -> tuple[int, bool]:
+    """Skip an op's fields; return its region count and whether they are isolated."""
+    r.varint()  # name
+    mask = r.byte()
+    r.varint()  # location
+    if mask & _HAS_ATTRS:
+        r.varint()
+    if mask & _HAS_PROPERTIES:
+        r.varint()
+    results = 0
+    if mask & _HAS_RESULTS:
+        results = r.varint()
+        for _ in range(results):
+            r.varint()
+    for flag in (_HAS_OPERANDS, _HAS_SUCCESSORS):
+        if mask & flag:
+            for _ in range(r.varint()):
+                r.varint()
+    if mask & _HAS_USELISTS:
+        for _ in range(r.varint() if results > 1 else 1):
+            if results > 1:
+                r.varint()
+            _skip_uselist(r)
+    if mask & _HAS_REGIONS:
+        return r.flagged()
+    return 0, False
+
+
+def bytecode_depth(data: bytes, limit: int) -> int | None:
+    """The deepest region nesting of MLIR bytecode (the top-level block is level 1, the
+    module's body 2), stopping once past `limit`; None when the bytes do not read as
+    bytecode this scan understands (MLIR's reader then says what is wrong). Linear in the
+    IR section, iterative, nothing is built."""
+    try:
+        r = _Bytes(data, len(BYTECODE_MAGIC))
+        version = r.varint()
+        r.pos = data.index(b"\0", r.pos) + 1  # producer
+        ir_section = None
+        while r.pos < r.end:
+            ident, start, end = r.section()
+            if ident == _IR_SECTION:
+                ir_section = (start, end)
+        if ir_section is None:
+            return None
+        top = _Bytes(data, *ir_section)
+        # per open region: [cursor, regions left, blocks left, ops left]
+        stack: list[list[Any]] = [[top, 0, 0, _block_header(top, version)]]
+        deepest = 1
+        while stack:
+            frame = stack[-1]
+            cursor = frame[0]
+            if frame[3] > 0:
+                frame[3] -= 1
+                regions, isolated = _skip_op(cursor)
+                if regions:
+                    inner = cursor
+                    if isolated and version >= 2:  # lazily loadable: its own IR section
+                        ident, start, end = cursor.section()
+                        if ident != _IR_SECTION:
+                            raise _Malformed("isolated region outside an IR section")
+                        inner = _Bytes(data, start, end)
+                    stack.append([inner, regions, 0, 0])
+                    deepest = max(deepest, len(stack))
+                    if deepest > limit:
+                        return deepest
+            elif frame[2] > 0:
+                frame[2] -= 1
+                frame[3] = _block_header(cursor, version)
+            elif frame[1] > 0:
+                frame[1] -= 1
+                blocks = cursor.varint()
+                if blocks:
+                    cursor.varint()  # value count
+                    frame[2] = blocks - 1
+                    frame[3] = _block_header(cursor, version)
+            else:
+                stack.pop()
+                if stack and cursor is not stack[-1][0] and cursor.pos != cursor.end:
+                    raise _Malformed("nested section not consumed")
+        return deepest if top.pos == top.end else None
+    except (_Malformed, ValueError, IndexError):
+        return None
 
 
 # -- element types ---------------------------------------------------------------------------
@@ -467,10 +640,12 @@ __all__ = [
     "BYTECODE_MAGIC",
     "ELEMENT_TYPES",
     "MAX_BRACKET_DEPTH",
+    "MAX_BYTECODE_DEPTH",
     "LocInfo",
     "RankedType",
     "artifact_version",
     "attr_to_array",
+    "bytecode_depth",
     "current_version",
     "dense_attr",
     "diagnostics_line",

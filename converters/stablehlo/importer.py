@@ -55,9 +55,11 @@ from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
 from ._mlir import (
     BYTECODE_MAGIC,
     MAX_BRACKET_DEPTH,
+    MAX_BYTECODE_DEPTH,
     RankedType,
     artifact_version,
     attr_to_array,
+    bytecode_depth,
     current_version,
     diagnostics_line,
     minimum_version,
@@ -136,9 +138,9 @@ MAX_INLINED_OPS = 2_000_000
 site copies its callee). Counted before inlining; `IRBRIDGE_MAX_INLINED_OPS` overrides."""
 
 _STACK_BYTES = 512 << 20
-"""Stack of the thread that runs MLIR's parser and the walk: MLIR's bytecode reader
-recurses once per nesting level (a few KB each), which the pre-scan of the text form
-bounds but nothing cheap bounds in bytecode."""
+"""Stack of the thread that runs MLIR's deserialiser and the walk on bytecode: MLIR
+recurses once per nesting level (a few KB each); the pre-scans bound the depth, this is
+the margin for a bytecode the scan cannot read (MLIR's reader then refuses it)."""
 
 
 def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
@@ -185,6 +187,11 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
     text: str | None = None
     with ctx:
         if data.startswith(BYTECODE_MAGIC):
+            depth = bytecode_depth(data, MAX_BYTECODE_DEPTH)
+            if depth is not None and depth > MAX_BYTECODE_DEPTH:
+                raise FileFormatError(f"{source}: regions nest more than {MAX_BYTECODE_DEPTH} "
+                                      "levels deep in the bytecode; refusing to deserialize "
+                                      "(no real program nests this deep)")
             version = artifact_version(data)
             if version is not None:
                 _check_artifact_version(version, source)

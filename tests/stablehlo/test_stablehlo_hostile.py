@@ -14,9 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hostile_cli import assert_one_line_error, run_cli
+from shlotools import example_model
 
 from irbridge.converters.stablehlo import import_stablehlo
-from irbridge.converters.stablehlo._mlir import MAX_BRACKET_DEPTH, text_too_deep
+from irbridge.converters.stablehlo._mlir import (
+    MAX_BRACKET_DEPTH,
+    MAX_BYTECODE_DEPTH,
+    bytecode_depth,
+    text_too_deep,
+)
 from irbridge.converters.stablehlo.importer import MAX_REGION_DEPTH
 from irbridge.executor import ExecutionError, run_model
 
@@ -175,10 +181,56 @@ def test_corrupt_artifact_prints_one_line_with_mlirs_reason(tmp_path: Path) -> N
     assert "loc(" not in line and "invalid section" in line  # MLIR's diagnostic, folded in
 
 
-def test_deeply_nested_artifact_is_refused(tmp_path: Path) -> None:
-    # bytecode nests without brackets: 2,000 levels deserialise (a thread with a large
-    # stack keeps MLIR's recursion from crashing) and the walk refuses them
-    _refused(tmp_path, "deep.mlirbc", _artifact(_nested_ifs(2000)), "2001 levels deep")
+def test_deeply_nested_artifact_is_refused_before_deserialising(tmp_path: Path) -> None:
+    # bytecode has no brackets: a scan of its IR section bounds the nesting (MLIR's
+    # deserialiser recurses per level and is quadratic: 20,000 levels took 50 s)
+    data = _artifact(_nested_ifs(2000))
+    assert bytecode_depth(data, 10**9) == 2003  # the top block, @main's body, 2,000 ifs
+    _refused(tmp_path, "deep.mlirbc", data, f"more than {MAX_BYTECODE_DEPTH} levels deep in "
+             "the bytecode")
+
+
+def test_artifact_below_the_scan_limit_is_refused_by_region_depth(tmp_path: Path) -> None:
+    data = _artifact(_nested_ifs(100))
+    assert bytecode_depth(data, MAX_BYTECODE_DEPTH) == 103
+    _refused(tmp_path, "deep.mlirbc", data, f"101 levels deep, more than the "
+             f"{MAX_REGION_DEPTH}")
+
+
+def test_bytecode_scan_reads_real_artifacts_exactly(tmp_path: Path) -> None:
+    # the scan's depth equals the depth of the deserialised module for programs with
+    # regions (if, while, reduce, sort), and it never raises on corrupted bytes
+    from torch_mlir._mlir_libs import _stablehlo
+
+    from irbridge.converters.stablehlo import export_stablehlo
+    from irbridge.converters.stablehlo._mlir import new_context
+
+    sources = {"ifs": _artifact(_nested_ifs(5))}
+    for op in ("reduce_sum", "sort", "if", "conv", "matmul", "softmax", "topk"):
+        model, _ = example_model(op)
+        path = tmp_path / f"{op}.mlirbc"
+        export_stablehlo(model, path)
+        sources[op] = path.read_bytes()
+    for name, data in sources.items():
+        ctx = new_context()
+        module = _stablehlo.deserialize_portable_artifact(ctx, data)
+        deepest, stack = 1, [(region, 2) for region in module.operation.regions]
+        while stack:
+            region, level = stack.pop()
+            deepest = max(deepest, level)
+            for block in region.blocks:
+                for op in block.operations:
+                    stack.extend((inner, level + 1) for inner in op.operation.regions)
+        assert bytecode_depth(data, 10**9) == deepest, name
+        del module, ctx
+    rng = np.random.default_rng(0)
+    data = sources["ifs"]
+    for _ in range(300):
+        corrupt = bytearray(data)
+        for index in rng.integers(0, len(data), 3):
+            corrupt[index] = int(rng.integers(0, 256))
+        result = bytecode_depth(bytes(corrupt), MAX_BYTECODE_DEPTH)
+        assert result is None or isinstance(result, int)
 
 
 WHILE = """func.func @main(%a: tensor<f32>) -> tensor<f32> {

@@ -276,3 +276,11 @@ def test_giant_static_shapes_import_lazily_and_refuse_to_run(tmp_path: Path) -> 
     assert model.tensors == {}
     with pytest.raises(ExecutionError, match=r"range: its outputs will need 4\.0 TiB"):
         run_model(model, [])
+
+
+def test_bracket_prescan_skips_strings_and_comments() -> None:
+    deep = "(" * 300
+    assert text_too_deep(f'"{deep}"\n// {deep}\n{{}}') is None
+    assert text_too_deep('"a \\" ((("' + "[" * 10, limit=5) == 1  # escaped quote
+    assert text_too_deep("{\n" * 3 + "(" * 4, limit=6) == 4
+    assert text_too_deep(")" * 1000 + "(" * 5, limit=5) is None  # stray closers

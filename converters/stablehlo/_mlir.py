@@ -41,9 +41,16 @@ def new_context(*, allow_unregistered: bool = False,
     ctx.allow_unregistered_dialects = allow_unregistered
     if diagnostics is not None:
         def collect(diagnostic: ir.Diagnostic) -> bool:
-            loc = parse_location(str(diagnostic.location))
+            try:  # the bindings raise on messages that are not UTF-8 (corrupt bytecode)
+                message = one_line(diagnostic.message)
+            except Exception:
+                message = "(a diagnostic that is not valid UTF-8)"
+            try:
+                loc = parse_location(str(diagnostic.location))
+            except Exception:
+                loc = parse_location("")
             where = f"line {loc.line}:{loc.col}: " if loc.line else ""
-            diagnostics.append(where + one_line(diagnostic.message))
+            diagnostics.append(where + message)
             return True  # handled: MLIR prints nothing
 
         ctx.attach_diagnostic_handler(collect)

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 import traceback
 import warnings
@@ -192,6 +195,7 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
                 raise FileFormatError(f"{source}: regions nest more than {MAX_BYTECODE_DEPTH} "
                                       "levels deep in the bytecode; refusing to deserialize "
                                       "(no real program nests this deep)")
+            _probe_bytecode(data, source)
             version = artifact_version(data)
             if version is not None:
                 _check_artifact_version(version, source)
@@ -229,6 +233,49 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
             return _Importer(module, source, version, text).run()
         finally:
             del module
+
+
+_PROBE = """
+import sys
+from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo
+data = sys.stdin.buffer.read()
+ctx = ir.Context()
+_stablehlo.register_dialect(ctx)
+ctx.allow_unregistered_dialects = True
+ctx.attach_diagnostic_handler(lambda diagnostic: True)
+with ctx:
+    try:
+        if data[4:64].find(b"StableHLO_v") >= 0:
+            _stablehlo.deserialize_portable_artifact(ctx, data)
+        else:
+            ir.Module.parse(data)
+    except Exception:
+        pass
+"""
+
+
+def _probe_bytecode(data: bytes, source: str) -> None:
+    """Read the bytecode once in a child process first: on some corrupt inputs MLIR's
+    reader (VHLO's attribute readers) corrupts the heap and aborts the whole process
+    (found by mutating exported artifacts; one flipped byte of the attribute offsets is
+    enough), which no check here can foresee. Errors are left to the real read in this
+    process, which reports them in one line; only a crash or a hang is reported here."""
+    limit = 60 + len(data) // (20 << 20)  # seconds: generous for real models
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE], input=data, timeout=limit,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise FileFormatError(f"{source}: MLIR's bytecode reader did not finish in {limit} s "
+                              "(corrupt or hostile bytecode?); refusing") from exc
+    except OSError as exc:
+        raise FileFormatError(f"{source}: cannot start the bytecode check: {exc}") from exc
+    if proc.returncode != 0:
+        how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+               and -proc.returncode in signal.valid_signals() else f"exit {proc.returncode}")
+        raise FileFormatError(f"{source}: MLIR's bytecode reader crashed on this file ({how}); "
+                              "the bytecode is corrupt")
 
 
 def _unwrap_jax_exported(data: bytes, source: str) -> bytes:

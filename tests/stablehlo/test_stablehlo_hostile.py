@@ -284,3 +284,18 @@ def test_bracket_prescan_skips_strings_and_comments() -> None:
     assert text_too_deep('"a \\" ((("' + "[" * 10, limit=5) == 1  # escaped quote
     assert text_too_deep("{\n" * 3 + "(" * 4, limit=6) == 4
     assert text_too_deep(")" * 1000 + "(" * 5, limit=5) is None  # stray closers
+
+
+def test_artifact_that_corrupts_mlirs_heap_is_one_line(tmp_path: Path) -> None:
+    # one byte of the attribute offset table changed (found by mutation): MLIR's reader
+    # corrupted the heap and aborted the process (malloc(): ..., exit 134); irbridge reads
+    # bytecode in a child process first and reports a crash there in one line
+    from irbridge.converters.stablehlo import export_stablehlo
+
+    model, _ = example_model("layer_norm")
+    source = tmp_path / "seed.mlirbc"
+    export_stablehlo(model, source)
+    data = bytearray(source.read_bytes())
+    source.unlink()
+    data[72] = (data[72] + 1) % 256
+    _refused(tmp_path, "bad.mlirbc", bytes(data))

@@ -184,7 +184,29 @@ def parse_proto(data: bytes, source: str) -> ModelProto:
     if not proto.HasField("graph") or not proto.opset_import:
         raise FileFormatError(f"{source}: not an ONNX model (no graph or no opset_import; "
                               "truncated or another file type?)")
+    _check_strings(proto, source)
     return proto
+
+
+def _check_strings(proto: ModelProto, source: str) -> None:
+    """Every string field must be UTF-8: protobuf hands invalid ones over as bytes, which
+    would travel into names, errors and the .irb writer. Iterative over the messages."""
+    stack: list[tuple[Any, str]] = [(proto, "model")]
+    while stack:
+        message, path = stack.pop()
+        for field_desc, value in message.ListFields():
+            where = f"{path}.{field_desc.name}"
+            if field_desc.type == field_desc.TYPE_STRING:
+                repeated = field_desc.is_repeated
+                for index, item in enumerate(value if repeated else [value]):
+                    if isinstance(item, bytes):
+                        at = f"{where}[{index}]" if repeated else where
+                        raise FileFormatError(f"{source}: {at} is not valid UTF-8 text")
+            elif field_desc.type == field_desc.TYPE_MESSAGE:
+                if field_desc.is_repeated:
+                    stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+                else:
+                    stack.append((value, where))
 
 
 def from_onnx(proto: ModelProto, *, source: str = "<memory>",
@@ -271,6 +293,11 @@ def _prepare(proto: ModelProto, source: str, base_dir: str | None) -> ModelProto
     try:
         onnx.checker.check_model(light)
     except onnx.checker.ValidationError as exc:
+        raise CaptureError(f"{source}: invalid ONNX model: {_first_line(exc)}") from exc
+    except UnicodeDecodeError as exc:  # the checker's own message holds the bad bytes
+        raise CaptureError(f"{source}: invalid ONNX model: a name or string is not valid "
+                           f"UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    except ValueError as exc:
         raise CaptureError(f"{source}: invalid ONNX model: {_first_line(exc)}") from exc
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,

@@ -163,3 +163,20 @@ def test_an_unmapped_op_is_not_called_a_mismatch(tmp_path: Path) -> None:
         warnings.simplefilter("error", OnnxImportWarning)
         model = import_onnx(path)
     assert [n.qualified_op for n in model.graph.nodes] == ["my.ops::Frob"]
+
+
+def test_a_name_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    # found by mutation: onnx.checker raised UnicodeDecodeError (a traceback, exit 1)
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="actname")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]) \
+        .SerializeToString()
+    assert data.count(b"actname") == 1
+    path = tmp_path / "name.onnx"
+    path.write_bytes(data.replace(b"actname", b"act\xa9ame"))
+    out = tmp_path / "out.irb"
+    assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path), str(path),
+                          "not valid UTF-8")
+    assert not out.exists()

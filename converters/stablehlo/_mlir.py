@@ -67,6 +67,19 @@ far below: a region costs two levels, a rank-N dense literal N."""
 _TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(\[{]|[)\]}]')
 
 
+_COMPLEX_LITERAL = re.compile(r'dense<\s*\([^<>"]*>\s*:\s*tensor<([^<>]*(?:<[^<>]*>)?)>')
+
+
+def complex_literal_mismatch(text: str) -> tuple[int, str] | None:
+    """(line, type) of a `dense<(re, im)>` literal whose tensor type is not complex, or
+    None. MLIR's parser accepts it for a scalar type and the bindings then crash (SIGSEGV)
+    on any read or print of the attribute, so such text must not reach them."""
+    for match in _COMPLEX_LITERAL.finditer(text):
+        if "complex<" not in match[1]:
+            return text.count("\n", 0, match.start()) + 1, f"tensor<{match[1]}>"
+    return None
+
+
 def text_too_deep(text: str, limit: int = MAX_BRACKET_DEPTH) -> int | None:
     """The line (1-based) where brackets outside strings and comments first nest deeper
     than `limit`, or None. Linear in the text; nothing is parsed."""
@@ -653,6 +666,7 @@ __all__ = [
     "artifact_version",
     "attr_to_array",
     "bytecode_depth",
+    "complex_literal_mismatch",
     "current_version",
     "dense_attr",
     "diagnostics_line",

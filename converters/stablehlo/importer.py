@@ -63,6 +63,7 @@ from ._mlir import (
     artifact_version,
     attr_to_array,
     bytecode_depth,
+    complex_literal_mismatch,
     current_version,
     diagnostics_line,
     minimum_version,
@@ -223,6 +224,10 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
                 raise FileFormatError(f"{source}: line {line}: brackets nest deeper than "
                                       f"{MAX_BRACKET_DEPTH} levels; refusing to parse (no "
                                       "real program nests this deep)")
+            mismatch = complex_literal_mismatch(text)
+            if mismatch is not None:
+                raise FileFormatError(f"{source}: line {mismatch[0]}: a complex literal "
+                                      f"(re, im) for a {mismatch[1]} constant")
             if uses_chlo(text):
                 text = legalize_chlo(text, source)
             try:
@@ -247,9 +252,10 @@ ctx.attach_diagnostic_handler(lambda diagnostic: True)
 with ctx:
     try:
         if data[4:64].find(b"StableHLO_v") >= 0:
-            _stablehlo.deserialize_portable_artifact(ctx, data)
+            module = _stablehlo.deserialize_portable_artifact(ctx, data)
         else:
-            ir.Module.parse(data)
+            module = ir.Module.parse(data)
+        module.operation.get_asm(large_elements_limit=64)  # reads every attribute
     except Exception:
         pass
 """

@@ -299,3 +299,14 @@ def test_artifact_that_corrupts_mlirs_heap_is_one_line(tmp_path: Path) -> None:
     source.unlink()
     data[72] = (data[72] + 1) % 256
     _refused(tmp_path, "bad.mlirbc", bytes(data))
+
+
+@pytest.mark.parametrize("element", ["f32", "i32", "bf16"])
+def test_complex_literal_on_a_real_scalar_is_one_line(tmp_path: Path, element: str) -> None:
+    # found by mutation: MLIR accepts `dense<(1.0, 2.0)> : tensor<f32>` and the bindings
+    # then crash (SIGSEGV) on any read or print of the attribute
+    text = (f"func.func @main() -> tensor<{element}> {{\n"
+            f"  %0 = stablehlo.constant dense<(1.0, 2.0)> : tensor<{element}>\n"
+            f"  return %0 : tensor<{element}>\n}}\n")
+    _refused(tmp_path, "c.mlir", text, f"line 2: a complex literal (re, im) for a "
+             f"tensor<{element}> constant")

@@ -86,7 +86,8 @@ class _Sidecar:
         return ext
 
 
-def to_proto(model: Model, *, weights: bool = True, sidecar: _Sidecar | None = None) -> pb.Model:
+def to_proto(model: Model, *, weights: bool = True, sidecar: _Sidecar | None = None,
+             source: str | None = None) -> pb.Model:
     """Convert a model. `weights=False` writes tensors shape-only; with a sidecar, tensors
     of at least its threshold bytes are stored there instead of inline."""
     writer = _Writer(weights, sidecar)
@@ -97,7 +98,10 @@ def to_proto(model: Model, *, weights: bool = True, sidecar: _Sidecar | None = N
     )
     msg.metadata.update(model.metadata)
     msg.tensors.extend(writer.tensor(t) for t in model.tensors.values())
-    msg.graphs.extend(writer.graph(g) for g in model.graphs)
+    try:
+        msg.graphs.extend(writer.graph(g) for g in model.graphs)
+    except (pb_message.DecodeError, pb_message.EncodeError, RecursionError) as exc:
+        raise _too_deep(source or f"model {model.name!r}", exc) from None
     for link in model.links:
         msg.links.add(from_graph=link.from_graph, from_output=link.from_output,
                       to_graph=link.to_graph, to_input=link.to_input)
@@ -557,8 +561,9 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
     sidecar = None
     if weights in ("auto", "external"):
         sidecar = _Sidecar(side_name, 0 if weights == "external" else external_threshold)
-    msg = to_proto(model, weights=weights != "none", sidecar=sidecar)
-    payload = _encode(msg, path, model.ir_version)
+    msg = to_proto(model, weights=weights != "none", sidecar=sidecar, source=str(path))
+    nested = any(True for _, node in model.all_nodes() for _ in node.subgraphs())
+    payload = _encode(msg, path, model.ir_version, nested)
     remove_stale(path)
     temps: list[Path] = []
     try:
@@ -591,7 +596,7 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
     return path
 
 
-def _encode(msg: pb.Model, path: Path, ir_version: int) -> bytes:
+def _encode(msg: pb.Model, path: Path, ir_version: int, nested: bool) -> bytes:
     """The file's bytes, after checking that this irbridge's reader accepts them (protobuf's
     2 GiB message limit and its nesting limit): a save never writes a file `load` refuses."""
     binary = _serialize(msg, str(path))
@@ -599,16 +604,21 @@ def _encode(msg: pb.Model, path: Path, ir_version: int) -> bytes:
         raise FileFormatError(f"{path}: model is {len(binary)} bytes, over protobuf's 2 GiB "
                               "message limit", hint="store weights externally (weights=auto)")
     try:
-        pb.Model.FromString(binary)
+        if nested:  # the only way a message the writer built can exceed the reader's limits
+            pb.Model.FromString(binary)
     except (pb_message.DecodeError, RecursionError, ValueError) as exc:
-        raise FileFormatError(f"{path}: this model cannot be written: its reader would "
-                              f"refuse it ({_one_line(exc)}); most likely subgraphs nest "
-                              "deeper than protobuf's limit of 100 message levels",
-                              hint="flatten nested control flow") from None
+        raise _too_deep(str(path), exc) from None
     if is_text_path(path):
         body = text_format.MessageToString(msg, as_utf8=True)
         return f"{TEXT_HEADER} ir_version={ir_version}\n{body}".encode()
     return MAGIC + binary
+
+
+def _too_deep(where: str, exc: BaseException) -> FileFormatError:
+    return FileFormatError(f"{where}: this model cannot be written: its reader would refuse "
+                           f"it ({_one_line(exc)}); most likely subgraphs nest deeper than "
+                           "protobuf's limit of 100 message levels",
+                           hint="flatten nested control flow")
 
 
 def _one_line(exc: BaseException) -> str:

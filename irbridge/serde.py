@@ -397,6 +397,8 @@ def _type_from_proto(msg: pb.TensorType) -> TensorType:
     for d in msg.shape.dims:
         kind = d.WhichOneof("kind")
         if kind == "size":
+            if d.size < 0:
+                raise ValueError(f"a value type has a negative dim {d.size}")
             dims.append(d.size)
         elif kind == "symbol":
             s = d.symbol

@@ -129,3 +129,9 @@ def test_too_deep_a_model_is_never_written(tmp_path: Path, suffix: str) -> None:
     with pytest.raises(FileFormatError, match=r"deep\.irbt?: this model cannot be written"):
         serde.save(nested(40), target)
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"ok{suffix}"]
+
+
+def test_negative_dim_in_a_value_type_is_refused(tmp_path: Path) -> None:
+    path, text, _ = external_text(tmp_path)
+    path.write_text(text.replace("size: 3", "size: -3", 1))
+    assert "negative dim -3" in load_error(path)

@@ -135,3 +135,8 @@ def test_negative_dim_in_a_value_type_is_refused(tmp_path: Path) -> None:
     path, text, _ = external_text(tmp_path)
     path.write_text(text.replace("size: 3", "size: -3", 1))
     assert "negative dim -3" in load_error(path)
+
+
+def test_a_fifo_model_file_is_refused_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "m.irb")
+    assert "is not a regular file" in load_error(tmp_path / "m.irb")

@@ -76,6 +76,14 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
                   "is not a tensor of the model (add it with Model.add_tensor)")
 
     scopes = [*outer, defined]
+    recorded: dict[int, set[tuple[int, int]]] = {}   # value -> its uses, as a set
+
+    def recorded_uses(value: Value) -> set[tuple[int, int]]:
+        found = recorded.get(id(value))
+        if found is None:
+            found = recorded[id(value)] = {(id(n), i) for n, i in value.uses}
+        return found
+
     for node in graph.nodes:
         where = f"{gwhere} {registry.node_where(node)}"
         if node.id in seen_ids:
@@ -87,7 +95,7 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
             if not any(id(operand) in scope for scope in scopes):
                 error(where, f"input {index} reads {operand.name!r}, which is not defined before "
                              "this node (graph out of topological order, or a dangling value)")
-            if not any(n is node and i == index for n, i in operand.uses):
+            if (id(node), index) not in recorded_uses(operand):
                 error(where, f"input {index} ({operand.name!r}) is missing from that value's uses")
         for sub_index, sub in enumerate(node.subgraphs()):
             _verify_graph(model, sub, f"{where} body {sub_index} ({sub.name})", scopes,

@@ -39,6 +39,7 @@ from irbridge.ir import (
     AttrValue,
     Graph,
     Model,
+    Node,
     Provenance,
     SourceLocation,
     Tensor,
@@ -613,13 +614,19 @@ def _prune(graph: Graph) -> None:
         for sub in node.subgraphs():
             _prune(sub)
     outputs = {id(v) for v in graph.outputs}
-    for node in reversed(list(graph.nodes)):
-        if node.is_opaque or any(v.uses or id(v) in outputs for v in node.outputs):
+    dead: list[Node] = []
+    gone: set[int] = set()
+    for node in reversed(graph.nodes):   # users come after producers: decide backwards
+        if node.is_opaque or any(id(v) in outputs or any(id(u) not in gone for u, _ in v.uses)
+                                 for v in node.outputs):
             continue
-        graph.remove_node(node)
+        dead.append(node)
+        gone.add(id(node))
+    graph.remove_nodes(dead)
     graph.parameters = [v for v in graph.parameters if v.uses or id(v) in outputs]
+    kept = {id(v) for v in graph.parameters}
     for name in [n for n, v in graph.values.items()
-                 if v.tensor is not None and v not in graph.parameters]:
+                 if v.tensor is not None and id(v) not in kept]:
         del graph.values[name]
 
 

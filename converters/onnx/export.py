@@ -33,6 +33,7 @@ import onnx
 from google.protobuf.message import EncodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
+from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx._common import (
     DEFAULT_OPSET,
@@ -92,6 +93,7 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
     `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB."""
     target = Path(path)
+    check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
     if target.is_dir():
         raise ExportError(f"{target}: is a folder, not a file name")
     if not target.parent.is_dir():

@@ -30,6 +30,7 @@ import numpy as np
 from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
+from irbridge._gc import gc_paused
 from irbridge._proto import irbridge_pb2 as pb
 from irbridge.atomic import check_output, fsync_dir, remove_stale, temp_prefix, write_error
 from irbridge.dtypes import DType
@@ -679,6 +680,7 @@ def _umask() -> int:
     return mask
 
 
+@gc_paused
 def load(path: str | os.PathLike[str], *, weights: bool = True) -> Model:
     """Read a .irb or .irbt file. `weights=False` skips sidecar data (shape-only).
 

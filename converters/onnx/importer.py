@@ -43,6 +43,7 @@ from onnx import (
     helper,
 )
 
+from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx._common import (
     META_ATTRS,
@@ -154,6 +155,7 @@ def import_onnx(path: str | os.PathLike[str]) -> Model:
     return import_onnx_with_coverage(path)[0]
 
 
+@gc_paused
 def import_onnx_with_coverage(path: str | os.PathLike[str]) -> tuple[Model, Coverage]:
     file = Path(path)
     proto = load_proto(file)

@@ -37,6 +37,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 
+from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
 from irbridge.dtypes import DType
 from irbridge.errors import CaptureError, FileFormatError, OpError
@@ -148,6 +149,7 @@ recurses once per nesting level (a few KB each); the pre-scans bound the depth, 
 the margin for a bytecode the scan cannot read (MLIR's reader then refuses it)."""
 
 
+@gc_paused
 def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
     """Parse and import in a thread with a large stack (warnings and errors come back to
     the caller's thread); the module is freed in that thread too."""

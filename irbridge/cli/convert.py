@@ -67,6 +67,13 @@ def convert(
         help="Use pretrained weights (needs a reachable hub or a local cache).")] = False,
     trust_checkpoint: Annotated[bool, typer.Option(
         help="Allow loading .pt checkpoints, which unpickle (run) code.")] = False,
+    phase: Annotated[str | None, typer.Option(
+        "--phase", help="LLM serving step with an explicit static KV cache: prefill (the "
+                        "prompt of --seq-len tokens writes the cache) or decode (one token "
+                        "reads --kv-len cached positions). Hugging Face causal LMs only.")] = None,
+    kv_len: Annotated[int | None, typer.Option(
+        "--kv-len", help="--phase: positions in the KV cache (default: --seq-len for "
+                         "prefill, 128 for decode).")] = None,
 ) -> None:
     """Convert a model (zoo name, Python file, ONNX or StableHLO file) into an irbridge IR
     file, or another format with --to, and print its summary."""
@@ -81,6 +88,8 @@ def convert(
     dynamic_spec = _parse_dynamic(dynamic or [])
     if meta and verify:
         raise IrbridgeError("--verify needs real weights; drop --meta")
+    if phase is not None and phase not in ("prefill", "decode"):
+        raise IrbridgeError(f"--phase {phase!r}: use prefill or decode")
     if dynamic_spec and batch is None:
         # torch specialises size-1 dims to constants, so a symbolic batch needs an example
         # batch of at least 2 (within the requested range).
@@ -93,6 +102,12 @@ def convert(
         built = zoo.build(model, batch=batch, seq_len=seq_len, input_shape=shape, dtype=dtype,
                           device="meta" if meta else "cpu", pretrained=pretrained,
                           weights_file=weights_file, trust_checkpoint=trust_checkpoint)
+    if phase is not None:
+        from irbridge.converters.pytorch.phases import phase_built
+
+        built = phase_built(built, phase, batch=batch, seq_len=seq_len, kv_len=kv_len)
+    elif kv_len is not None:
+        raise IrbridgeError("--kv-len applies to --phase prefill|decode only")
     console.print(f"built {built.name} ({built.family}, {built.num_parameters:,} parameters, "
                   f"weights {built.weights}); inputs {built.input_desc}", markup=False)
     with _status(f"capturing {built.name} with {frontend}"):

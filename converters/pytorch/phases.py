@@ -109,7 +109,8 @@ class PhaseModule(nn.Module):
         out = self.model(input_ids=input_ids, past_key_values=cache,
                          position_ids=position.unsqueeze(0).expand(batch, -1), use_cache=True)
         written = [t for layer in layers for t in (layer.keys, layer.values)]
-        return (out.logits, *written)
+        first = getattr(out, "logits", None)  # a bare decoder (hf:TYPE) has hidden states
+        return (first if first is not None else out.last_hidden_state, *written)
 
 
 class PrefillModule(PhaseModule):

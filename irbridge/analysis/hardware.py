@@ -17,6 +17,7 @@ number when the file has a top-level `source`):
       bf16: {value: 989.5, source: datasheet, note: "1,979 sparse, halved"}
     memory_bandwidth: {value: 3350, unit: GB/s, source: datasheet}      # required
     memory_capacity: {value: 80, unit: GB, source: datasheet}           # optional
+    interconnect_bandwidth: {value: 900, unit: GB/s, source: datasheet}  # optional: per device, all links
     on_chip: {l2_cache: {value: 50, unit: MB, source: datasheet}}       # optional
     efficiency: {compute: 1.0, memory: 1.0, source: ...}               # optional, (0, 1]
     notes: free text                                                    # optional
@@ -53,7 +54,8 @@ _BANDWIDTH_UNITS = {"GB/s": 1e9, "TB/s": 1e12, "MB/s": 1e6, "GiB/s": 2.0**30, "T
 _SIZE_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 2**10, "MiB": 2**20,
                "GiB": 2**30}
 _TOP_KEYS = {"name", "title", "kind", "aliases", "source", "sources", "peaks",
-             "memory_bandwidth", "memory_capacity", "on_chip", "efficiency", "notes"}
+             "memory_bandwidth", "memory_capacity", "on_chip", "efficiency", "notes",
+             "interconnect_bandwidth"}
 _FIGURE_KEYS = {"value", "unit", "source", "note", "derivation"}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.\-]*$")
 
@@ -79,6 +81,7 @@ class Target:
     memory_bandwidth: Figure
     aliases: tuple[str, ...] = ()
     memory_capacity: Figure | None = None
+    interconnect_bandwidth: Figure | None = None  # per device, all links, both directions
     on_chip: dict[str, Figure] = field(default_factory=dict)
     compute_efficiency: float = 1.0
     memory_efficiency: float = 1.0
@@ -196,6 +199,10 @@ def parse_target(data: object, path: str) -> Target:
     if "memory_capacity" in top:
         capacity = _figure(top["memory_capacity"], path, "memory_capacity", _SIZE_UNITS, "GB",
                            sources, default_source)
+    interconnect = None
+    if "interconnect_bandwidth" in top:
+        interconnect = _figure(top["interconnect_bandwidth"], path, "interconnect_bandwidth",
+                               _BANDWIDTH_UNITS, "GB/s", sources, default_source)
     on_chip = {str(k): _figure(v, path, f"on_chip {k!r}", _SIZE_UNITS, "MB", sources,
                                default_source)
                for k, v in _mapping(top.get("on_chip", {}), path, "on_chip").items()}
@@ -214,7 +221,8 @@ def parse_target(data: object, path: str) -> Target:
     if efficiency and "source" not in efficiency and not default_source:
         raise IrbridgeError(_where(path, "efficiency has no source"))
     return Target(name=name, title=title, kind=kind, peaks=peaks, memory_bandwidth=bandwidth,
-                  aliases=tuple(aliases), memory_capacity=capacity, on_chip=on_chip,
+                  aliases=tuple(aliases), memory_capacity=capacity,
+                  interconnect_bandwidth=interconnect, on_chip=on_chip,
                   compute_efficiency=factors["compute"], memory_efficiency=factors["memory"],
                   efficiency_source=str(efficiency.get("source", default_source if efficiency
                                                        else "")),

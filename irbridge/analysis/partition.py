@@ -39,7 +39,7 @@ from irbridge.analysis.cost import CostReport
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Cost, Graph, Model, Node, Value, walk_nodes
 from irbridge.ir import Partition as IRPartition
-from irbridge.ops.registry import Category, lookup
+from irbridge.ops.registry import Category, input_reads, lookup
 
 STRATEGIES = ("unfused", "fused")
 
@@ -398,29 +398,46 @@ class _GraphPartitioner:
                 cost = cost + self.costs.of(node).cost
             read = written = internal = 0
             if not part.free:
-                seen: set[int] = set()
+                # Bytes read per outside tensor: the whole tensor, or what the registry
+                # says a lookup reads of it (the rows it gathers); the largest read wins.
+                outside: dict[int, int] = {}
                 for node in part.members:
                     if self.free(node):
                         continue
+                    partial = self._partial_reads(node)
                     for value in self._reads(node):
                         root = self._root(value)
-                        if id(root) in seen:
-                            continue
-                        seen.add(id(root))
                         if root.producer is None or id(self._owner_of(root.producer)) \
                                 not in members or self.free(root.producer):
-                            read += self._nbytes(root)
+                            size = partial.get(id(value), self._nbytes(root))
+                            outside[id(root)] = max(outside.get(id(root), 0), size)
                     for value in node.outputs:
                         users = readers.get(id(value), set())
                         if users - {part.index} or id(value) in graph_outputs or not users:
                             written += self._nbytes(value)
                         else:
                             internal += self._nbytes(value)
+                read = sum(outside.values())
             result.append(Partition(
                 self.first_id + part.index, self.graph_index, list(part.members),
                 self._kind(part), self._reason(part, readers, graph_outputs), cost,
                 read, written, internal, part.free))
         return result
+
+    def _partial_reads(self, node: Node) -> dict[int, int]:
+        """Inputs (by id) that the node reads only part of, with the bytes it reads
+        (`registry.input_reads`; only ops whose cost says so, e.g. lookups)."""
+        if node.is_opaque or next(iter(node.subgraphs()), None) is not None:
+            return {}
+        whole = sum(self._nbytes(v) for v in node.inputs if v is not None)
+        if self.costs.of(node).cost.bytes_read >= whole:
+            return {}  # the common case: every input read whole (no second cost call)
+        try:
+            reads = input_reads(node)
+        except IrbridgeError:
+            return {}
+        return {id(v): n for v, n in zip(node.inputs, reads, strict=True)
+                if v is not None and n < self._nbytes(v)}
 
     def _reads(self, node: Node) -> Iterable[Value]:
         yield from (v for v in node.inputs if v is not None)

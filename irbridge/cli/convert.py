@@ -70,6 +70,13 @@ def convert(
         help="Trust the model's files to run code: load a pickled .pt checkpoint (also "
              "ultralytics --pretrained weights) and build a model YAML whose fields need "
              "eval. See docs/security.md.")] = False,
+    phase: Annotated[str | None, typer.Option(
+        "--phase", help="LLM serving step with an explicit static KV cache: prefill (the "
+                        "prompt of --seq-len tokens writes the cache) or decode (one token "
+                        "reads --kv-len cached positions). Hugging Face causal LMs only.")] = None,
+    kv_len: Annotated[int | None, typer.Option(
+        "--kv-len", help="--phase: positions in the KV cache (default: --seq-len for "
+                         "prefill, 128 for decode).")] = None,
 ) -> None:
     """Convert a model (zoo name, Python file, ONNX or StableHLO file) into an irbridge IR
     file, or another format with --to, and print its summary. With --verify, the output is
@@ -86,6 +93,7 @@ def convert(
             "--dynamic": bool(dynamic), "--decompose": decompose, "--strict": strict,
             "--weights": weights_file is not None, "--pretrained": pretrained,
             "--trust-checkpoint": trust_checkpoint, "--frontend": frontend != "auto",
+            "--phase": phase is not None, "--kv-len": kv_len is not None,
         })
     shape = _parse_shape(input_shape) if input_shape else None
     if is_file:
@@ -94,6 +102,12 @@ def convert(
     from irbridge.converters.pytorch import capture, zoo
     from irbridge.converters.pytorch import verify as verify_capture
 
+    if phase is not None and phase not in ("prefill", "decode"):
+        raise IrbridgeError(f"--phase {phase!r}: use prefill or decode")
+    if kv_len is not None and phase is None:
+        raise IrbridgeError("--kv-len applies to --phase prefill|decode only")
+    if kv_len is not None and not 1 <= kv_len <= _MAX_DIM:
+        raise IrbridgeError(f"--kv-len {kv_len}: must be between 1 and {_MAX_DIM}")
     if dynamic_spec and batch is None:
         # torch specialises size-1 dims to constants, so a symbolic batch needs an example
         # batch of at least 2 (within the requested range).
@@ -106,6 +120,10 @@ def convert(
         built = zoo.build(model, batch=batch, seq_len=seq_len, input_shape=shape, dtype=dtype,
                           device="meta" if meta else "cpu", pretrained=pretrained,
                           weights_file=weights_file, trust_checkpoint=trust_checkpoint)
+    if phase is not None:
+        from irbridge.converters.pytorch.phases import phase_built
+
+        built = phase_built(built, phase, batch=batch, seq_len=seq_len, kv_len=kv_len)
     console.print(f"built {clean(built.name)} ({built.family}, {built.num_parameters:,} "
                   f"parameters, weights {clean(built.weights)}); inputs "
                   f"{clean(built.input_desc)}", markup=False)

@@ -32,6 +32,7 @@ from irbridge.ops.registry import (
     attr,
     define,
     inputs,
+    lookup_reads,
 )
 
 if TYPE_CHECKING:
@@ -984,8 +985,10 @@ def _embedding_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs)
 
 
 define("embedding", Category.DATA_MOVEMENT, inputs=inputs("table", "indices"),
-       infer=_embedding_infer, cost=lambda ctx: Flops(), reference=_embedding_ref,
-       decompose=_embedding_decompose, cost_doc="other = 0 (a row gather; bytes only)",
+       infer=_embedding_infer, cost=lambda ctx: Flops(reads=lookup_reads(ctx)),
+       reference=_embedding_ref, decompose=_embedding_decompose,
+       cost_doc="other = 0 (a row gather; bytes only: reads the rows it gathers, not the "
+                "table, and the indices)",
        doc="Embedding lookup y = table[indices]: rows of table [V, D] for integer indices, "
            "giving indices.shape + [D].")
 

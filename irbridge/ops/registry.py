@@ -177,10 +177,15 @@ class OpContext:
 
 @dataclass(frozen=True)
 class Flops:
-    """What an op's cost function returns; bytes are filled in by the registry."""
+    """What an op's cost function returns; bytes are filled in by the registry.
+
+    `reads` is for ops that touch only part of an input (lookups: gather, embedding): the
+    bytes read from each input, by position; None (or a missing position) means the whole
+    tensor, the default for every other op."""
 
     macs: int = 0
     other: int = 0
+    reads: tuple[int | None, ...] = ()
 
 
 @dataclass
@@ -317,14 +322,50 @@ def infer_types(node: Node) -> list[TensorType]:
 
 
 def node_cost(node: Node) -> Cost:
-    """Cost of one node. Opaque nodes cost their bytes only (no FLOPs are guessed)."""
-    read = sum(_nbytes(v.type) for v in node.inputs if v is not None)
+    """Cost of one node. Opaque nodes cost their bytes only (no FLOPs are guessed).
+
+    Bytes read are the sizes of the inputs, except where the op's cost function says it
+    reads less of an input (`Flops.reads`: the rows a lookup gathers)."""
     written = sum(_nbytes(v.type) for v in node.outputs)
-    params = sum(_nbytes(v.type) for v in node.inputs if v is not None and v.is_parameter)
     if node.is_opaque:
-        return Cost(0, 0, 0, read, written, params)
-    flops = get(node.op).cost(context_for(node))
+        reads = _whole_reads(node)
+        flops = Flops()
+    else:
+        flops = get(node.op).cost(context_for(node))
+        reads = _apply_reads(node, flops.reads)
+    read = sum(reads)
+    params = sum(n for v, n in zip(node.inputs, reads, strict=True)
+                 if v is not None and v.is_parameter)
     return Cost(flops.macs, 2 * flops.macs, flops.other, read, written, params)
+
+
+def input_reads(node: Node) -> list[int]:
+    """Bytes the node reads from each of its inputs (0 for absent ones): the whole tensor,
+    or less where the op's cost function says so (lookups read the rows they gather)."""
+    if node.is_opaque:
+        return _whole_reads(node)
+    return _apply_reads(node, get(node.op).cost(context_for(node)).reads)
+
+
+def _whole_reads(node: Node) -> list[int]:
+    return [_nbytes(v.type) if v is not None else 0 for v in node.inputs]
+
+
+def _apply_reads(node: Node, reads: tuple[int | None, ...]) -> list[int]:
+    whole = _whole_reads(node)
+    return [min(w, r) if i < len(reads) and (r := reads[i]) is not None else w
+            for i, w in enumerate(whole)]
+
+
+def lookup_reads(ctx: OpContext) -> tuple[int | None, ...]:
+    """`Flops.reads` of a lookup whose output has the table's dtype: from input 0 (the table)
+    the elements it picks, which are the elements it writes, at most the whole table; the
+    indices (input 1) whole. The convention for gather, gather_elements and embedding: a
+    lookup reads the rows it gathers, not the table (a repeated index counts each time,
+    capped at the table's size). Unknown output sizes keep the whole table."""
+    out = ctx.output_types[0] if ctx.output_types else None
+    picked = out.nbytes() if out is not None else None
+    return () if picked is None else (int(picked),)
 
 
 def _nbytes(t: TensorType | None) -> int:

@@ -33,6 +33,7 @@ from irbridge.ops.registry import (
     attr,
     define,
     inputs,
+    lookup_reads,
 )
 
 Arrays = list[np.ndarray | None]
@@ -80,6 +81,11 @@ def _truth(array: np.ndarray, what: str, ctx: RefContext) -> bool:
 
 def _no_flops(ctx: OpContext) -> Flops:
     return Flops()
+
+
+def _lookup_cost(ctx: OpContext) -> Flops:
+    """No FLOPs; reads only what it picks from x (`registry.lookup_reads`)."""
+    return Flops(reads=lookup_reads(ctx))
 
 
 def _numel(t: TensorType | None) -> int:
@@ -796,7 +802,8 @@ def _gather_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 
 define("gather", Category.DATA_MOVEMENT, inputs=inputs("x", "indices"),
        attrs=(attr("axis", AttrKind.INT, 0),),
-       infer=_gather_infer, cost=_no_flops, cost_doc="0 (bytes only)",
+       infer=_gather_infer, cost=_lookup_cost,
+       cost_doc="0 (bytes only: reads the picked slices of x, not all of x, and the indices)",
        reference=_gather_ref,
        doc="numpy.take: pick slices of x along `axis`; the axis is replaced by the indices' "
            "dims (removed for scalar indices). Negative indices wrap.")
@@ -837,7 +844,8 @@ def _gather_elements_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.n
 
 define("gather_elements", Category.DATA_MOVEMENT, inputs=inputs("x", "indices"),
        attrs=(attr("axis", AttrKind.INT),),
-       infer=_gather_elements_infer, cost=_no_flops, cost_doc="0 (bytes only)",
+       infer=_gather_elements_infer, cost=_lookup_cost,
+       cost_doc="0 (bytes only: reads the picked elements of x, not all of x, and the indices)",
        reference=_gather_elements_ref,
        doc="y[i][j][k] = x[indices[i][j][k]][j][k] for axis 0 (torch.gather, ONNX "
            "GatherElements); y has the indices' shape.")

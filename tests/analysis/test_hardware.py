@@ -37,6 +37,8 @@ def test_every_figure_is_positive_and_sourced(name: str) -> None:
     figures = [*target.peaks.values(), target.memory_bandwidth, *target.on_chip.values()]
     if target.memory_capacity is not None:
         figures.append(target.memory_capacity)
+    if target.interconnect_bandwidth is not None:
+        figures.append(target.interconnect_bandwidth)
     for figure in figures:
         assert figure.value > 0
         assert len(figure.source) > 20, f"{name}: source {figure.source!r} is not a citation"
@@ -56,6 +58,9 @@ def test_dense_figures_of_known_parts() -> None:
     assert t["h100-sxm"].memory_bandwidth.value == 3.35e12
     assert t["a100-80gb"].peaks["bf16"].value == 312e12
     assert t["a100-80gb"].memory_bandwidth.value == 2039e9
+    assert t["h100-sxm"].interconnect_bandwidth.value == 900e9  # type: ignore[union-attr]
+    assert t["a100-80gb"].interconnect_bandwidth.value == 600e9  # type: ignore[union-attr]
+    assert t["l4"].interconnect_bandwidth is None
     assert t["l4"].peaks["fp8"].value == 242.5e12
     assert t["tpu-v5e"].peaks["int8"].value == 394e12
     assert t["jetson-orin-nano"].peaks["int8"].value == 33.5e12

@@ -42,6 +42,16 @@ _LLAMA_3 = {
     "num_key_value_heads": 8,
 }
 
+_TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 176,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+}
+
 # name -> (hub id, description, preset). Encoder-only presets are the bare encoder (the model
 # the seed FLOP tables measure, e.g. bert-base = 21.74 GFLOPs at seq 128); generative and
 # vision presets include the head their hub checkpoint declares (LM head, classifier, detector).
@@ -254,6 +264,28 @@ _HF_PRESETS: dict[str, tuple[str | None, str, _HFPreset]] = {
         "mistralai/Mistral-7B-v0.1",
         "causal-lm",
         _HFPreset("MistralConfig", "MistralForCausalLM"),
+    ),
+    # Small configs of the other decoder families (for --phase tests and sweeps).
+    "mistral-tiny": (None, "causal-lm", _HFPreset("MistralConfig", "MistralForCausalLM", _TINY)),
+    "qwen2-tiny": (None, "causal-lm", _HFPreset("Qwen2Config", "Qwen2ForCausalLM", _TINY)),
+    "gemma-tiny": (
+        None,
+        "causal-lm",
+        _HFPreset("GemmaConfig", "GemmaForCausalLM", {**_TINY, "head_dim": 16}),
+    ),
+    "mixtral-tiny": (
+        None,
+        "causal-lm",
+        _HFPreset(
+            "MixtralConfig",
+            "MixtralForCausalLM",
+            {**_TINY, "intermediate_size": 96, "num_local_experts": 4, "num_experts_per_tok": 2},
+        ),
+    ),
+    "mixtral-8x7b": (
+        "mistralai/Mixtral-8x7B-v0.1",
+        "causal-lm",
+        _HFPreset("MixtralConfig", "MixtralForCausalLM"),
     ),
 }
 

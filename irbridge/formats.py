@@ -25,7 +25,14 @@ def is_model_file(spec: str) -> bool:
 def read_file(path: Path, *, weights: bool = True) -> Model:
     """Read an irbridge, ONNX or StableHLO file into the IR, by suffix."""
     if path.suffix in IR_SUFFIXES:
-        return serde.load(path, weights=weights)
+        # A file from anywhere: its structure is checked (dangling values, duplicate ids,
+        # ops whose attributes or types do not fit) before any command builds on it, so
+        # writers and analyses never meet a graph the reader would call invalid.
+        from irbridge.verify import check
+
+        model = serde.load(path, weights=weights)
+        check(model)
+        return model
     if path.suffix in ONNX_SUFFIXES:
         from irbridge.converters.onnx import import_onnx
 

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
@@ -186,6 +185,8 @@ def models(
         typer.echo(json.dumps({f: [zoo.entry_to_dict(e) for e in entries]
                                for f, entries in catalog.items()}, indent=2))
         return
+    from rich.table import Table  # lazy: keeps rich out of start-up
+
     for name, entries in catalog.items():
         table = Table(title=f"{name} ({len(entries)})", title_justify="left", show_edge=False)
         for column in ("name", "task", "input", "built by"):

@@ -1,20 +1,35 @@
-"""Rich rendering shared by commands: model summaries and node tables."""
+"""Rendering shared by commands: model summaries (plain text) and the rich console.
+
+`print_summary` (what `irbridge info` prints) writes plain aligned text, and `console`
+builds its rich `Console` on first use: importing rich costs about 0.1 s of CPU, so the
+read-only commands that only print text (`info`, `validate`) start without it.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+import sys
+from typing import Any
 
 from irbridge.summary import ModelSummary, human_bytes, human_count
 
-console = Console(highlight=False, soft_wrap=True)  # plain lines never wrap (pipes, grep)
+
+class _LazyConsole:
+    """The shared rich Console (plain lines never wrap: pipes, grep), made on first use."""
+
+    _console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if _LazyConsole._console is None:
+            from rich.console import Console
+
+            _LazyConsole._console = Console(highlight=False, soft_wrap=True)
+        return getattr(_LazyConsole._console, name)
+
+
+console: Any = _LazyConsole()
 
 
 def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
-    facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="bold")
-    facts.add_column()
     rows = [
         ("model", s.name or "-"),
         ("source", s.source_format or "-"),
@@ -37,19 +52,20 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
     for key in ("capture.method", "capture.attempts"):
         if key in s.metadata:
             rows.append((key.replace(".", " "), s.metadata[key]))
-    for key, value in rows:
-        facts.add_row(key, escape(value))  # shapes like [batch,3] are not rich markup
-    console.print(f"[bold]{escape(title)}[/bold]")
-    console.print(facts)
-    ops = Table(title="op histogram", title_justify="left", show_edge=False)
-    ops.add_column("op")
-    ops.add_column("count", justify="right")
-    for op, count in s.op_histogram[:top_ops]:
-        ops.add_row(escape(op), str(count))
+    width = max(len(key) for key, _ in rows)
+    lines = [title]
+    lines += [f"{key.ljust(width)}  {value}" for key, value in rows]
+    ops = [(op, str(count)) for op, count in s.op_histogram[:top_ops]]
     if len(s.op_histogram) > top_ops:
         rest = sum(c for _, c in s.op_histogram[top_ops:])
-        ops.add_row(f"({len(s.op_histogram) - top_ops} more ops)", str(rest))
-    console.print(ops)
+        ops.append((f"({len(s.op_histogram) - top_ops} more ops)", str(rest)))
+    left = max([len("op"), *(len(op) for op, _ in ops)])
+    right = max([len("count"), *(len(c) for _, c in ops)])
+    lines += ["op histogram", f" {'op'.ljust(left)} | {'count'.rjust(right)}",
+              f"-{'-' * left}-+-{'-' * right}"]
+    lines += [f" {op.ljust(left)} | {c.rjust(right)}" for op, c in ops]
     if s.opaque_ops:
         names = ", ".join(f"{op} x{c}" for op, c in s.opaque_ops)
-        console.print(f"[yellow]opaque (unmapped) ops: {names}[/yellow]")
+        lines.append(f"opaque (unmapped) ops: {names}")
+    sys.stdout.write("\n".join(lines) + "\n")  # the rich console writes here too
+    sys.stdout.flush()

@@ -69,10 +69,14 @@ INLINE_CONSTANT_BYTES = 1024
 
 # -- public API ----------------------------------------------------------------------------
 
-def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True) -> ModelProto:
+def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True,
+            optimize: bool = True, fold_batch_norm: bool = False) -> ModelProto:
     """The IR model as an ONNX ModelProto of the given opset (default domain).
     `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
-    `export_onnx` checks the written file instead)."""
+    `export_onnx` checks the written file instead). `optimize` runs the clean-up pass of
+    `_optimize` (constants as initializers, constant folding, no-op removal, shared
+    initializers); `fold_batch_norm` also folds BatchNormalization into the Conv before
+    it (a file for inference)."""
     newest = max_opset()
     if not MIN_EXPORT_OPSET <= opset <= newest:
         raise ExportError(f"opset {opset} is outside the supported range "
@@ -80,15 +84,21 @@ def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True) -> 
     if not model.graphs:
         raise ExportError("model has no graph to export")
     proto = _ModelExporter(model, opset).run()
+    if optimize or fold_batch_norm:
+        from irbridge.converters.onnx._optimize import optimize as lean
+
+        lean(proto, fold_batch_norm=fold_batch_norm)
     if check and _weight_bytes(model) < EXTERNAL_DATA_THRESHOLD:
         check_proto(proto)
     return proto
 
 
 def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT_OPSET, *,
-                external_data: bool | None = None, check: bool = True) -> Path:
+                external_data: bool | None = None, check: bool = True,
+                optimize: bool = True, fold_batch_norm: bool = False) -> Path:
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
-    `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB."""
+    `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB.
+    `optimize` and `fold_batch_norm` as in `to_onnx`."""
     target = Path(path)
     if target.is_dir():
         raise ExportError(f"{target}: is a folder, not a file name")
@@ -96,7 +106,8 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
         raise ExportError(f"{target}: folder {target.parent} does not exist")
     big = _weight_bytes(model) >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
-    proto = to_onnx(model, opset=opset, check=check and not big)
+    proto = to_onnx(model, opset=opset, check=check and not big, optimize=optimize,
+                    fold_batch_norm=fold_batch_norm)
     data_name = target.name + ".data"
     with _staging(target.parent) as stage:
         staged = stage / target.name

@@ -30,9 +30,10 @@ removed. Only the main graph is rewritten.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ import onnx
 from onnx import ModelProto, NodeProto, TensorProto, numpy_helper
 
 from irbridge.converters.onnx._common import META_ATTRS, META_INPUTS, META_NODE, META_OUTPUTS
+from irbridge.converters.onnx._stream import pending, streamable
 
 FOLD_SMALL_BYTES = 1 << 20
 """A folded result up to this size is kept even when its inputs stay (a shape, a scalar)."""
@@ -78,14 +80,19 @@ class OptimizeReport:
     skipped: list[str] = field(default_factory=list)
 
 
-def optimize(proto: ModelProto, *, fold_batch_norm: bool = False) -> OptimizeReport:
-    """Rewrite `proto`'s main graph in place (see the module docstring)."""
-    return _Optimizer(proto).run(fold_batch_norm)
+def optimize(proto: ModelProto, *, fold_batch_norm: bool = False,
+             payloads: dict[str, Callable[[], np.ndarray]] | None = None) -> OptimizeReport:
+    """Rewrite `proto`'s main graph in place (see the module docstring). `payloads`: the
+    data of pending initializers (`_stream`); a large fold result is left pending too, its
+    function computing it again when the file is written."""
+    return _Optimizer(proto, payloads).run(fold_batch_norm)
 
 
 class _Optimizer:
-    def __init__(self, proto: ModelProto) -> None:
+    def __init__(self, proto: ModelProto,
+                 payloads: dict[str, Callable[[], np.ndarray]] | None = None) -> None:
         self.proto = proto
+        self.payloads = payloads
         self.graph = proto.graph
         self.opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")),
                           18)
@@ -201,10 +208,17 @@ class _Optimizer:
             self.report.constants_to_initializers += 1
 
     def _value(self, name: str) -> np.ndarray:
-        return numpy_helper.to_array(self.inits[name])
+        return self._resolver(name)()
+
+    def _resolver(self, name: str) -> Callable[[], np.ndarray]:
+        """A function giving an initializer's value: its payload when pending, else the
+        array read now (small: pending ones are the large ones)."""
+        if self.payloads is not None and name in self.payloads:
+            return self.payloads[name]
+        array = numpy_helper.to_array(self.inits[name])
+        return lambda: array
 
     def fold_constants(self) -> None:
-        from onnx.reference import ReferenceEvaluator
 
         for i, node in enumerate(self.nodes):
             if node is None or node.domain not in ("", "ai.onnx") \
@@ -222,9 +236,8 @@ class _Optimizer:
                         if n not in self.pinned and n not in self.inputs
                         and all(r == i for r in self.readers.get(n, [])))
             try:
-                session = ReferenceEvaluator(node, opsets={"": self.opset})
-                feeds = {n: self._value(n) for n in names if n}
-                results = session.run(None, feeds)
+                resolvers = {n: self._resolver(n) for n in names if n}
+                results = _evaluate(node, self.opset, resolvers)
             except Exception as exc:  # a node the evaluator cannot run stays as it is
                 self.report.skipped.append(f"{node.op_type} {node.name}: {exc}"[:200])
                 continue
@@ -242,7 +255,16 @@ class _Optimizer:
                     # name is an exporter-made label)
                     store = self._fresh(f"{source}.{node.op_type.lower()}"
                                         + (f"{k}" if len(node.output) > 1 else ""))
-                self.add_initializer(np.asarray(result), store)
+                result = np.asarray(result)
+                if self.payloads is not None and streamable(result):
+                    # left pending: computed again, alone, when the file is written
+                    frozen = NodeProto()
+                    frozen.CopyFrom(node)
+                    self.inits[store] = pending(store, result.shape, result.dtype)
+                    self.payloads[store] = functools.partial(_evaluate_one, frozen,
+                                                             self.opset, resolvers, k)
+                else:
+                    self.add_initializer(result, store)
                 self.inits[store].doc_string = (
                     f"folded by irbridge: {node.op_type}({', '.join(names)}) of node "
                     f"{node.name}")
@@ -409,6 +431,8 @@ class _Optimizer:
         for name in list(self.inits):
             if name not in live:
                 del self.inits[name]
+                if self.payloads is not None:
+                    self.payloads.pop(name, None)
 
     def _group_inputs(self) -> set[str]:
         """Small initializers a surviving lowering group lists as its inputs: kept, so
@@ -458,6 +482,19 @@ class _Optimizer:
             seen.add(name)
             name = self.renames[name]
         return name
+
+
+def _evaluate(node: NodeProto, opset: int,
+              resolvers: dict[str, Callable[[], np.ndarray]]) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    session = ReferenceEvaluator(node, opsets={"": opset})
+    return list(session.run(None, {n: r() for n, r in resolvers.items()}))
+
+
+def _evaluate_one(node: NodeProto, opset: int,
+                  resolvers: dict[str, Callable[[], np.ndarray]], index: int) -> np.ndarray:
+    return np.asarray(_evaluate(node, opset, resolvers)[index])
 
 
 def _rename_group_meta(node: NodeProto, final: Any) -> None:

@@ -144,6 +144,12 @@ def export(
     output: Annotated[Path, typer.Option("-o", "--output", help=(
         "File to write (a folder for chakra, scalesim and timeloop)."))],
     opset: Annotated[int | None, typer.Option(help="ONNX opset (default 18).")] = None,
+    optimize: Annotated[bool, typer.Option(help=(
+        "ONNX: the lean clean-up pass (constants as initializers, constant folding, no-op "
+        "removal); --no-optimize writes the exact lowering."))] = True,
+    fold_batch_norm: Annotated[bool, typer.Option(help=(
+        "ONNX: fold BatchNormalization into the Conv before it (a file for inference)."))
+    ] = False,
     target_version: Annotated[str | None, typer.Option(
         help="StableHLO portable artifact version (default: the current one).")] = None,
     weights_as_args: Annotated[bool, typer.Option(
@@ -161,11 +167,14 @@ def export(
         raise IrbridgeError(f"--devices applies to --to chakra, not {fmt}")
     if hardware is not None and fmt in WEIGHTED_FORMATS:
         raise IrbridgeError(f"--hardware does not apply to --to {fmt}")
+    if fmt != "onnx" and (fold_batch_norm or not optimize):
+        raise IrbridgeError(f"--fold-batch-norm and --no-optimize apply to --to onnx, not {fmt}")
     with _status(f"reading {file}"):
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
-                    weights_as_args=weights_as_args, hardware=hardware, devices=devices)
+                    weights_as_args=weights_as_args, hardware=hardware, devices=devices,
+                    optimize=optimize, fold_batch_norm=fold_batch_norm)
     console.print(f"wrote {output} ({fmt})", markup=False)
 
 

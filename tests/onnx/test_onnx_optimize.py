@@ -6,6 +6,8 @@ neutral reference executor on the IR (not with the code under test).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -108,3 +110,28 @@ def test_graph_outputs_and_subgraph_reads_are_kept() -> None:
     x = np.array([1.0, -2.0], np.float32)
     for flag, want in ((True, x + 3), (False, x - 3)):
         assert_close(ort_run(proto, {"x": x, "flag": np.array(flag)}), [want])
+
+
+def test_cli_export_options(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from irbridge import serde
+    from irbridge.cli.main import app
+
+    runner = CliRunner()
+    cases = ((small_cnn, [], "BatchNormalization", True),
+             (small_cnn, ["--fold-batch-norm"], "BatchNormalization", False),
+             (transformer_block, [], "Constant", False),
+             (transformer_block, ["--no-optimize"], "Constant", True))
+    for k, (build, flags, op, present) in enumerate(cases):
+        model, feeds = build()
+        irb = serde.save(model, tmp_path / f"m{k}.irb")
+        out = tmp_path / f"m{k}.onnx"
+        result = runner.invoke(app, ["export", str(irb), "--to", "onnx", "-o", str(out), *flags])
+        assert result.exit_code == 0, result.output
+        proto = onnx.load(str(out))
+        assert (op in _ops(proto)) == present, (flags, _ops(proto))
+        assert_close(ort_run(proto, feeds), run_model(model, feeds), rtol=1e-5, atol=1e-5)
+    result = runner.invoke(app, ["export", str(irb), "--to", "irb", "-o",
+                                 str(tmp_path / "x.irb"), "--fold-batch-norm"])
+    assert result.exit_code == 2 and "apply to --to onnx" in result.stderr

@@ -7,6 +7,7 @@ neutral reference executor on the IR (not with the code under test).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -119,10 +120,11 @@ def test_cli_export_options(tmp_path: Path) -> None:
     from irbridge.cli.main import app
 
     runner = CliRunner()
-    cases = ((small_cnn, [], "BatchNormalization", True),
-             (small_cnn, ["--fold-batch-norm"], "BatchNormalization", False),
-             (transformer_block, [], "Constant", False),
-             (transformer_block, ["--no-optimize"], "Constant", True))
+    cases: list[tuple[Any, list[str], str, bool]] = [
+        (small_cnn, [], "BatchNormalization", True),
+        (small_cnn, ["--fold-batch-norm"], "BatchNormalization", False),
+        (transformer_block, [], "Constant", False),
+        (transformer_block, ["--no-optimize"], "Constant", True)]
     for k, (build, flags, op, present) in enumerate(cases):
         model, feeds = build()
         irb = serde.save(model, tmp_path / f"m{k}.irb")

@@ -14,7 +14,8 @@ from irbridge.ir import Model
 
 IR_SUFFIXES = (".irb", ".irbt")
 ONNX_SUFFIXES = (".onnx",)
-STABLEHLO_SUFFIXES = (".mlir", ".mlirbc")
+STABLEHLO_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport")
+"""Read as StableHLO; `.jaxexport` is a serialized `jax.export` Exported (read only)."""
 
 
 def is_model_file(spec: str) -> bool:
@@ -111,7 +112,7 @@ WRITERS: dict[str, Callable[..., Path]] = {
 # Formats that need the weights; the others read the model shape-only.
 WEIGHTED_FORMATS = ("irb", "onnx", "stablehlo")
 _BY_SUFFIX = {**dict.fromkeys(IR_SUFFIXES, "irb"), **dict.fromkeys(ONNX_SUFFIXES, "onnx"),
-              **dict.fromkeys(STABLEHLO_SUFFIXES, "stablehlo"), ".dot": "dot", ".gv": "dot",
+              ".mlir": "stablehlo", ".mlirbc": "stablehlo", ".dot": "dot", ".gv": "dot",
               ".svg": "svg", ".png": "png", ".html": "html"}
 
 

@@ -48,6 +48,8 @@ from irbridge.ir import (
 )
 from irbridge.ops import registry
 
+from ._chlo import legalize_chlo, uses_chlo
+from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
 from ._mlir import (
     BYTECODE_MAGIC,
     RankedType,
@@ -124,6 +126,8 @@ def from_mlir(source: str | bytes | ir.Module, *, name: str = "") -> Model:
 def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
     if not data.strip():
         raise FileFormatError(f"{source}: empty file, not a StableHLO module")
+    if not data.startswith(BYTECODE_MAGIC):
+        data = _unwrap_jax_exported(data, source)
     ctx = new_context(allow_unregistered=True)
     version: str | None = None
     text: str | None = None
@@ -151,11 +155,26 @@ def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
             except UnicodeDecodeError as exc:
                 raise FileFormatError(f"{source}: neither MLIR text (not UTF-8) nor MLIR "
                                       "bytecode") from exc
+            if uses_chlo(text):
+                text = legalize_chlo(text, source)
             try:
                 module = ir.Module.parse(text)
             except Exception as exc:
                 raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
         return _Importer(module, source, version, text).run()
+
+
+def _unwrap_jax_exported(data: bytes, source: str) -> bytes:
+    """The portable artifact inside a serialized `jax.export` Exported, else `data`."""
+    try:
+        module, _, version = read_exported(data)
+    except NotExported:
+        return data
+    if version > MAX_SERIALIZATION_VERSION:
+        warnings.warn(f"{source}: jax.export serialization version {version} is newer than "
+                      f"the {MAX_SERIALIZATION_VERSION} this reader was checked against; "
+                      "reading its StableHLO module", StableHLOImportWarning, stacklevel=3)
+    return module
 
 
 def _check_artifact_version(version: str, source: str) -> None:

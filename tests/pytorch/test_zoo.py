@@ -537,7 +537,7 @@ def test_wrong_input_shape_is_caught_by_check_inputs() -> None:
 def test_pretrained_without_a_hub_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_cwd: Path
 ) -> None:
-    monkeypatch.setattr(zoo, "_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(zoo.common, "_reachable", lambda *a, **k: False)
     monkeypatch.setattr(torch.hub, "get_dir", lambda: "/nonexistent-irbridge-hub")
     with pytest.raises(ZooError, match=r"pretrained weights for resnet18 .* not cached"):
         zoo.build("resnet18", pretrained=True)

@@ -34,6 +34,7 @@ import onnx
 from google.protobuf.message import EncodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
+from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx import _stream
 from irbridge.converters.onnx._common import (
@@ -115,6 +116,7 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
     `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB.
     `optimize` and `fold_batch_norm` as in `to_onnx`."""
     target = Path(path)
+    check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
     if target.is_dir():
         raise ExportError(f"{target}: is a folder, not a file name")
     if not target.parent.is_dir():

@@ -22,6 +22,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
 from irbridge.dtypes import DType
 from irbridge.errors import CaptureError, IrbridgeError
@@ -926,6 +927,7 @@ class Emitter:
         return self.op("concat", parts, axis=0)
 
 
+@gc_paused
 def lower_capture(capture: Capture, *, weights: bool = True,
                   copy_weights: bool = False) -> tuple[Model, LoweringStats]:
     """Lower every captured graph into one irbridge Model. The model's parameters are

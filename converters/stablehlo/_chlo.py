@@ -17,7 +17,9 @@ import re
 
 from irbridge.errors import FileFormatError
 
-_CHLO_OP = re.compile(r"\bchlo\.([a-z_0-9]+)")
+# An op of the dialect, not a `stablehlo.composite "chlo.erf"` name or a `@chlo.erf.impl`
+# symbol (JAX wraps some CHLO ops into composites; the importer recognises those).
+_CHLO_OP = re.compile(r"(?<![\"@\w.])chlo\.([a-z_0-9]+)")
 
 
 def uses_chlo(text: str) -> bool:

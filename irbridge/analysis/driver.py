@@ -6,6 +6,7 @@ from collections.abc import Mapping as MappingABC
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from irbridge._gc import gc_paused
 from irbridge.analysis.binding import (
     COMPUTE_DTYPES,
     Binding,
@@ -49,6 +50,7 @@ class Result:
         return self.model.name or "model"
 
 
+@gc_paused
 def analyze(model: Model, targets: Sequence[Target], *, dtype: str | None = None,
             batches: Sequence[int | None] = (None,), strategies: Sequence[str] = ("fused",),
             symbols: MappingABC[str, int] | None = None,

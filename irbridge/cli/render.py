@@ -8,21 +8,42 @@ read-only commands that only print text (`info`, `validate`) start without it.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
+from irbridge.sanitize import clean, clean_lines
 from irbridge.summary import ModelSummary, human_bytes, human_count
 
 
+def _safe_console() -> Any:
+    """A rich console that never passes a file's control characters to the terminal.
+
+    Markup is off: a name such as ``[red]x`` or ``[link=...]`` prints as itself (styles are
+    given with ``style=``). Whatever text reaches the output, every control, bidi or other
+    invisible format character in it (rich's own newlines aside) is printed as an escape
+    (see :mod:`irbridge.sanitize`), terminals and pipes alike.
+    """
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class SafeConsole(Console):
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            return super()._render_buffer(
+                seg if seg.control else Segment(clean_lines(seg.text), seg.style, seg.control)
+                for seg in buffer)
+
+    # Plain lines never wrap (pipes, grep).
+    return SafeConsole(highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+
 class _LazyConsole:
-    """The shared rich Console (plain lines never wrap: pipes, grep), made on first use."""
+    """The shared safe rich console, made on first use."""
 
     _console: Any = None
 
     def __getattr__(self, name: str) -> Any:
         if _LazyConsole._console is None:
-            from rich.console import Console
-
-            _LazyConsole._console = Console(highlight=False, soft_wrap=True)
+            _LazyConsole._console = _safe_console()
         return getattr(_LazyConsole._console, name)
 
 
@@ -53,9 +74,9 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
         if key in s.metadata:
             rows.append((key.replace(".", " "), s.metadata[key]))
     width = max(len(key) for key, _ in rows)
-    lines = [title]
-    lines += [f"{key.ljust(width)}  {value}" for key, value in rows]
-    ops = [(op, str(count)) for op, count in s.op_histogram[:top_ops]]
+    lines = [clean(title)]  # every string from the file is cleaned (irbridge.sanitize)
+    lines += [f"{key.ljust(width)}  {clean(value)}" for key, value in rows]
+    ops = [(clean(op), str(count)) for op, count in s.op_histogram[:top_ops]]
     if len(s.op_histogram) > top_ops:
         rest = sum(c for _, c in s.op_histogram[top_ops:])
         ops.append((f"({len(s.op_histogram) - top_ops} more ops)", str(rest)))
@@ -65,7 +86,7 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
               f"-{'-' * left}-+-{'-' * right}"]
     lines += [f" {op.ljust(left)} | {c.rjust(right)}" for op, c in ops]
     if s.opaque_ops:
-        names = ", ".join(f"{op} x{c}" for op, c in s.opaque_ops)
+        names = ", ".join(f"{clean(op)} x{c}" for op, c in s.opaque_ops)
         lines.append(f"opaque (unmapped) ops: {names}")
     sys.stdout.write("\n".join(lines) + "\n")  # the rich console writes here too
     sys.stdout.flush()

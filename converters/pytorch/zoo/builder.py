@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,6 +15,7 @@ from torch import nn
 from .common import (
     CHECKPOINT_SUFFIXES,
     FAMILY_HF,
+    MAX_DIM,
     MODEL_SPEC_HELP,
     SEED,
     WEIGHTS_ONLY_SUFFIXES,
@@ -23,6 +26,7 @@ from .common import (
     _positive,
     _seeded,
     _Target,
+    _weights_only_loads,
 )
 from .files import _checkpoint_target, _load_weights, _yaml_target
 from .hf import _hf_auto_entry
@@ -52,7 +56,7 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
         )
     if lowered.endswith((".yaml", ".yml")):
         if Path(name).expanduser().is_file():
-            return _yaml_target(name)
+            return _yaml_target(name, trust_checkpoint)
         raise ZooError(f"no such model YAML: {name}")
     if lowered.endswith(".py"):
         raise ZooError(f"{name} needs the name of the model inside it: {name}:ClassOrFactory")
@@ -136,9 +140,13 @@ def build(
     if input_shape is not None:
         input_shape = tuple(input_shape)
         if not input_shape or any(
-            isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in input_shape
+            isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= MAX_DIM
+            for d in input_shape
         ):
             raise ZooError(f"input shape must be positive integers, got {list(input_shape)}")
+        if math.prod(input_shape) > MAX_DIM:
+            raise ZooError(f"input shape {list(input_shape)} has more elements than a tensor "
+                           f"can hold ({MAX_DIM})")
     torch_dtype = _parse_dtype(dtype)
     try:
         dev = torch.device(device)
@@ -152,7 +160,21 @@ def build(
             "device 'meta' holds no weights; pretrained weights or a weights file need a real device"
         )
     target = _resolve(name, trust_checkpoint)
-    module, example = _make(target, pretrained, on_meta=meta and not target.build_on_cpu)
+    if pretrained and target.pretrained_unpickles and not trust_checkpoint:
+        raise ZooError(
+            f"refusing to load pretrained weights for {target.name}: they come as a pickled "
+            "checkpoint, and loading one runs code from the file",
+            hint="pass --trust-checkpoint (trust_checkpoint=True) if you trust where it came "
+            "from, or pass a state_dict with --weights FILE",
+        )
+    # Without trust, every torch.load a library makes on the way loads weights only.
+    guard = (
+        contextlib.nullcontext()
+        if trust_checkpoint or target.own_code
+        else _weights_only_loads()
+    )
+    with guard:
+        module, example = _make(target, pretrained, on_meta=meta and not target.build_on_cpu)
     weights = "pretrained" if pretrained else f"random (seed {SEED})"
     if weights_file is not None:
         _load_weights(module, Path(weights_file).expanduser(), target.name)

@@ -48,6 +48,9 @@ MODEL_SPEC_HELP = (
     "path/to/model.yaml (an ultralytics model YAML)"
 )
 
+MAX_DIM = (1 << 63) - 1
+"""torch sizes are int64: no dim (and no product of an input's dims) may exceed this."""
+
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
 WEIGHTS_ONLY_SUFFIXES = (".safetensors", ".bin")
 
@@ -167,6 +170,31 @@ def _seeded(seed: int = SEED) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _weights_only_loads() -> Iterator[None]:
+    """Every ``torch.load`` inside the block loads weights only, whatever its caller asked.
+
+    A library building a model may unpickle a file on the way (torchvision's and torch.hub's
+    ``load_state_dict_from_url`` default to ``weights_only=False``): torch's own switch,
+    ``TORCH_FORCE_WEIGHTS_ONLY_LOAD``, read on every call, makes each such load refuse
+    anything but tensors and plain containers, so no code from the file runs.
+    """
+    saved = {k: os.environ.get(k) for k in _FORCE_VARS}
+    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+_FORCE_VARS = ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+
+
 def _suggest(name: str, candidates: Sequence[str]) -> str | None:
     lowered = {c.lower(): c for c in candidates}
     matches = difflib.get_close_matches(name.lower(), list(lowered), n=4, cutoff=0.6)
@@ -214,8 +242,8 @@ def _parse_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 def _positive(value: int | None, what: str) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ZooError(f"{what} must be a positive integer, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIM:
+        raise ZooError(f"{what} must be an integer from 1 to {MAX_DIM}, got {value!r}")
     return value
 
 
@@ -263,3 +291,7 @@ class _Target:
     image_size: int | None = None
     frames: int | None = None
     build_on_cpu: bool = False
+    own_code: bool = False
+    """The user's own Python (``file.py:Name``): it runs as they wrote it, loads included."""
+    pretrained_unpickles: bool = False
+    """``pretrained=True`` loads a pickled checkpoint (ultralytics ``.pt``): needs trust."""

@@ -11,7 +11,7 @@ from torch import nn
 
 from .common import FAMILY_CHECKPOINT, FAMILY_YOLO, ModelEntry, ZooError, _first_line, _Target
 from .registry import _entry_target, find_model
-from .yolo import _ultralytics_env, _yolo_image_size, _yolo_task
+from .yolo import _ultralytics_env, _yaml_code_reason, _yolo_image_size, _yolo_task
 
 
 def _checkpoint_target(name: str, trust: bool) -> _Target:
@@ -74,8 +74,16 @@ def _checkpoint_target(name: str, trust: bool) -> _Target:
     return target
 
 
-def _yaml_target(name: str) -> _Target:
+def _yaml_target(name: str, trust: bool) -> _Target:
     path = Path(name).expanduser()
+    if not trust:
+        reason = _yaml_code_reason(path)
+        if reason is not None:
+            raise ZooError(
+                f"refusing to build {name}: {reason}; building it would run code from the file",
+                hint="pass --trust-checkpoint (trust_checkpoint=True) if you trust where it "
+                "came from",
+            )
     entry = ModelEntry(
         name=name,
         family=FAMILY_YOLO,

@@ -323,6 +323,11 @@ def _hf_from_config(name: str, model_cls: Any, config: Any) -> nn.Module:
     return typing.cast(nn.Module, model_cls(config))
 
 
+_HF_SAFE: dict[str, Any] = {"trust_remote_code": False, "weights_only": True}
+"""Stated, not left to defaults: no code from the hub repo, and .bin weights are loaded
+weights-only (safetensors files never run code)."""
+
+
 def _hf_pretrained(name: str, hub_id: str | None, model_cls: Any) -> nn.Module:
     if hub_id is None:
         raise ZooError(
@@ -330,7 +335,7 @@ def _hf_pretrained(name: str, hub_id: str | None, model_cls: Any) -> nn.Module:
             hint="leave out --pretrained, or pass a local state_dict with --weights FILE",
         )
     try:
-        model = model_cls.from_pretrained(hub_id, local_files_only=True)
+        model = model_cls.from_pretrained(hub_id, local_files_only=True, **_HF_SAFE)
     except Exception as exc:
         if _hf_offline() or not common._reachable("huggingface.co"):
             why = (
@@ -344,7 +349,7 @@ def _hf_pretrained(name: str, hub_id: str | None, model_cls: Any) -> nn.Module:
                 hint="pass a local state_dict with --weights FILE, or leave out --pretrained",
             ) from exc
         try:
-            model = model_cls.from_pretrained(hub_id)
+            model = model_cls.from_pretrained(hub_id, **_HF_SAFE)
         except Exception as exc2:
             raise ZooError(
                 f"could not fetch pretrained weights for {name} ({hub_id}): {_first_line(exc2)}"

@@ -20,6 +20,7 @@ from .common import (
     InputSpec,
     ZooError,
     _first_line,
+    _mem_available,
     _module_dtype,
 )
 
@@ -389,6 +390,24 @@ def _make_tensor(
     return t.to(device)
 
 
+def _check_input_memory(plans: Sequence[InputSpec], model_name: str) -> None:
+    """Refuse example inputs that cannot fit in memory before allocating any of them."""
+    total = 0
+    for plan in plans:
+        numel = 1
+        for d in plan.shape:
+            numel *= d
+        total += numel * (plan.count or 1) * plan.dtype.itemsize
+    avail = _mem_available()
+    if avail is not None and total > 0.8 * avail:
+        desc = ", ".join(p.describe() for p in plans)
+        raise ZooError(
+            f"the example inputs of {model_name} ({desc}) need {total / 2**30:.3g} GiB, more "
+            f"than the {avail / 2**30:.1f} GiB of memory available",
+            hint="pass a smaller --input-shape, --batch or --seq-len, or --meta",
+        )
+
+
 def derive_inputs(
     module: nn.Module,
     *,
@@ -442,6 +461,8 @@ def derive_inputs(
                 "supports",
                 hint=f"pass --seq-len {max_pos} or less",
             )
+    if dev.type != "meta":
+        _check_input_memory(plans, model_name)
     gen = torch.Generator().manual_seed(SEED)
     args: list[Any] = []
     kwargs: dict[str, Any] = {}

@@ -94,6 +94,7 @@ def _entry_target(entry: ModelEntry) -> _Target:
         image_size=entry.image_size,
         frames=entry.frames,
         build_on_cpu=entry.family == FAMILY_YOLO,
+        pretrained_unpickles=entry.family == FAMILY_YOLO,
     )
 
 

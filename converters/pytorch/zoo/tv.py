@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,12 @@ def _make_torchvision(entry: ModelEntry, pretrained: bool) -> nn.Module:
         )
     try:
         return models.get_model(entry.spec, weights=weights)
+    except pickle.UnpicklingError as exc:
+        raise ZooError(
+            f"pretrained weights file {cached} for {entry.name} holds more than tensors (a "
+            "weights-only load refused it), so it was not loaded",
+            hint="delete it to fetch it again, or pass a state_dict with --weights FILE",
+        ) from exc
     except Exception as exc:
         raise ZooError(
             f"could not fetch pretrained weights for {entry.name}: {_first_line(exc)}"

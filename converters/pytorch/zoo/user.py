@@ -115,5 +115,7 @@ def _user_target(spec: str) -> _Target:
             )
         return result, example
 
-    return _Target(name=spec, family=FAMILY_USER, source=spec, task="user", make=make)
+    return _Target(
+        name=spec, family=FAMILY_USER, source=spec, task="user", make=make, own_code=True
+    )
 

@@ -13,10 +13,17 @@ Tools, each timed in its own forked child:
 * `irbridge:capture+export`: the same two calls, both timed: nn.Module to ONNX file, which
   is the like-for-like comparison with torch.onnx.export.
 * `torch.onnx`: `torch.onnx.export(model, args, PATH, kwargs=kwargs, dynamo=True)` to a
-  file, with its defaults (opset 18, graph optimisation on).
+  file, opset_version=OPSET, otherwise its defaults (graph optimisation on).
 
 F is `auto` unless --frontend says otherwise (the front-end `irbridge convert` uses;
-`auto` includes the attempts that failed before the one that worked). Both write opset 18.
+`auto` includes the attempts that failed before the one that worked). Both write opset
+OPSET (--opset, default 20: what torch.onnx writes by default with this torch);
+irbridge's exporter runs its clean-up pass and, unless --no-fold-batch-norm, folds
+BatchNormalization into the Conv before it (torch.onnx does that for a model in eval mode).
+
+Then, per model, one more forked child loads both files (first run's) in onnxruntime with
+the same session options and inputs, checks their outputs against the eager model, and
+times --latency-runs inferences of each, interleaved (`latency()`).
 
 Method: as tools/bench_pytorch.py (whose helpers it uses): libraries imported once in the
 parent, each model built there (random weights, seed 0) and run once eagerly with torch on
@@ -35,6 +42,7 @@ import gc
 import json
 import os
 import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -67,9 +75,10 @@ TOOLS = ("irbridge:export_onnx", "irbridge:capture+export", "torch.onnx")
 SECTION = "bench_onnx"
 
 
-def measure(name: str, built: Any, tool: str, threads: int, frontend: str,
-            ) -> dict[str, Any]:
-    """One measurement, run inside a forked child on the parent's model."""
+def measure(name: str, built: Any, tool: str, threads: int, frontend: str, opset: int,
+            fold_batch_norm: bool, keep: Path | None = None) -> dict[str, Any]:
+    """One measurement, run inside a forked child on the parent's model. `keep`: a folder
+    to copy the written model.onnx (and any external data) into, for the latency runs."""
     import torch
 
     torch.set_num_threads(threads)
@@ -83,6 +92,10 @@ def measure(name: str, built: Any, tool: str, threads: int, frontend: str,
             result = capture(built.module, built.args, built.kwargs, frontend=frontend,
                              weights=True)
             row["capture_seconds"] = round(time.perf_counter() - start, 3)
+            row["largest_tensor_mib"] = round(max(
+                (t.nbytes for t in result.model.tensors.values()), default=0) / 2**20, 1)
+            row["weights_mib"] = round(sum(
+                t.nbytes for t in result.model.tensors.values()) / 2**20, 1)
     except Exception as exc:
         row.update(status="fail", seconds=0.0, error="capture: " + error_text(exc))
         return row
@@ -104,12 +117,13 @@ def measure(name: str, built: Any, tool: str, threads: int, frontend: str,
                     result = capture(built.module, built.args, built.kwargs,
                                      frontend=frontend, weights=True)
                     row["capture_seconds"] = round(time.perf_counter() - start, 3)
-                export_onnx(result.model, path)
+                export_onnx(result.model, path, opset=opset,
+                            fold_batch_norm=fold_batch_norm)
                 extra = {"method": result.method,
                          "warmup": result.model.metadata.get("capture.warmup", "")}
             elif tool == "torch.onnx":
                 torch.onnx.export(built.module, built.args, str(path), kwargs=built.kwargs,
-                                  dynamo=True)
+                                  dynamo=True, opset_version=opset)
             else:
                 raise ValueError(f"unknown tool {tool}")
         except Exception as exc:
@@ -120,10 +134,103 @@ def measure(name: str, built: Any, tool: str, threads: int, frontend: str,
         peak = _status_kib("VmHWM")
         extra["bytes_written"] = sum(p.stat().st_size for p in Path(tmp).iterdir())
         extra["onnx_nodes"] = _onnx_nodes(path)
+        if keep is not None:  # a folder: model.onnx and any external data beside it
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(tmp, keep)
     row.update(status="ok", seconds=round(seconds, 3),
                peak_mib=round((peak - (base if reset else hwm0)) / 1024, 1),
                baseline_mib=round(base / 1024, 1), **extra)
     return row
+
+
+LATENCY_TOOLS = ("irbridge:export_onnx", "torch.onnx")
+"""The files whose onnxruntime latency is compared (irbridge's exporter, torch.onnx's)."""
+
+ATOL, RTOL = 1e-4, 1e-3
+"""An output agrees with the eager model when max |onnx - eager| <= ATOL + RTOL * max |eager|:
+float32 kernels in another order (fused attention, folded batch norm) differ by rounding,
+which grows with the depth of the network; 1e-3 of the output's magnitude is far above
+that rounding and far below any real mapping error."""
+
+
+def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs: int,
+            warmup: int) -> dict[str, Any]:
+    """onnxruntime inference latency of each file, in one forked child: the same session
+    options and the same inputs for every file, runs interleaved (the order alternates
+    each round), and each file's outputs checked against the eager model."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+
+    from irbridge.converters.pytorch._util import tensor_leaves
+
+    torch.set_num_threads(threads)
+    row: dict[str, Any] = {"model": name, "tool": "latency", "status": "ok"}
+    with torch.no_grad():
+        expected = [t.detach().cpu().numpy() for t in
+                    tensor_leaves(built.module(*built.args, **built.kwargs))]
+    given = [*built.args, *built.kwargs.values()]
+    given_names = [None] * len(built.args) + list(built.kwargs)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    sessions: dict[str, Any] = {}
+    feeds: dict[str, dict[str, Any]] = {}
+    checks: dict[str, Any] = {}
+    for tool, path in files.items():
+        try:
+            session = ort.InferenceSession(str(path), options,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            checks[tool] = {"error": "session: " + error_text(exc)}
+            continue
+        inputs = session.get_inputs()
+        by_name = {n: v for n, v in zip(given_names, given, strict=True) if n}
+        feed: dict[str, Any] = {}
+        for k, spec in enumerate(inputs):
+            value = by_name.get(spec.name, given[k] if k < len(given) else None)
+            if value is None:
+                break
+            feed[spec.name] = value.detach().cpu().numpy()
+        if len(feed) != len(inputs):
+            checks[tool] = {"error": f"inputs {[i.name for i in inputs]} do not match "
+                                     f"the model's {len(given)} inputs"}
+            continue
+        got = session.run(None, feed)
+        checks[tool] = _agreement(got, expected, np)
+        sessions[tool], feeds[tool] = session, feed
+    times: dict[str, list[float]] = {tool: [] for tool in sessions}
+    for tool in sessions:
+        for _ in range(warmup):
+            sessions[tool].run(None, feeds[tool])
+    order = list(sessions)
+    for rnd in range(runs):
+        for tool in (order if rnd % 2 == 0 else order[::-1]):
+            start = time.perf_counter()
+            sessions[tool].run(None, feeds[tool])
+            times[tool].append(time.perf_counter() - start)
+    row.update(times=times, checks=checks, runs=runs, threads=threads)
+    return row
+
+
+def _agreement(got: Sequence[Any], expected: Sequence[Any], np: Any) -> dict[str, Any]:
+    """Compare the session's outputs with the eager ones, in order (pytree order, which
+    both exporters follow); max abs error and its ratio to the output's magnitude."""
+    if len(got) != len(expected):
+        return {"error": f"{len(got)} outputs, the eager model has {len(expected)}"}
+    worst_abs, worst_rel, ok = 0.0, 0.0, True
+    for a, b in zip(got, expected, strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.shape != b.shape:
+            return {"error": f"output shape {list(a.shape)} != eager {list(b.shape)}"}
+        if b.size == 0:
+            continue
+        diff = float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+        scale = float(np.max(np.abs(b.astype(np.float64))))
+        worst_abs = max(worst_abs, diff)
+        worst_rel = max(worst_rel, diff / scale if scale else (0.0 if diff == 0 else 1.0))
+        ok = ok and diff <= ATOL + RTOL * scale
+    return {"max_abs": worst_abs, "max_rel": worst_rel, "ok": ok, "outputs": len(got)}
 
 
 def _onnx_nodes(path: Path) -> int | None:
@@ -157,6 +264,10 @@ def summarize(runs: Sequence[Mapping[str, Any]], models: Sequence[str],
                 if "method" in ok[0]:
                     cell["method"] = ok[0]["method"]
                     cell["warmup"] = sorted({str(r.get("warmup", "")) for r in ok})
+                largest = [r["largest_tensor_mib"] for r in ok if "largest_tensor_mib" in r]
+                if largest:
+                    cell["largest_tensor_mib"] = largest[0]
+                    cell["weights_mib"] = ok[0].get("weights_mib")
                 caps = [r["capture_seconds"] for r in ok if "capture_seconds" in r]
                 if caps:
                     cell["capture_seconds"] = statistics.median(caps)
@@ -170,8 +281,35 @@ def summarize(runs: Sequence[Mapping[str, Any]], models: Sequence[str],
             mine_s = table[m].get(t, {}).get("seconds")
             if onnx and mine_s:
                 meta[t] = onnx / mine_s
+        lat = next((r for r in runs if r["model"] == m and r.get("tool") == "latency"), None)
+        if lat is not None:
+            meta["latency"] = _latency_summary(lat)
         table[m]["_"] = meta
     return table
+
+
+def _latency_summary(row: Mapping[str, Any]) -> dict[str, Any]:
+    if row.get("status") != "ok":
+        return {"error": str(row.get("error") or row.get("status"))}
+    out: dict[str, Any] = {"checks": row.get("checks", {}), "runs": row.get("runs")}
+    times = row.get("times", {})
+    for tool, values in times.items():
+        if values:
+            ms = sorted(v * 1e3 for v in values)
+            out[tool] = {"median": statistics.median(ms), "p25": _pct(ms, 0.25),
+                         "p75": _pct(ms, 0.75)}
+    mine, theirs = times.get("irbridge:export_onnx"), times.get("torch.onnx")
+    if mine and theirs:
+        pairs = sorted(a / b for a, b in zip(mine, theirs, strict=False) if b > 0)
+        out["ratio"] = statistics.median(mine) / statistics.median(theirs)
+        out["pair_p25"], out["pair_p75"] = _pct(pairs, 0.25), _pct(pairs, 0.75)
+    return out
+
+
+def _pct(ordered: Sequence[float], q: float) -> float:
+    k = (len(ordered) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
 
 
 def _cell(cell: Mapping[str, Any], fmt: str = "{:.2f}") -> str:
@@ -194,7 +332,8 @@ def _mib(n: int | None) -> str:
 def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
            runs: Sequence[Mapping[str, Any]], info: Mapping[str, Any],
            models: Sequence[str], tools: Sequence[str], repeat: int, frontend: str,
-           command: str, total_s: float) -> str:
+           command: str, total_s: float, opset: int = 20,
+           fold_batch_norm: bool = True) -> str:
     inputs = {r["model"]: r.get("inputs", "") for r in runs if r.get("inputs")}
     e2e = "irbridge:capture+export"
     only = "irbridge:export_onnx"
@@ -224,8 +363,10 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
         "MODEL --to onnx` does this work). It includes every attempt `auto` made and a "
         "warm-up forward pass where `capture()` ran one.",
         "- **torch.onnx**: `torch.onnx.export(model, args, path, kwargs=kwargs, "
-        "dynamo=True)` to a file, with its defaults (opset 18, graph optimisation on). "
-        "Both tools write opset 18 with the weights inside the file.",
+        f"dynamo=True, opset_version={opset})` to a file, otherwise its defaults (graph "
+        f"optimisation on). Both tools write opset {opset} with the weights inside the "
+        "file; irbridge's `export_onnx(ir, path, opset="
+        f"{opset}{', fold_batch_norm=True' if fold_batch_norm else ''})`.",
         "- Method as in the conversion section: the parent imports the libraries (untimed), "
         "builds each model (random weights, seed 0) and runs it once eagerly with torch on "
         "one thread; every measurement is a forked child that times the first call of the "
@@ -271,8 +412,96 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
                    + f" | {f'{cap:.2f}' if cap is not None else '-'}"
                    + f" | {_mib(mine.get('bytes'))} | {mine.get('nodes') or '-'}"
                    + f" | {_mib(torch_cell.get('bytes'))} | {torch_cell.get('nodes') or '-'} |")
+    out += _lean_sections(table, models, opset, fold_batch_norm)
     out += failures_and_runs(table, models, tools, "build/bench_onnx.json")
     return "\n".join(out)
+
+
+def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                   models: Sequence[str], opset: int, fold_batch_norm: bool) -> list[str]:
+    only, theirs = "irbridge:export_onnx", "torch.onnx"
+    rows, met_nodes, met_latency, measured = [], 0, 0, 0
+    for m in models:
+        row = table[m]
+        lat = row["_"].get("latency") or {}
+        mine_nodes, torch_nodes = row.get(only, {}).get("nodes"), row.get(theirs, {}).get("nodes")
+        nodes_ok = mine_nodes is not None and torch_nodes is not None \
+            and mine_nodes <= torch_nodes
+        ratio = lat.get("ratio")
+        lat_ok = ratio is not None and ratio <= 1.0
+        checks = lat.get("checks", {})
+        agree = all(c.get("ok") for c in checks.values()) and len(checks) == 2
+        if mine_nodes is not None and torch_nodes is not None:
+            measured += 1
+        met_nodes += nodes_ok
+        met_latency += lat_ok and agree
+
+        def ms(tool: str, lat: Mapping[str, Any] = lat) -> str:
+            cell = lat.get(tool)
+            return (f"{cell['median']:.2f} ({cell['p25']:.2f}-{cell['p75']:.2f})"
+                    if cell else "-")
+
+        def check(tool: str, checks: Mapping[str, Any] = checks) -> str:
+            c = checks.get(tool)
+            if not c:
+                return "-"
+            if "error" in c:
+                return "fails: " + md_escape(str(c["error"])[:80])
+            return f"{'ok' if c['ok'] else 'MISMATCH'} ({c['max_rel']:.1e})"
+
+        rows.append(
+            f"| {m} | {mine_nodes or '-'} | {torch_nodes or '-'} | "
+            f"{'yes' if nodes_ok else 'no'} | {ms(only)} | {ms(theirs)} | "
+            + (f"{ratio:.2f}x ({lat['pair_p25']:.2f}x-{lat['pair_p75']:.2f}x)"
+               if ratio is not None else md_escape(str(lat.get("error", "-"))[:80]))
+            + f" | {'yes' if lat_ok else 'no'} | {check(only)} | {check(theirs)} |")
+    out = [
+        "",
+        "### Lean ONNX: node count and onnxruntime latency against torch.onnx",
+        "",
+        f"Both files at opset {opset}; irbridge's with its default clean-up pass "
+        "(converters/onnx/_optimize.py: constants as initializers, constant folding, "
+        "no-op removal, shared initializers)"
+        + (" and `fold_batch_norm=True` (BatchNormalization folded into the Conv before "
+           "it, as torch.onnx does for a model in eval mode)" if fold_batch_norm else "")
+        + ". Latency: onnxruntime CPU, one forked child per model, the same "
+        "`SessionOptions` for both files (default graph optimisation, intra-op threads = "
+        "torch's thread count, inter-op 1), the same inputs, warm-up runs first, then "
+        "runs interleaved with the order alternating each round. Times are the median "
+        "with the 25th-75th percentile in brackets; **ratio** = irbridge median / "
+        "torch.onnx median, with the 25th-75th percentile of the per-round ratios. "
+        f"**vs eager**: max |onnx - eager| <= {ATOL} + {RTOL} x max |eager| over every "
+        "output (the relative error in brackets).",
+        "",
+        f"**Target** (nodes <= torch.onnx's and latency <= 1.0x on every model, outputs "
+        f"agreeing with eager): nodes on {met_nodes} of {len(models)}, latency on "
+        f"{met_latency} of {len(models)}.",
+        "",
+        "| model | irbridge nodes | torch.onnx nodes | nodes <= | irbridge ms | "
+        "torch.onnx ms | ratio | <= 1.0x | irbridge vs eager | torch.onnx vs eager |",
+        "|---|---:|---:|---|---:|---:|---:|---|---|---|",
+        *rows,
+        "",
+        "### Memory of export_onnx against the largest tensor",
+        "",
+        "`export_onnx` peak above the captured IR (first table's column) against the "
+        "issue's limit: 1.2 x the model's largest tensor + 50 MiB.",
+        "",
+        "| model | weights MiB | largest tensor MiB | export_onnx peak MiB | limit MiB | "
+        "within |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    del measured
+    for m in models:
+        cell = table[m].get(only, {})
+        largest, peak = cell.get("largest_tensor_mib"), cell.get("peak_mib")
+        if largest is None or peak is None:
+            out.append(f"| {m} | - | - | - | - | - |")
+            continue
+        limit = 1.2 * largest + 50
+        out.append(f"| {m} | {cell.get('weights_mib', 0):.0f} | {largest:.1f} | {peak:.0f} | "
+                   f"{limit:.0f} | {'yes' if peak <= limit else 'no'} |")
+    return out
 
 
 # -- driver -----------------------------------------------------------------------------
@@ -286,6 +515,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         choices=("auto", "fx", "export", "dynamo"),
                         help="capture() front-end for the irbridge tools")
     parser.add_argument("--repeat", type=int, default=3, help="runs per tool and model")
+    parser.add_argument("--opset", type=int, default=20,
+                        help="ONNX opset both tools write (20: torch.onnx's default here)")
+    parser.add_argument("--no-fold-batch-norm", dest="fold_batch_norm",
+                        action="store_false",
+                        help="irbridge: keep BatchNormalization nodes (default: fold them "
+                             "into the Conv before, as torch.onnx does for an eval model)")
+    parser.add_argument("--latency-runs", type=int, default=40,
+                        help="onnxruntime runs per file (0: no latency measurement)")
+    parser.add_argument("--latency-warmup", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds per measurement")
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
@@ -303,7 +541,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_section(args.md, SECTION, render(
             table, data["runs"], data["machine"], data["models"], data["tools"],
             int(data["repeat"]), data["frontend"], data["command"],
-            float(data["total_seconds"])))
+            float(data["total_seconds"]), int(data.get("opset", 18)),
+            bool(data.get("fold_batch_norm", False))))
         print(f"wrote the {SECTION} section of {args.md} from {args.render}")
         return 0
     command = "uv run python tools/bench_onnx.py" + "".join(
@@ -329,9 +568,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                        f"{name.replace('/', '_')}.{tool.replace(':', '_').replace('+', '_')}"
                        f".{rep}.log")
 
+                keep = (args.log_dir / "files" / name / tool.replace(":", "_")
+                        if rep == 0 and tool in LATENCY_TOOLS else None)
+
                 def one(tool: str = tool, name: str = name, built: Any = built,
-                        ) -> dict[str, Any]:
-                    return measure(name, built, tool, threads, args.frontend)
+                        keep: Path | None = keep) -> dict[str, Any]:
+                    return measure(name, built, tool, threads, args.frontend, args.opset,
+                                   args.fold_batch_norm, keep)
 
                 row = run_forked(one, timeout=args.timeout, log=log)
                 row.setdefault("model", name)
@@ -342,6 +585,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                         if row.get("status") == "ok" else
                         f"{row.get('status')}: {str(row.get('error'))[:150]}")
                 print(f"{name:18} {tool:24} run {rep + 1}: {what}", flush=True)
+        files = {t: args.log_dir / "files" / name / t.replace(":", "_") / "model.onnx"
+                 for t in LATENCY_TOOLS if t in args.tools}
+        files = {t: f for t, f in files.items() if f.exists()}
+        if args.latency_runs and files:
+            def lat(name: str = name, built: Any = built,
+                    files: dict[str, Path] = files) -> dict[str, Any]:
+                return latency(name, built, files, threads, args.latency_runs,
+                               args.latency_warmup)
+
+            row = run_forked(lat, timeout=args.timeout * 3,
+                             log=args.log_dir / f"{name.replace('/', '_')}.latency.log")
+            row.setdefault("model", name)
+            row["tool"] = "latency"
+            runs.append(row)
+            if row.get("status") == "ok":
+                med = {t: statistics.median(v) * 1e3 for t, v in row["times"].items() if v}
+                print(f"{name:18} latency ms: " + ", ".join(
+                    f"{t} {m:.2f}" for t, m in med.items())
+                    + f"; checks {row['checks']}", flush=True)
+            else:
+                print(f"{name:18} latency: {row.get('status')}: {row.get('error')}",
+                      flush=True)
+        shutil.rmtree(args.log_dir / "files" / name, ignore_errors=True)
         del built
         gc.collect()
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -355,11 +621,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.json.write_text(json.dumps({"machine": info, "command": command, "runs": runs,
                                      "models": args.models, "tools": args.tools,
                                      "repeat": args.repeat, "frontend": args.frontend,
+                                     "opset": args.opset,
+                                     "fold_batch_norm": args.fold_batch_norm,
                                      "summary": table, "total_seconds": round(total, 1)},
                                     indent=1, default=str) + "\n")
     if args.write:
         write_section(args.md, SECTION, render(table, runs, info, args.models, args.tools,
-                                               args.repeat, args.frontend, command, total))
+                                               args.repeat, args.frontend, command, total,
+                                               args.opset, args.fold_batch_norm))
         print(f"wrote the {SECTION} section of {args.md}")
     print(f"total {total / 60:.1f} min")
     return 0

@@ -19,6 +19,7 @@ when the weights pass 2 GiB.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
 from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
+from irbridge.converters.onnx import _stream
 from irbridge.converters.onnx._common import (
     DEFAULT_OPSET,
     META_ATTRS,
@@ -55,6 +57,7 @@ from irbridge.converters.onnx._common import (
     attrs_to_json,
     dtype_to_onnx,
     max_opset,
+    tensor_data,
     tensor_to_proto,
     without_large_initializers,
 )
@@ -72,26 +75,46 @@ INLINE_CONSTANT_BYTES = 1024
 
 # -- public API ----------------------------------------------------------------------------
 
-def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True) -> ModelProto:
+def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True,
+            optimize: bool = True, fold_batch_norm: bool = False) -> ModelProto:
     """The IR model as an ONNX ModelProto of the given opset (default domain).
     `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
-    `export_onnx` checks the written file instead)."""
+    `export_onnx` checks the written file instead). `optimize` runs the clean-up pass of
+    `_optimize` (constants as initializers, constant folding, no-op removal, shared
+    initializers); `fold_batch_norm` also folds BatchNormalization into the Conv before
+    it (a file for inference)."""
+    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=False)
+    _stream.materialize(proto, payloads)
+    if check and _weight_bytes(model) < EXTERNAL_DATA_THRESHOLD:
+        check_proto(proto)
+    return proto
+
+
+def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
+           stream: bool) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
+    """The ModelProto and, with `stream`, the data of its pending initializers (see
+    `_stream`): large weights are left out of the proto until the file is written."""
     newest = max_opset()
     if not MIN_EXPORT_OPSET <= opset <= newest:
         raise ExportError(f"opset {opset} is outside the supported range "
                           f"{MIN_EXPORT_OPSET}..{newest}")
     if not model.graphs:
         raise ExportError("model has no graph to export")
-    proto = _ModelExporter(model, opset).run()
-    if check and _weight_bytes(model) < EXTERNAL_DATA_THRESHOLD:
-        check_proto(proto)
-    return proto
+    exporter = _ModelExporter(model, opset, stream=stream)
+    proto = exporter.run()
+    if optimize or fold_batch_norm:
+        from irbridge.converters.onnx._optimize import optimize as lean
+
+        lean(proto, fold_batch_norm=fold_batch_norm, payloads=exporter.payloads)
+    return proto, exporter.payloads
 
 
 def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT_OPSET, *,
-                external_data: bool | None = None, check: bool = True) -> Path:
+                external_data: bool | None = None, check: bool = True,
+                optimize: bool = True, fold_batch_norm: bool = False) -> Path:
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
-    `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB."""
+    `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB.
+    `optimize` and `fold_batch_norm` as in `to_onnx`."""
     target = Path(path)
     check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
     if target.is_dir():
@@ -101,7 +124,9 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
     weights = _weight_bytes(model)
     big = weights >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
-    proto = to_onnx(model, opset=opset, check=check and not big)
+    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=True)
+    if check and not big:
+        check_proto(proto)  # pending weights are left out of it, as large ones always are
     data_name = target.name + ".data"
     if big and external_data is None:
         warnings.warn(f"{target}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
@@ -109,13 +134,9 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
                       ExternalDataNote, stacklevel=2)
     with _staging(target.parent) as stage:
         staged = stage / target.name
-        try:
-            if external:
-                onnx.save_model(proto, str(staged), save_as_external_data=True,
-                                all_tensors_to_one_file=True, location=data_name,
-                                size_threshold=1024, convert_attribute=True)
-            else:
-                onnx.save_model(proto, str(staged))
+        try:  # weights streamed in one tensor at a time (see _stream)
+            _stream.write_model(proto, payloads, staged,
+                                stage / data_name if external else None)
         except (OSError, ValueError, EncodeError) as exc:
             raise ExportError(f"{target}: cannot write ONNX file: {_first_line(exc)}") from exc
         if check and big:
@@ -174,9 +195,11 @@ class NeedDecompose(Exception):
 
 
 class _ModelExporter:
-    def __init__(self, model: Model, opset: int) -> None:
+    def __init__(self, model: Model, opset: int, *, stream: bool = False) -> None:
         self.model = model
         self.opset = opset
+        self.stream = stream
+        self.payloads: dict[str, Callable[[], np.ndarray]] = {}
         self.used: set[str] = set()
         self.names: dict[int, str] = {}
         self.initializers: list[onnx.TensorProto] = []
@@ -225,7 +248,12 @@ class _ModelExporter:
         model = self.model
         for tensor in model.tensors.values():
             self.used.add(tensor.name)
-            self.initializers.append(_initializer(tensor))
+            if self.stream and tensor.data is not None and _stream.streamable(tensor.data):
+                self.initializers.append(_stream.pending(tensor.name, tensor.shape,
+                                                         tensor.data.dtype))
+                self.payloads[tensor.name] = functools.partial(tensor_data, tensor)
+            else:
+                self.initializers.append(_initializer(tensor))
         for graph in model.graphs:
             self._assign(graph)
         self._link_graphs()

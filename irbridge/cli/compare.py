@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from irbridge.cli.render import console
 from irbridge.errors import IrbridgeError
@@ -88,6 +87,8 @@ def compare(
 
 
 def _print_table(result: object, top: int) -> None:
+    from rich.table import Table  # lazy: keeps rich out of start-up
+
     from irbridge.compare.report import Comparison, _pct, _time, headline
 
     assert isinstance(result, Comparison)

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
@@ -231,6 +230,12 @@ def export(
     output: Annotated[Path, typer.Option("-o", "--output", help=(
         "File to write (a folder for chakra, scalesim and timeloop)."))],
     opset: Annotated[int | None, typer.Option(help="ONNX opset (default 18).")] = None,
+    optimize: Annotated[bool, typer.Option(help=(
+        "ONNX: the lean clean-up pass (constants as initializers, constant folding, no-op "
+        "removal); --no-optimize writes the exact lowering."))] = True,
+    fold_batch_norm: Annotated[bool, typer.Option(help=(
+        "ONNX: fold BatchNormalization into the Conv before it (a file for inference)."))
+    ] = False,
     target_version: Annotated[str | None, typer.Option(
         help="StableHLO portable artifact version (default: the current one).")] = None,
     weights_as_args: Annotated[bool, typer.Option(
@@ -270,11 +275,14 @@ def export(
         from irbridge.converters.stablehlo import check_target_version
 
         check_target_version(target_version)
+    if fmt != "onnx" and (fold_batch_norm or not optimize):
+        raise IrbridgeError(f"--fold-batch-norm and --no-optimize apply to --to onnx, not {fmt}")
     with _status(f"reading {file}"):
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
                     weights_as_args=weights_as_args, hardware=hardware, devices=devices,
+                    optimize=optimize, fold_batch_norm=fold_batch_norm,
                     **parallel)
     console.print(f"wrote {output} ({fmt})", markup=False)
 
@@ -295,6 +303,8 @@ def models(
         typer.echo(json.dumps({f: [zoo.entry_to_dict(e) for e in entries]
                                for f, entries in catalog.items()}, indent=2))
         return
+    from rich.table import Table  # lazy: keeps rich out of start-up
+
     for name, entries in catalog.items():
         table = Table(title=f"{name} ({len(entries)})", title_justify="left", show_edge=False)
         for column in ("name", "task", "input", "built by"):

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from irbridge import serde
 from irbridge.cli.render import console, print_summary
@@ -37,6 +36,8 @@ def show(
     max_nodes: Annotated[int, typer.Option("--max", help="Show at most this many nodes.")] = 50,
 ) -> None:
     """A text graph explorer: nodes with shapes, provenance and cost."""
+    from rich.table import Table  # lazy: keeps rich out of start-up
+
     model = serde.load(file, weights=False)
     if not 0 <= graph < len(model.graphs):
         raise IrbridgeError(f"{file}: no graph {graph}; the model has {len(model.graphs)}")

@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from irbridge import __version__
+from irbridge.cli._params import lean_params
 from irbridge.errors import IrbridgeError
 
 EXIT_PROBLEM = 1
@@ -34,6 +35,15 @@ class _Group(TyperGroup):
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(130) from None
+
+    def parse_args(self, ctx: Any, args: list[str]) -> Any:
+        lean_params(self, ctx)  # start-up: no pydantic where a value needs no schema
+        return super().parse_args(ctx, args)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        lean_params(command, ctx)
+        return name, command, rest
 
 
 app = typer.Typer(

@@ -1,18 +1,21 @@
-"""Rich rendering shared by commands: model summaries and node tables."""
+"""Rendering shared by commands: model summaries (plain text) and the rich console.
+
+`print_summary` (what `irbridge info` prints) writes plain aligned text, and `console`
+builds its rich `Console` on first use: importing rich costs about 0.1 s of CPU, so the
+read-only commands that only print text (`info`, `validate`) start without it.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
-
-from rich.console import Console
-from rich.segment import Segment
-from rich.table import Table
+from typing import Any
 
 from irbridge.sanitize import clean, clean_lines
 from irbridge.summary import ModelSummary, human_bytes, human_count
 
 
-class SafeConsole(Console):
+def _safe_console() -> Any:
     """A rich console that never passes a file's control characters to the terminal.
 
     Markup is off: a name such as ``[red]x`` or ``[link=...]`` prints as itself (styles are
@@ -20,21 +23,34 @@ class SafeConsole(Console):
     invisible format character in it (rich's own newlines aside) is printed as an escape
     (see :mod:`irbridge.sanitize`), terminals and pipes alike.
     """
+    from rich.console import Console
+    from rich.segment import Segment
 
-    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
-        return super()._render_buffer(
-            seg if seg.control else Segment(clean_lines(seg.text), seg.style, seg.control)
-            for seg in buffer)
+    class SafeConsole(Console):
+        def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+            return super()._render_buffer(
+                seg if seg.control else Segment(clean_lines(seg.text), seg.style, seg.control)
+                for seg in buffer)
+
+    # Plain lines never wrap (pipes, grep).
+    return SafeConsole(highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
-# Plain lines never wrap (pipes, grep).
-console = SafeConsole(highlight=False, soft_wrap=True, markup=False, emoji=False)
+class _LazyConsole:
+    """The shared safe rich console, made on first use."""
+
+    _console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if _LazyConsole._console is None:
+            _LazyConsole._console = _safe_console()
+        return getattr(_LazyConsole._console, name)
+
+
+console: Any = _LazyConsole()
 
 
 def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
-    facts = Table.grid(padding=(0, 2))
-    facts.add_column(style="bold")
-    facts.add_column()
     rows = [
         ("model", s.name or "-"),
         ("source", s.source_format or "-"),
@@ -57,19 +73,20 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
     for key in ("capture.method", "capture.attempts"):
         if key in s.metadata:
             rows.append((key.replace(".", " "), s.metadata[key]))
-    for key, value in rows:
-        facts.add_row(key, clean(value))
-    console.print(clean(title), style="bold")
-    console.print(facts)
-    ops = Table(title="op histogram", title_justify="left", show_edge=False)
-    ops.add_column("op")
-    ops.add_column("count", justify="right")
-    for op, count in s.op_histogram[:top_ops]:
-        ops.add_row(clean(op), str(count))
+    width = max(len(key) for key, _ in rows)
+    lines = [clean(title)]  # every string from the file is cleaned (irbridge.sanitize)
+    lines += [f"{key.ljust(width)}  {clean(value)}" for key, value in rows]
+    ops = [(clean(op), str(count)) for op, count in s.op_histogram[:top_ops]]
     if len(s.op_histogram) > top_ops:
         rest = sum(c for _, c in s.op_histogram[top_ops:])
-        ops.add_row(f"({len(s.op_histogram) - top_ops} more ops)", str(rest))
-    console.print(ops)
+        ops.append((f"({len(s.op_histogram) - top_ops} more ops)", str(rest)))
+    left = max([len("op"), *(len(op) for op, _ in ops)])
+    right = max([len("count"), *(len(c) for _, c in ops)])
+    lines += ["op histogram", f" {'op'.ljust(left)} | {'count'.rjust(right)}",
+              f"-{'-' * left}-+-{'-' * right}"]
+    lines += [f" {op.ljust(left)} | {c.rjust(right)}" for op, c in ops]
     if s.opaque_ops:
         names = ", ".join(f"{clean(op)} x{c}" for op, c in s.opaque_ops)
-        console.print(f"opaque (unmapped) ops: {names}", style="yellow")
+        lines.append(f"opaque (unmapped) ops: {names}")
+    sys.stdout.write("\n".join(lines) + "\n")  # the rich console writes here too
+    sys.stdout.flush()

@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from irbridge.cli.render import console  # the shared console, made on first use
 from irbridge.errors import IrbridgeError
 
-console = Console(highlight=False)
 app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=None,
                   help="Run a simulator on a folder written by `irbridge export`.")
 
@@ -72,6 +70,8 @@ def astrasim(
     ranks = int(manifest.get("ranks", len(result.cycles)))
     compute = _trace_stage_ns(folder, str(manifest["workload"]), ranks)
     predicted = predict(folder, mode, backend)
+    from rich.table import Table  # lazy: keeps rich out of start-up
+
     table = Table(title=f"ASTRA-sim ({backend}, {mode}) on {folder}", title_justify="left",
                   show_edge=False)
     for column in ("rank", "ASTRA-sim ns", "exposed comm", "irbridge ns", "ratio",
@@ -124,6 +124,8 @@ def scalesim(
     else:
         with tempfile.TemporaryDirectory(prefix="irbridge-scalesim-") as scratch:
             rows = run_scalesim(folder, scratch)
+    from rich.table import Table  # lazy: keeps rich out of start-up
+
     table = Table(title=f"SCALE-Sim on {folder} ({info.get('target')}, {info.get('dtype')}, "
                         f"clock {clock / 1e9:.4g} GHz)", title_justify="left", show_edge=False)
     for column, justify in (("layer", "left"), ("file", "left"), ("cycles", "right"),

@@ -12,7 +12,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.special
 
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType
@@ -66,10 +65,22 @@ def _unary(name: str, fn: ArrayFn, flops: int, doc: str, category: Category = Ca
            reference=_keep_dtype(lambda x, **a: fn(widen(x), **a)), doc=doc)
 
 
+def _erf(x: np.ndarray) -> np.ndarray:
+    import scipy.special  # lazy: scipy costs ~0.3 s of start-up; only reference runs need it
+
+    return scipy.special.erf(x)
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    import scipy.special
+
+    return scipy.special.expit(x)
+
+
 def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
     if approximate == "tanh":
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
-    return 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2)))
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2)))
 
 
 def _round_half_even(x: np.ndarray) -> np.ndarray:
@@ -86,7 +97,7 @@ _unary("reciprocal", lambda x: 1 / x, 1, "1/x.")
 _unary("sin", np.sin, 1, "Sine.")
 _unary("cos", np.cos, 1, "Cosine.")
 _unary("tan", np.tan, 1, "Tangent.")
-_unary("erf", scipy.special.erf, 1, "Gauss error function.")
+_unary("erf", _erf, 1, "Gauss error function.")
 _unary("floor", np.floor, 1, "Round down.")
 _unary("ceil", np.ceil, 1, "Round up.")
 _unary("round", _round_half_even, 1, "Round to nearest, ties to even.")
@@ -95,13 +106,13 @@ _unary("logical_not", np.logical_not, 1, "Boolean not.", bool_out=True)
 _unary("isnan", np.isnan, 1, "True where x is NaN.", bool_out=True)
 _unary("isinf", np.isinf, 1, "True where x is +-inf.", bool_out=True)
 _unary("tanh", np.tanh, 4, "Hyperbolic tangent.", Category.ACTIVATION)
-_unary("sigmoid", lambda x: scipy.special.expit(x), 4, "Logistic sigmoid 1/(1+exp(-x)).",
+_unary("sigmoid", _expit, 4, "Logistic sigmoid 1/(1+exp(-x)).",
        Category.ACTIVATION)
 _unary("relu", lambda x: np.maximum(x, 0), 1, "max(x, 0).", Category.ACTIVATION)
 _unary("gelu", _gelu, 8, "Gaussian error linear unit; `approximate` = none | tanh.",
        Category.ACTIVATION, attrs=(attr("approximate", AttrKind.STRING, "none",
                                          choices=("none", "tanh")),))
-_unary("silu", lambda x: x * scipy.special.expit(x), 5, "x * sigmoid(x) (swish).",
+_unary("silu", lambda x: x * _expit(x), 5, "x * sigmoid(x) (swish).",
        Category.ACTIVATION)
 _unary("mish", lambda x: x * np.tanh(np.logaddexp(0, x)), 8, "x * tanh(softplus(x)).",
        Category.ACTIVATION)

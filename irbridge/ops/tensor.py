@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
-import scipy.special
 
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
@@ -1145,8 +1144,13 @@ _reduction("reduce_min",
 _reduction("reduce_prod", lambda x, a: np.prod(x, axis=a, keepdims=True), 1, "Product")
 _reduction("reduce_l2", lambda x, a: np.sqrt(np.sum(np.square(x), axis=a, keepdims=True)), 2,
            "Euclidean norm sqrt(sum(x^2))")
-_reduction("reduce_log_sum_exp",
-           lambda x, a: scipy.special.logsumexp(x, axis=a, keepdims=True), 1,
+def _logsumexp(x: np.ndarray, a: Any) -> np.ndarray:
+    import scipy.special  # lazy: keeps scipy out of start-up (irbridge info, validate)
+
+    return scipy.special.logsumexp(x, axis=a, keepdims=True)
+
+
+_reduction("reduce_log_sum_exp", _logsumexp, 1,
            "log(sum(exp(x))), computed stably (max subtracted first),")
 
 

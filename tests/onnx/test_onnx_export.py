@@ -35,7 +35,13 @@ def _example_model(name: str) -> tuple[Model, dict[str, np.ndarray]]:
 def _roundtrip_checks(model: Model, feeds: dict[str, np.ndarray], opset: int) -> None:
     with np.errstate(all="ignore"):
         expected = run_model(model, feeds)
-    proto = to_onnx(model, opset=opset)  # runs onnx.checker.check_model(full_check=True)
+    # the default export is the lean one (converters/onnx/_optimize.py): same numbers
+    lean = to_onnx(model, opset=opset)  # runs onnx.checker.check_model(full_check=True)
+    assert_close(ort_run(lean, feeds), expected)
+    with np.errstate(all="ignore"):
+        assert_close(run_model(from_onnx(lean)[0], feeds), expected)
+    # without the clean-up pass the file rebuilds the very same neutral ops
+    proto = to_onnx(model, opset=opset, optimize=False)
     assert_close(ort_run(proto, feeds), expected)
     back, coverage = from_onnx(proto)
     assert coverage.fully_neutral, coverage.lines()
@@ -220,7 +226,7 @@ def import_model(proto: onnx.ModelProto) -> Model:
 
 def test_lowered_groups_are_rebuilt_on_import() -> None:
     model, _ = transformer_block()
-    proto = to_onnx(model)
+    proto = to_onnx(model, optimize=False)
     ops = {n.op_type for n in proto.graph.node}
     assert "Softmax" in ops and "MatMul" in ops  # attention went through its decomposition
     back = import_model(proto)
@@ -247,7 +253,7 @@ def test_export_onnx_writes_atomically(tmp_path: Path) -> None:
 def test_export_onnx_external_data(tmp_path: Path) -> None:
     model, feeds = transformer_block()  # weights of 4 KiB and more go to the data file
     target = tmp_path / "block.onnx"
-    export_onnx(model, target, external_data=True)
+    export_onnx(model, target, external_data=True, optimize=False)  # weights as they are
     assert sorted(p.name for p in tmp_path.iterdir()) == ["block.onnx", "block.onnx.data"]
     proto = onnx.load(str(target), load_external_data=False)
     assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer)

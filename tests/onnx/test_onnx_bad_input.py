@@ -242,7 +242,7 @@ def test_failed_export_leaves_no_file_and_keeps_the_old_one(tmp_path: Path) -> N
 
 
 def test_export_into_a_missing_folder(tmp_path: Path) -> None:
-    with pytest.raises(ExportError) as exc:
+    with pytest.raises(IrbridgeError) as exc:   # the shared output check (irbridge.atomic)
         export_onnx(_graph_model(), tmp_path / "no" / "such" / "m.onnx")
     assert "does not exist" in _one_line(exc)
 

@@ -80,6 +80,23 @@ def complex_literal_mismatch(text: str) -> tuple[int, str] | None:
     return None
 
 
+_DENSE_OR_STRING = re.compile(r'dense<[^<>]*>|"(?:[^"\\\n]|\\.)*"')
+_HUGE_IN_LIST = re.compile(r"\[[^\[\]]*?(?<![\w.])(\d{10,})(?![\w.])[^\[\]]*\]")
+
+
+def huge_list_index(text: str) -> tuple[int, str] | None:
+    """(line, number) of an integer of ten or more digits in a bracketed list outside dense
+    literals and strings (dimension numbers, `dims = [...]`, window attributes), or None.
+    No such list holds a dimension or index past 2^31 in a real program, and MLIR's parser
+    allocates by the number before it checks it (an LLVM fatal error, the process gone,
+    for `dim_numbers = [b, f, 1099511627776, 1]`)."""
+    blanked = _DENSE_OR_STRING.sub(lambda m: " " * len(m.group()), text)
+    match = _HUGE_IN_LIST.search(blanked)
+    if match is None:
+        return None
+    return text.count("\n", 0, match.start(1)) + 1, match.group(1)
+
+
 def text_too_deep(text: str, limit: int = MAX_BRACKET_DEPTH) -> int | None:
     """The line (1-based) where brackets outside strings and comments first nest deeper
     than `limit`, or None. Linear in the text; nothing is parsed."""

@@ -68,6 +68,7 @@ from ._mlir import (
     complex_literal_mismatch,
     current_version,
     diagnostics_line,
+    huge_list_index,
     minimum_version,
     new_context,
     one_line,
@@ -227,6 +228,11 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
                 raise FileFormatError(f"{source}: line {line}: brackets nest deeper than "
                                       f"{MAX_BRACKET_DEPTH} levels; refusing to parse (no "
                                       "real program nests this deep)")
+            huge = huge_list_index(text)
+            if huge is not None:
+                raise FileFormatError(f"{source}: line {huge[0]}: {huge[1]} in a dimension "
+                                      "or index list; no tensor has that many dims or "
+                                      "elements along one")
             mismatch = complex_literal_mismatch(text)
             if mismatch is not None:
                 raise FileFormatError(f"{source}: line {mismatch[0]}: a complex literal "

@@ -21,6 +21,7 @@ from irbridge.converters.stablehlo._mlir import (
     MAX_BRACKET_DEPTH,
     MAX_BYTECODE_DEPTH,
     bytecode_depth,
+    huge_list_index,
     text_too_deep,
 )
 from irbridge.converters.stablehlo.importer import MAX_REGION_DEPTH
@@ -310,3 +311,24 @@ def test_complex_literal_on_a_real_scalar_is_one_line(tmp_path: Path, element: s
             f"  return %0 : tensor<{element}>\n}}\n")
     _refused(tmp_path, "c.mlir", text, f"line 2: a complex literal (re, im) for a "
              f"tensor<{element}> constant")
+
+
+@pytest.mark.parametrize("attr", ["dim_numbers = [b, f, 1099511627776, 1]x[o, i, 0, 1]->"
+                                  "[b, f, 0, 1]", "dims = [4294967296]"])
+def test_giant_dimension_numbers_are_refused_before_parsing(tmp_path: Path,
+                                                            attr: str) -> None:
+    """MLIR's parser allocates by such a number before checking it (an LLVM fatal error
+    that ends the process; found by the fuzz suite)."""
+    if attr.startswith("dims"):
+        op = (f"%0 = stablehlo.broadcast_in_dim %arg0, {attr} : (tensor<4xf32>) -> "
+              "tensor<2x4xf32>")
+    else:
+        op = (f"%0 = stablehlo.convolution(%arg0, %arg0) {attr}, window = {{stride = [1, 1]}} "
+              "{batch_group_count = 1 : i64, feature_group_count = 1 : i64} : "
+              "(tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>")
+    text = ("func.func @main(%arg0: tensor<4xf32>) -> tensor<2x4xf32> {\n"
+            f"  {op}\n  return %0 : tensor<2x4xf32>\n}}\n")
+    _refused(tmp_path, "huge.mlir", text, "line 2", "dimension or index list")
+    # the same numbers inside a dense literal are values, not dims: they pass the scan
+    assert huge_list_index("%c = stablehlo.constant dense<[1099511627776, 2]> : "
+                           "tensor<2xi64>\n") is None

@@ -383,7 +383,11 @@ class Graph:
                     touched[id(value)] = value
         for value in touched.values():
             value.uses = [(n, i) for n, i in value.uses if id(n) not in doomed]
-        self.nodes = [n for n in self.nodes if id(n) not in doomed]
+        count = len(doomed)
+        if count and {id(n) for n in self.nodes[-count:]} == doomed:
+            del self.nodes[-count:]   # the last nodes added (a rolled-back attempt): O(count)
+        else:
+            self.nodes = [n for n in self.nodes if id(n) not in doomed]
         self._ids_seen = len(self.nodes)
 
     # -- queries --------------------------------------------------------------------

@@ -886,13 +886,16 @@ class _GraphImporter:
             self._rollback(attempt.start, attempt.env)
 
     def _rollback(self, start: int, env_size: int) -> None:
-        for node in reversed(self.graph.nodes[start:]):
+        """Undo an attempt in time proportional to what it added (attempts roll back
+        often: a whole-graph pass per rollback made imports quadratic)."""
+        added = list(reversed(self.graph.nodes[start:]))
+        for node in added:
             for out in node.outputs:
                 out.uses = []
                 self.mi.consts.pop(out, None)
-            self.graph.remove_node(node)
-        for name in list(self.env)[env_size:]:  # names are only ever added, never rebound
-            del self.env[name]
+        self.graph.remove_nodes(added)
+        while len(self.env) > env_size:  # names are only ever added, never rebound
+            self.env.popitem()
 
     def _bind(self, node: NodeProto, results: Sequence[Value | None], start: int,
               provenance: Provenance) -> None:

@@ -87,8 +87,9 @@ class _Group(TyperGroup):
 
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
-            raise  # click's own exits and usage errors
+        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
+                click.ClickException):
+            raise  # typer's and click's own exits and usage errors
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(130) from None

@@ -79,22 +79,23 @@ def error_line(exc: BaseException) -> str:
             "rerun with --debug for the traceback")
 
 
+def _is_cli_framework(exc: Exception) -> bool:
+    """typer's and click's own exits and usage errors (their classes live in their
+    packages, vendored or not): they print and exit by themselves."""
+    return type(exc).__module__.split(".")[0] in ("typer", "click", "_typer")
+
+
 class _Group(TyperGroup):
     """Turns every exception a command raises into one line: exit 2 (130 on Ctrl-C)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer vendors click; its Context type is private
-        import click
-
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, click.exceptions.Exit, click.exceptions.Abort,
-                click.ClickException):
-            raise  # typer's and click's own exits and usage errors
         except KeyboardInterrupt:
             typer.echo("error: interrupted", err=True)
             raise typer.Exit(130) from None
         except Exception as exc:
-            if (ctx.obj or {}).get("debug"):
+            if (ctx.obj or {}).get("debug") or _is_cli_framework(exc):
                 raise
             try:
                 line = error_line(exc)

@@ -56,7 +56,7 @@ def _os_error_message(exc: OSError) -> str:
     import errno
 
     problem = exc.strerror or exc.__class__.__name__
-    if exc.errno in errno.errorcode:
+    if exc.errno is not None and exc.errno in errno.errorcode:
         problem = f"{problem} ({errno.errorcode[exc.errno]})"
     paths = [p for p in (exc.filename, exc.filename2) if p is not None]
     if not paths:

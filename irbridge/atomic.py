@@ -1,12 +1,26 @@
 """Write outputs all-or-nothing: a file or a folder is built under a temporary name beside
 its destination and renamed into place only when complete, so a failure never leaves a
-half-written output behind (nor destroys an earlier one)."""
+half-written output behind (nor destroys an earlier one).
+
+Rules every writer shares (one place):
+- an output that exists must be a regular file (or, for folder outputs, an empty folder or
+  an earlier irbridge output folder): `-o ./null` on a device, FIFO or socket is refused;
+- temporaries are named `.<output>.<host>-<pid>.<random>.tmp`; a later write to the same
+  output removes the ones whose writing process (same host) is gone, i.e. left by a kill;
+- any OSError while writing (full disk, read-only folder, file size limit) becomes a
+  one-line IrbridgeError naming the output, and nothing is left behind.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
+import re
 import shutil
+import socket
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +34,111 @@ def _umask() -> int:
     return mask
 
 
-def _check_parent(target: Path) -> None:
+def _host_tag() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+_HOST = _host_tag()
+
+
+def temp_prefix(target: Path) -> str:
+    """Prefix of the temporaries this process writes for `target` (see `remove_stale`)."""
+    return f".{target.name}.{_HOST}-{os.getpid()}."
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(target: Path) -> list[Path]:
+    """Remove temporaries of earlier writes to `target` whose writer (a process on this
+    host) no longer runs: what a kill -9 or a power cut left. Only names of our own pattern
+    are touched; a live writer's files (or another host's) are kept. Returns what went."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.{_HOST}-(\d+)\.[A-Za-z0-9_]+"
+                         r"(\.data)?\.tmp")
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or _pid_alive(int(match.group(1))):
+            continue
+        path = Path(entry.path)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def check_output(target: Path, *, folder: bool = False) -> None:
+    """Refuse outputs that must not be replaced: missing or unwritable parent folder, an
+    existing folder (for a file output), a device, FIFO, socket or other special file."""
     parent = target.parent
     if not parent.is_dir():
         raise IrbridgeError(f"{target}: folder {parent} does not exist")
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise IrbridgeError(f"{target}: cannot check the output ({exc.strerror})") from None
+    if st is not None:
+        if stat.S_ISDIR(st.st_mode):
+            if not folder:
+                raise IrbridgeError(f"{target}: is a folder; expected a file name")
+        elif not stat.S_ISREG(st.st_mode):
+            raise IrbridgeError(f"{target}: exists and is not a regular file ({_kind(st)}); "
+                                "irbridge replaces only regular files")
+        elif folder:
+            raise IrbridgeError(f"{target}: exists and is not a folder")
     if not os.access(parent, os.W_OK):
-        raise IrbridgeError(f"{target}: folder {parent} is not writable")
+        ro = False
+        with contextlib.suppress(OSError):
+            ro = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
+        raise IrbridgeError(f"{target}: folder {parent} is "
+                            + ("on a read-only file system" if ro else "not writable"))
+
+
+def _kind(st: os.stat_result) -> str:
+    mode = st.st_mode
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
+def write_error(target: Path, exc: OSError) -> IrbridgeError:
+    """One line for an OSError met while writing `target`."""
+    reason = exc.strerror or str(exc)
+    hints = {errno.ENOSPC: "free some space or write elsewhere",
+             errno.EDQUOT: "free some space or write elsewhere",
+             errno.EFBIG: "the file size limit (ulimit -f) or the file system's is too small",
+             errno.EROFS: "write to another folder"}
+    return IrbridgeError(f"{target}: cannot write ({reason})", hint=hints.get(exc.errno or 0))
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make renames in `folder` durable (best effort: not every file system allows it)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 @contextlib.contextmanager
@@ -33,16 +146,22 @@ def atomic_file(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside `target`; it replaces `target` when the block ends
     without an exception, and is removed otherwise."""
     target = Path(target)
-    _check_parent(target)
-    if target.is_dir():
-        raise IrbridgeError(f"{target}: is a folder; expected a file name")
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    check_output(target)
+    remove_stale(target)
+    try:
+        fd, name = tempfile.mkstemp(prefix=temp_prefix(target), suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise write_error(target, exc) from None
     os.close(fd)
     tmp = Path(name)
     try:
-        yield tmp
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, target)
+        try:
+            yield tmp
+            os.chmod(tmp, 0o666 & ~_umask())
+            check_output(target)  # it may have become a special file meanwhile
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise write_error(target, exc) from exc
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -58,26 +177,34 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     succeeds. An existing `target` must be empty or an earlier irbridge output folder."""
     shown = Path(target)
     target = shown.resolve()
-    _check_parent(target)
-    if target.exists() and not target.is_dir():
-        raise IrbridgeError(f"{shown}: exists and is not a folder")
-    if target.is_dir() and any(target.iterdir()) and not (target / OUTPUT_MARKER).exists():
+    try:
+        check_output(target, folder=True)
+    except IrbridgeError as exc:
+        raise IrbridgeError(str(exc).replace(str(target), str(shown), 1)) from None
+    if target.is_dir() and any(target.iterdir()) and not (target / OUTPUT_MARKER).is_file():
         raise IrbridgeError(f"{shown}: folder exists and holds files irbridge did not write; "
                             "choose a new folder or empty it")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    remove_stale(target)
     try:
-        yield tmp
-        (tmp / OUTPUT_MARKER).write_text(
-            "Written by irbridge export; the next export to this folder replaces it whole.\n",
-            encoding="utf-8")
-        os.chmod(tmp, 0o777 & ~_umask())
-        if target.exists():
-            old = target.with_name(f".{target.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
+        tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(target), suffix=".tmp",
+                                    dir=target.parent))
+    except OSError as exc:
+        raise write_error(shown, exc) from None
+    old = target.with_name(f"{temp_prefix(target)}old.tmp")
+    try:
+        try:
+            yield tmp
+            (tmp / OUTPUT_MARKER).write_text(
+                "Written by irbridge export; the next export to this folder replaces it "
+                "whole.\n", encoding="utf-8")
+            os.chmod(tmp, 0o777 & ~_umask())
+            if target.exists():
+                os.replace(target, old)
+                os.replace(tmp, target)
+            else:
+                os.replace(tmp, target)
+        except OSError as exc:
+            raise write_error(shown, exc) from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)

@@ -12,7 +12,11 @@ class IrbridgeError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+        # Messages quote names from files: print them as one clean line (see sanitize.py).
+        from irbridge.sanitize import clean
+
+        text = self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+        return clean(text)
 
 
 class FileFormatError(IrbridgeError):

@@ -3,11 +3,22 @@
 Every front-end and back-end is checked numerically against this executor. It favours
 clarity over speed, but frees each intermediate array after its last use so that real
 models fit in memory.
+
+Runs are bounded, since the model may come from anywhere (a 100-byte ONNX `Tile` can
+declare a 4 GB output): before a node runs, the bytes its outputs declare (static types)
+plus the intermediates already held must fit the memory budget, else the run stops
+with one line naming the node. The budget is `MEMORY_FACTOR` times the model's weights
+and fed inputs, at least `MEMORY_FLOOR`; `IRBRIDGE_MAX_MEMORY` (bytes, or with a K/M/G/T
+suffix) replaces it. Node executions, loop and branch bodies included, are capped at
+`MAX_STEPS` (`IRBRIDGE_MAX_STEPS`), which bounds while loops with huge trip counts.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,11 +33,96 @@ class ExecutionError(IrbridgeError):
     """The reference executor could not run a node (opaque op, missing weights, bad input)."""
 
 
+MEMORY_FLOOR = 2 << 30
+"""Smallest memory budget (bytes) for intermediates, whatever the model's size."""
+
+MEMORY_FACTOR = 16
+"""Budget for intermediates as a multiple of the model's weights plus its fed inputs."""
+
+MAX_STEPS = 500_000
+"""Most node executions of one run (bodies of loops and branches count each time)."""
+
+
+@dataclass
+class Budget:
+    """What one run may use: `limit` bytes of intermediates held at once, `max_steps`
+    node executions; `held` and `steps` are what it uses so far."""
+
+    limit: int
+    max_steps: int = MAX_STEPS
+    held: int = 0
+    steps: int = 0
+
+    @classmethod
+    def for_data(cls, nbytes: int) -> Budget:
+        """The default budget of a run whose weights and inputs take `nbytes`, unless
+        IRBRIDGE_MAX_MEMORY / IRBRIDGE_MAX_STEPS say otherwise."""
+        limit = _env_size("IRBRIDGE_MAX_MEMORY")
+        steps = _env_size("IRBRIDGE_MAX_STEPS", suffixes=False)
+        return cls(limit if limit is not None else max(MEMORY_FLOOR, MEMORY_FACTOR * nbytes),
+                   steps if steps is not None else MAX_STEPS)
+
+
+_SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _env_size(name: str, suffixes: bool = True) -> int | None:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    match = re.fullmatch(r"(\d{1,15})([KMGT]?)(?:i?B)?" if suffixes else r"(\d{1,15})()",
+                         text, re.IGNORECASE)
+    if match is None or int(match[1]) <= 0:
+        form = "a positive byte count such as 8G or 512M" if suffixes else "a positive count"
+        raise ExecutionError(f"{name}={text!r} is not {form}")
+    return int(match[1]) * _SUFFIX[match[2].upper()]
+
+
+def _human(n: int) -> str:
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _declared_bytes(node: Node, where: str) -> int:
+    """Bytes the node's outputs take by their static types (unknown dims count 0)."""
+    total = 0
+    for value in node.outputs:
+        t = value.type
+        if t is None or t.shape is None:
+            continue
+        count = 1
+        for dim in t.shape:
+            if not isinstance(dim, int):
+                count = 0
+                break
+            if dim < 0:
+                raise ExecutionError(f"{where}: output {value.name!r} has negative dim "
+                                     f"{dim} in its type {t}")
+            count *= dim
+        total += count * t.dtype.itemsize
+    return total
+
+
+def _data_bytes(graph: Graph, feeds: Mapping[str, np.ndarray]) -> int:
+    total = sum(int(np.asarray(a).nbytes) for a in feeds.values())
+    for value in graph.parameters:
+        if value.tensor is not None and value.tensor.data is not None:
+            total += int(value.tensor.data.nbytes)
+    return total
+
+
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
               outer: Mapping[str, np.ndarray] | None = None,
-              on_node: NodeHook | None = None) -> list[np.ndarray]:
+              on_node: NodeHook | None = None,
+              budget: Budget | None = None) -> list[np.ndarray]:
     """Run one graph. `feeds` maps input names to arrays; `outer` holds values visible
-    from an enclosing graph (control-flow bodies); `on_node` sees every node's outputs."""
+    from an enclosing graph (control-flow bodies); `on_node` sees every node's outputs;
+    `budget` bounds memory and steps (by default derived from the graph's weights and
+    feeds, see the module doc)."""
+    if budget is None:
+        budget = Budget.for_data(_data_bytes(graph, feeds))
     env: dict[str, np.ndarray] = dict(outer or {})
     for value in graph.inputs:
         if value.name not in feeds:
@@ -41,38 +137,67 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
         env[value.name] = tensor.data
     last_use = _last_uses(graph)
     keep = {v.name for v in graph.outputs}
+    held: dict[str, int] = {}  # bytes of the intermediates this graph computed and holds
 
     def run_sub(sub: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:
         return run_graph(sub, {v.name: a for v, a in zip(sub.inputs, args, strict=True)},
-                         outer=env, on_node=on_node)
+                         outer=env, on_node=on_node, budget=budget)
 
-    for step, node in enumerate(graph.nodes):
-        where = registry.node_where(node)
-        if node.is_opaque:
-            raise ExecutionError(f"{where}: opaque op {node.qualified_op} has no reference "
-                                 "implementation")
-        schema = registry.get(node.op)
-        args = [None if v is None else _lookup(env, v, where) for v in node.inputs]
-        attrs = schema.resolve_attrs(node.attrs, where)
-        ctx = registry.RefContext([v.type for v in node.outputs], run_sub, where)
-        try:
-            results = schema.reference(args, attrs, ctx)
-        except IrbridgeError:
-            raise
-        except Exception as exc:  # numpy errors become one line naming the node
-            raise ExecutionError(f"{where}: reference implementation failed: {exc}") from exc
-        if len(results) != len(node.outputs):
-            raise ExecutionError(f"{where}: produced {len(results)} outputs, "
-                                 f"expected {len(node.outputs)}")
-        for value, array in zip(node.outputs, results, strict=True):
-            env[value.name] = np.asarray(array)
-        if on_node is not None:
-            on_node(node, [env[v.name] for v in node.outputs])
-        for operand in node.inputs:
-            if operand is not None and last_use.get(operand.name) == step \
-                    and operand.name not in keep and operand.name not in (outer or {}):
-                env.pop(operand.name, None)
-    return [_lookup(env, v, f"graph {graph.name!r} output") for v in graph.outputs]
+    try:
+        for step, node in enumerate(graph.nodes):
+            where = registry.node_where(node)
+            if node.is_opaque:
+                raise ExecutionError(f"{where}: opaque op {node.qualified_op} has no "
+                                     "reference implementation")
+            budget.steps += 1
+            if budget.steps > budget.max_steps:
+                raise ExecutionError(f"{where}: the run exceeds {budget.max_steps:,} node "
+                                     "executions (loop bodies count each iteration); set "
+                                     "IRBRIDGE_MAX_STEPS to allow more")
+            _check_memory(budget, _declared_bytes(node, where), where, "will need")
+            schema = registry.get(node.op)
+            args = [None if v is None else _lookup(env, v, where) for v in node.inputs]
+            attrs = schema.resolve_attrs(node.attrs, where)
+            ctx = registry.RefContext([v.type for v in node.outputs], run_sub, where)
+            try:
+                results = schema.reference(args, attrs, ctx)
+            except IrbridgeError:
+                raise
+            except MemoryError as exc:
+                raise ExecutionError(f"{where}: out of memory in the reference "
+                                     "implementation") from exc
+            except Exception as exc:  # numpy errors become one line naming the node
+                raise ExecutionError(f"{where}: reference implementation failed: "
+                                     f"{exc}") from exc
+            if len(results) != len(node.outputs):
+                raise ExecutionError(f"{where}: produced {len(results)} outputs, "
+                                     f"expected {len(node.outputs)}")
+            arrays = [np.asarray(a) for a in results]
+            produced = sum(int(a.nbytes) for a in arrays)
+            _check_memory(budget, produced, where, "produced")
+            for value, array in zip(node.outputs, arrays, strict=True):
+                budget.held -= held.pop(value.name, 0)
+                env[value.name] = array
+                held[value.name] = int(array.nbytes)
+                budget.held += int(array.nbytes)
+            if on_node is not None:
+                on_node(node, [env[v.name] for v in node.outputs])
+            for operand in node.inputs:
+                if operand is not None and last_use.get(operand.name) == step \
+                        and operand.name not in keep and operand.name not in (outer or {}):
+                    env.pop(operand.name, None)
+                    budget.held -= held.pop(operand.name, 0)
+        return [_lookup(env, v, f"graph {graph.name!r} output") for v in graph.outputs]
+    finally:
+        budget.held -= sum(held.values())
+
+
+def _check_memory(budget: Budget, nbytes: int, where: str, verb: str) -> None:
+    if budget.held + nbytes > budget.limit:
+        raise ExecutionError(f"{where}: its outputs {verb} {_human(nbytes)} with "
+                             f"{_human(budget.held)} of intermediates held, past the "
+                             f"executor's memory budget of {_human(budget.limit)} (set "
+                             "IRBRIDGE_MAX_MEMORY to raise it)")
 
 
 def run_model(model: Model, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray], *,
@@ -89,6 +214,9 @@ def run_graphs(model: Model, inputs: Mapping[str, np.ndarray] | Sequence[np.ndar
     first = model.graphs[0]
     if not isinstance(inputs, Mapping):
         inputs = {v.name: a for v, a in zip(first.inputs, inputs, strict=True)}
+    weights = sum(int(t.data.nbytes) for t in model.tensors.values() if t.data is not None)
+    budget = Budget.for_data(weights + sum(int(np.asarray(a).nbytes)
+                                           for a in inputs.values()))
     results: list[list[np.ndarray]] = []
     for index, graph in enumerate(model.graphs):
         feeds: dict[str, np.ndarray] = {}
@@ -101,7 +229,7 @@ def run_graphs(model: Model, inputs: Mapping[str, np.ndarray] | Sequence[np.ndar
                 feeds[value.name] = results[link.from_graph][position]
             elif value.name in inputs:
                 feeds[value.name] = inputs[value.name]
-        results.append(run_graph(graph, feeds, on_node=on_node))
+        results.append(run_graph(graph, feeds, on_node=on_node, budget=budget))
     return results
 
 

@@ -14,7 +14,8 @@ from irbridge.ir import Model
 
 IR_SUFFIXES = (".irb", ".irbt")
 ONNX_SUFFIXES = (".onnx",)
-STABLEHLO_SUFFIXES = (".mlir", ".mlirbc")
+STABLEHLO_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport")
+"""Read as StableHLO; `.jaxexport` is a serialized `jax.export` Exported (read only)."""
 
 
 def is_model_file(spec: str) -> bool:
@@ -70,6 +71,7 @@ def _write_stablehlo(model: Model, path: Path, **options: Any) -> Path:
 
 
 DEFAULT_HARDWARE = "h100-sxm"
+PARALLEL_OPTIONS = ("dp", "tp", "pp", "microbatches", "zero")
 
 
 def _output_writer(package: str, fmt: str | None = None, *, devices: bool = False
@@ -82,8 +84,9 @@ def _output_writer(package: str, fmt: str | None = None, *, devices: bool = Fals
 
         module = importlib.import_module(f"irbridge.converters.{package}")
         kwargs: dict[str, Any] = {"hardware": options.get("hardware") or DEFAULT_HARDWARE}
-        if devices:
+        if devices:  # chakra: pipeline split, or the parallel training step
             kwargs["devices"] = options.get("devices") or 1
+            kwargs.update({k: options[k] for k in PARALLEL_OPTIONS if options.get(k) is not None})
         if fmt is not None:
             kwargs["fmt"] = fmt
         result: Path = module.write(model, path, **kwargs)
@@ -109,7 +112,7 @@ WRITERS: dict[str, Callable[..., Path]] = {
 # Formats that need the weights; the others read the model shape-only.
 WEIGHTED_FORMATS = ("irb", "onnx", "stablehlo")
 _BY_SUFFIX = {**dict.fromkeys(IR_SUFFIXES, "irb"), **dict.fromkeys(ONNX_SUFFIXES, "onnx"),
-              **dict.fromkeys(STABLEHLO_SUFFIXES, "stablehlo"), ".dot": "dot", ".gv": "dot",
+              ".mlir": "stablehlo", ".mlirbc": "stablehlo", ".dot": "dot", ".gv": "dot",
               ".svg": "svg", ".png": "png", ".html": "html"}
 
 
@@ -126,5 +129,33 @@ def output_format(path: Path, fmt: str | None) -> str:
 
 
 def write_model(model: Model, path: Path, fmt: str | None = None, **options: Any) -> Path:
-    """Write `model` to `path` in `fmt` (or the suffix's format), atomically."""
-    return WRITERS[output_format(path, fmt)](model, path, **options)
+    """Write `model` to `path` in `fmt` (or the suffix's format), atomically. An incomplete
+    capture is written only as irbridge IR, which records that it is incomplete."""
+    fmt = output_format(path, fmt)
+    if fmt != "irb":
+        check_complete(model, fmt)
+    return WRITERS[fmt](model, path, **options)
+
+
+INCOMPLETE_KEYS = ("dynamo.uncaptured_inputs", "dynamo.uncaptured_outputs")
+"""IR metadata the Dynamo front-end sets when part of forward ran as Python outside its
+graphs: graph inputs fed by that Python, or model outputs no graph produced."""
+
+
+def check_complete(model: Model, fmt: str) -> None:
+    """Refuse to export a capture that is not the whole model (a file whose inputs are
+    internal tensors would pass for the model)."""
+    meta = model.metadata
+    if not any(key in meta for key in INCOMPLETE_KEYS):
+        return
+    why = []
+    if "dynamo.uncaptured_inputs" in meta:
+        inputs = meta["dynamo.uncaptured_inputs"].split("; ")
+        why.append(f"{len(inputs)} graph inputs come from Python that ran outside the graphs "
+                   f"(e.g. {inputs[0]})")
+    if "dynamo.uncaptured_outputs" in meta:
+        why.append(f"{meta['dynamo.uncaptured_outputs']} model outputs come from no graph")
+    raise IrbridgeError(
+        f"{model.name or 'the model'} is an incomplete Dynamo capture ({'; '.join(why)}): "
+        f"refusing to export it to {fmt} as if it were the model",
+        hint="capture it with --frontend export or fx, or write .irb to inspect it")

@@ -273,6 +273,12 @@ class Graph:
         self.break_reason = ""
         self.values: dict[str, Value] = {}
         self._ids = itertools.count()
+        # Kept as nodes are added, so building a graph is linear: the ids in use (re-read
+        # when `nodes` was changed other than through add_node / remove_nodes) and, per
+        # base name, the next suffix `unique_name` tries.
+        self._used_ids: set[int] = set()
+        self._ids_seen = 0
+        self._next_suffix: dict[str, int] = {}
 
     # -- building -------------------------------------------------------------------
     def add_input(self, name: str, type: TensorType | None) -> Value:
@@ -305,6 +311,8 @@ class Graph:
             if operand is not None:
                 operand.uses.append((node, index))
         self.nodes.append(node)
+        self._used_ids.add(node.id)
+        self._ids_seen = len(self.nodes)
         return node
 
     def set_outputs(self, values: Iterable[Value]) -> None:
@@ -314,9 +322,10 @@ class Graph:
         """A value name not used yet in this graph, derived from `base`."""
         if base not in self.values:
             return base
-        for i in itertools.count(1):
+        for i in itertools.count(self._next_suffix.get(base, 1)):
             candidate = f"{base}_{i}"
             if candidate not in self.values:
+                self._next_suffix[base] = i + 1
                 return candidate
         raise AssertionError("unreachable")
 
@@ -330,10 +339,12 @@ class Graph:
         return value
 
     def _next_id(self) -> int:
-        used = {n.id for n in self.nodes}
+        if self._ids_seen != len(self.nodes):   # nodes changed behind add_node's back
+            self._used_ids = {n.id for n in self.nodes}
+            self._ids_seen = len(self.nodes)
         while True:
             candidate = next(self._ids)
-            if candidate not in used:
+            if candidate not in self._used_ids:
                 return candidate
 
     def reserve_ids(self, start: int) -> None:
@@ -351,17 +362,33 @@ class Graph:
 
     def remove_node(self, node: Node) -> None:
         """Remove a node whose outputs are unused."""
-        for out in node.outputs:
-            if out.uses or out in self.outputs:
-                raise ValueError(f"node #{node.id} output {out.name!r} is still used")
-            del self.values[out.name]
-        for index, value in enumerate(node.inputs):
-            if value is not None:
-                value.uses = [(n, i) for n, i in value.uses if not (n is node and i == index)]
-        self.nodes.remove(node)
+        self.remove_nodes([node])
+
+    def remove_nodes(self, nodes: Sequence[Node]) -> None:
+        """Remove nodes whose outputs are unused except by each other (in one pass over
+        the graph, however many)."""
+        doomed = {id(n) for n in nodes}
+        outputs = {id(v) for v in self.outputs}
+        for node in nodes:
+            for out in node.outputs:
+                if id(out) in outputs or any(id(u) not in doomed for u, _ in out.uses):
+                    raise ValueError(f"node #{node.id} output {out.name!r} is still used")
+        touched: dict[int, Value] = {}
+        for node in nodes:
+            for out in node.outputs:
+                del self.values[out.name]
+                out.uses = []
+            for value in node.inputs:
+                if value is not None:
+                    touched[id(value)] = value
+        for value in touched.values():
+            value.uses = [(n, i) for n, i in value.uses if id(n) not in doomed]
+        self.nodes = [n for n in self.nodes if id(n) not in doomed]
+        self._ids_seen = len(self.nodes)
 
     # -- queries --------------------------------------------------------------------
     def node_by_id(self, node_id: int) -> Node:
+        """The node with `node_id` (a linear search: build a dict for many look-ups)."""
         for node in self.nodes:
             if node.id == node_id:
                 return node

@@ -3,17 +3,23 @@
 Converts the in-memory IR to `irbridge.v1.Model` messages and back, and reads and writes
 the two file forms: binary `.irb` (8-byte magic + serialized Model) and text `.irbt`
 (a header line + protobuf text format). Tensors above a size threshold go to a sidecar
-file (`<file>.data`) with offset, length and SHA-256, so that no file approaches the
-2 GiB protobuf limit. Loading parses data only; it never executes code. Writes are
-atomic: temporary files are renamed into place only once complete.
+file (`<file>.<generation>.data`) with offset, length and SHA-256, so that no file
+approaches the 2 GiB protobuf limit. Loading parses data only; it never executes code.
+Writes are atomic as a pair: the main file's rename is the single commit point (see
+"files" below).
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import math
 import os
+import re
+import secrets
+import signal
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,8 +31,9 @@ from google.protobuf import message as pb_message
 from google.protobuf import text_format
 
 from irbridge._proto import irbridge_pb2 as pb
+from irbridge.atomic import check_output, fsync_dir, remove_stale, temp_prefix, write_error
 from irbridge.dtypes import DType
-from irbridge.errors import FileFormatError
+from irbridge.errors import FileFormatError, IrbridgeError
 from irbridge.ir import (
     IR_VERSION,
     Analysis,
@@ -79,7 +86,8 @@ class _Sidecar:
         return ext
 
 
-def to_proto(model: Model, *, weights: bool = True, sidecar: _Sidecar | None = None) -> pb.Model:
+def to_proto(model: Model, *, weights: bool = True, sidecar: _Sidecar | None = None,
+             source: str | None = None) -> pb.Model:
     """Convert a model. `weights=False` writes tensors shape-only; with a sidecar, tensors
     of at least its threshold bytes are stored there instead of inline."""
     writer = _Writer(weights, sidecar)
@@ -90,7 +98,10 @@ def to_proto(model: Model, *, weights: bool = True, sidecar: _Sidecar | None = N
     )
     msg.metadata.update(model.metadata)
     msg.tensors.extend(writer.tensor(t) for t in model.tensors.values())
-    msg.graphs.extend(writer.graph(g) for g in model.graphs)
+    try:
+        msg.graphs.extend(writer.graph(g) for g in model.graphs)
+    except (pb_message.DecodeError, pb_message.EncodeError, RecursionError) as exc:
+        raise _too_deep(source or f"model {model.name!r}", exc) from None
     for link in model.links:
         msg.links.add(from_graph=link.from_graph, from_output=link.from_output,
                       to_graph=link.to_graph, to_input=link.to_input)
@@ -238,8 +249,9 @@ def from_proto(msg: pb.Model, *, source: str = "<memory>",
                read_external: ExternalReader | None = None) -> Model:
     """Build a Model from a message. Any inconsistency raises FileFormatError naming
     `source`. Without `read_external`, external tensors load shape-only."""
-    if msg.ir_version == 0:
-        raise FileFormatError(f"{source}: no IR version set; not an irbridge model")
+    if msg.ir_version <= 0:
+        raise FileFormatError(f"{source}: IR version {msg.ir_version} is not valid; "
+                              "not an irbridge model")
     if msg.ir_version > IR_VERSION:
         raise FileFormatError(
             f"{source}: IR version {msg.ir_version} is newer than this irbridge reads "
@@ -385,6 +397,8 @@ def _type_from_proto(msg: pb.TensorType) -> TensorType:
     for d in msg.shape.dims:
         kind = d.WhichOneof("kind")
         if kind == "size":
+            if d.size < 0:
+                raise ValueError(f"a value type has a negative dim {d.size}")
             dims.append(d.size)
         elif kind == "symbol":
             s = d.symbol
@@ -477,70 +491,186 @@ def _parse_text(text: str, source: str) -> pb.Model:
 
 
 # --------------------------------------------------------------------------- files
+# File layout (docs/ir-spec.md, "Files"): `<name>.irb` (or .irbt) plus at most one sidecar
+# `<name>.irb.<generation>.data`, where <generation> is 16 random hex digits chosen per save.
+# A save writes and fsyncs both under temporary names, then (holding a lock on the folder
+# against other irbridge writers) renames the sidecar to its fresh generation name, then
+# renames the main file: that rename is the single commit point. Only after it are sidecars
+# of earlier generations (and the pre-generation name `<name>.irb.data`) removed. A reader
+# that meets a vanished sidecar because the file was replaced under it reads the new file.
+_GENERATION_DIGITS = 16
+_KILL_HOOK = "IRBRIDGE_TEST_KILL_AT"
+"""Tests only: name of a save stage at which the writing process SIGKILLs itself, to prove
+that a kill at any stage leaves the old or the new model whole (tests/test_serde_crash.py)."""
+_MAX_MESSAGE = (1 << 31) - 1
+
+
+def sidecar_pattern(path: Path) -> re.Pattern[str]:
+    """Names of sidecars (any generation, and the pre-generation `<file>.data`) of `path`."""
+    return re.compile(rf"{re.escape(path.name)}(\.[0-9a-f]{{{_GENERATION_DIGITS}}})?\.data")
+
+
 def sidecar_path(path: Path) -> Path:
+    """The sidecar the saved file at `path` refers to (the newest generation on disk when
+    the file cannot say): for tools and tests that want to look at it."""
+    path = Path(path)
+    with contextlib.suppress(FileFormatError, OSError):
+        for location in _external_locations(path):
+            return path.with_name(location)
+    pattern = sidecar_pattern(path)
+    found = [p for p in path.parent.iterdir() if pattern.fullmatch(p.name)] \
+        if path.parent.is_dir() else []
+    if found:
+        return max(found, key=lambda p: p.stat().st_mtime_ns)
     return path.with_name(path.name + ".data")
+
+
+def _external_locations(path: Path) -> list[str]:
+    msg = _read_message(path, path.read_bytes())
+    seen: dict[str, None] = {}
+    for t in msg.tensors:
+        if t.WhichOneof("data") == "external":
+            seen.setdefault(t.external.location)
+    return list(seen)
 
 
 def is_text_path(path: Path) -> bool:
     return path.suffix == ".irbt"
 
 
+def _stage(name: str) -> None:
+    if os.environ.get(_KILL_HOOK) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
          external_threshold: int = DEFAULT_EXTERNAL_THRESHOLD) -> Path:
-    """Write `model` to `path` (.irb binary, .irbt text), atomically.
+    """Write `model` to `path` (.irb binary, .irbt text), atomically (see the layout note
+    above): a kill at any instant, or a concurrent save, leaves readers the old model or
+    the new one, whole.
 
-    weights: "auto" (tensors >= external_threshold bytes go to the sidecar `<path>.data`),
-    "inline" (all inline; fails past the 2 GiB limit), "external" (every tensor with data
-    to the sidecar) or "none" (shape-only)."""
+    weights: "auto" (tensors >= external_threshold bytes go to the sidecar
+    `<path>.<generation>.data`), "inline" (all inline; fails past the 2 GiB limit),
+    "external" (every tensor with data to the sidecar) or "none" (shape-only)."""
     path = Path(path)
     if weights not in ("auto", "inline", "external", "none"):
         raise ValueError(f"weights must be auto, inline, external or none, not {weights!r}")
-    side = sidecar_path(path)
+    try:
+        check_output(path)
+    except IrbridgeError as exc:
+        raise FileFormatError(exc.message, hint=exc.hint) from None
+    side_name = f"{path.name}.{secrets.token_hex(_GENERATION_DIGITS // 2)}.data"
     sidecar = None
     if weights in ("auto", "external"):
-        sidecar = _Sidecar(side.name, 0 if weights == "external" else external_threshold)
-    msg = to_proto(model, weights=weights != "none", sidecar=sidecar)
-    if is_text_path(path):
-        body = text_format.MessageToString(msg, as_utf8=True)
-        payload = f"{TEXT_HEADER} ir_version={model.ir_version}\n{body}".encode()
-    else:
-        payload = MAGIC + _serialize(msg, str(path))
-    if not path.parent.is_dir():
-        raise FileFormatError(f"{path}: folder {path.parent} does not exist")
-    # The sidecar is renamed into place before the main file (inner context exits first).
-    with _atomic(path) as main_tmp, _atomic(side) as side_tmp:
+        sidecar = _Sidecar(side_name, 0 if weights == "external" else external_threshold)
+    msg = to_proto(model, weights=weights != "none", sidecar=sidecar, source=str(path))
+    nested = any(True for _, node in model.all_nodes() for _ in node.subgraphs())
+    payload = _encode(msg, path, model.ir_version, nested)
+    remove_stale(path)
+    temps: list[Path] = []
+    try:
+        side_tmp = None
         if sidecar is not None and sidecar.chunks:
-            for chunk in sidecar.chunks:
-                side_tmp.write(chunk)
-            side_tmp.keep = True  # type: ignore[attr-defined]
-        main_tmp.write(payload)
-        main_tmp.keep = True  # type: ignore[attr-defined]
-    if (sidecar is None or not sidecar.chunks) and side.exists():
-        side.unlink()  # a stale sidecar of an earlier save would mislead readers
+            side_tmp = _write_temp(path, sidecar.chunks, ".data.tmp", temps)
+            _stage("sidecar-written")
+        main_tmp = _write_temp(path, [payload], ".tmp", temps)
+        _stage("main-written")
+        with _folder_lock(path.parent):
+            check_output(path)  # it may have become a special file meanwhile
+            if side_tmp is not None:
+                os.replace(side_tmp, path.with_name(side_name))
+                _stage("sidecar-renamed")
+                fsync_dir(path.parent)
+            os.replace(main_tmp, path)  # the commit point
+            _stage("main-renamed")
+            fsync_dir(path.parent)
+            _remove_old_sidecars(path, keep=side_name if side_tmp is not None else None)
+            _stage("cleaned")
+    except OSError as exc:
+        raise FileFormatError(write_error(path, exc).message,
+                              hint=write_error(path, exc).hint) from exc
+    except IrbridgeError as exc:
+        raise FileFormatError(exc.message, hint=exc.hint) from None
+    finally:
+        for tmp in temps:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
     return path
 
 
-@contextlib.contextmanager
-def _atomic(target: Path) -> Iterator[BinaryIO]:
-    """A temporary file beside `target`, renamed onto it on success if marked `keep`;
-    removed on any failure."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp = Path(tmp_name)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a saved model is a normal file
-    handle = os.fdopen(fd, "wb")
-    handle.keep = False  # type: ignore[attr-defined]
+def _encode(msg: pb.Model, path: Path, ir_version: int, nested: bool) -> bytes:
+    """The file's bytes, after checking that this irbridge's reader accepts them (protobuf's
+    2 GiB message limit and its nesting limit): a save never writes a file `load` refuses."""
+    binary = _serialize(msg, str(path))
+    if len(binary) > _MAX_MESSAGE:
+        raise FileFormatError(f"{path}: model is {len(binary)} bytes, over protobuf's 2 GiB "
+                              "message limit", hint="store weights externally (weights=auto)")
     try:
-        yield handle
+        if nested:  # the only way a message the writer built can exceed the reader's limits
+            pb.Model.FromString(binary)
+    except (pb_message.DecodeError, RecursionError, ValueError) as exc:
+        raise _too_deep(str(path), exc) from None
+    if is_text_path(path):
+        body = text_format.MessageToString(msg, as_utf8=True)
+        return f"{TEXT_HEADER} ir_version={ir_version}\n{body}".encode()
+    return MAGIC + binary
+
+
+def _too_deep(where: str, exc: BaseException) -> FileFormatError:
+    return FileFormatError(f"{where}: this model cannot be written: its reader would refuse "
+                           f"it ({_one_line(exc)}); most likely subgraphs nest deeper than "
+                           "protobuf's limit of 100 message levels",
+                           hint="flatten nested control flow")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _write_temp(path: Path, chunks: list[bytes], suffix: str, temps: list[Path]) -> Path:
+    fd, name = tempfile.mkstemp(prefix=temp_prefix(path), suffix=suffix, dir=path.parent)
+    tmp = Path(name)
+    temps.append(tmp)
+    with os.fdopen(fd, "wb") as handle:
+        os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600
+        for index, chunk in enumerate(chunks):
+            handle.write(chunk)
+            if index == len(chunks) // 2:
+                _stage("writing" + suffix.removesuffix(".tmp"))
         handle.flush()
         os.fsync(handle.fileno())
-        handle.close()
-        if handle.keep:  # type: ignore[attr-defined]
-            os.replace(tmp, target)
+    return tmp
+
+
+@contextlib.contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """Serialise the commit step of irbridge writers in `folder` (flock on the folder
+    itself, so no lock file is left behind; best effort where flock is unsupported)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
     finally:
-        if not handle.closed:
-            handle.close()
-        if tmp.exists():
-            tmp.unlink()
+        os.close(fd)  # releases the lock
+
+
+def _remove_old_sidecars(path: Path, keep: str | None) -> None:
+    pattern = sidecar_pattern(path)
+    for entry in os.scandir(path.parent):
+        if entry.name != keep and pattern.fullmatch(entry.name) \
+                and entry.is_file(follow_symlinks=False):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
 
 
 def _umask() -> int:
@@ -550,24 +680,60 @@ def _umask() -> int:
 
 
 def load(path: str | os.PathLike[str], *, weights: bool = True) -> Model:
-    """Read a .irb or .irbt file. `weights=False` skips sidecar data (shape-only)."""
+    """Read a .irb or .irbt file. `weights=False` skips sidecar data (shape-only).
+
+    If the file is replaced by a concurrent save while it is read (its sidecar then
+    vanishes or changes), the read starts over on the new file."""
     path = Path(path)
+    for attempt in range(5):
+        before = _identity(path)
+        try:
+            return _load_once(path, weights)
+        except FileFormatError:
+            if attempt == 4 or before is None or _identity(path) == before:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
     try:
-        data = path.read_bytes()
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _read_message(path: Path, data: bytes) -> pb.Model:
+    if data.startswith(TEXT_HEADER.encode()):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FileFormatError(f"{path}: text file is not valid UTF-8") from exc
+        return _parse_text(text, str(path))
+    return _parse_binary(data, str(path))
+
+
+def _load_once(path: Path, weights: bool) -> Model:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise FileFormatError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise FileFormatError(f"{path}: is a folder, not an irbridge file") from None
     except OSError as exc:
         raise FileFormatError(f"{path}: cannot read ({exc.strerror})") from exc
-    if data.startswith(TEXT_HEADER.encode()):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise FileFormatError(f"{path}: is a folder, not an irbridge file")
+        raise FileFormatError(f"{path}: is not a regular file")
+    with os.fdopen(fd, "rb") as handle:
         try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FileFormatError(f"{path}: text file is not valid UTF-8") from exc
-        msg = _parse_text(text, str(path))
-    else:
-        msg = _parse_binary(data, str(path))
+            data = handle.read()
+        except OSError as exc:
+            raise FileFormatError(f"{path}: cannot read ({exc.strerror})") from exc
+    msg = _read_message(path, data)
     reader = _ExternalFiles(path) if weights else None
     try:
         return from_proto(msg, source=str(path), read_external=reader)
@@ -578,38 +744,67 @@ def load(path: str | os.PathLike[str], *, weights: bool = True) -> Model:
 
 class _ExternalFiles:
     """Reads external tensor bytes from sidecars next to the model file, checking sizes
-    and checksums; only files inside the model's folder are allowed."""
+    and checksums. Rules (docs/ir-spec.md): a location is a bare file name in the model's
+    folder naming a regular file; the byte ranges of a sidecar's tensors do not overlap, so
+    all reads together never exceed the sidecar's size."""
 
     def __init__(self, model_path: Path) -> None:
         self.model_path = model_path
         self.folder = model_path.resolve().parent
-        self.handles: dict[str, BinaryIO] = {}
+        self.handles: dict[str, tuple[BinaryIO, int]] = {}
+        self.ranges: dict[str, list[tuple[int, int, str]]] = {}
 
     def __call__(self, ext: pb.ExternalData, tensor: str) -> bytes:
         where = f"{self.model_path}: tensor {tensor!r}"
-        target = (self.folder / ext.location).resolve()
+        location = ext.location
+        if (not location or location in (".", "..") or "/" in location or "\\" in location
+                or "\0" in location):
+            raise FileFormatError(f"{where}: external location {location!r} is not a file "
+                                  "name in the model's folder")
+        target = (self.folder / location).resolve()
         if target.parent != self.folder:
-            raise FileFormatError(f"{where}: external location {ext.location!r} is outside "
+            raise FileFormatError(f"{where}: external location {location!r} is outside "
                                   "the model's folder")
-        handle = self.handles.get(ext.location)
-        if handle is None:
-            try:
-                handle = self.handles[ext.location] = open(target, "rb")  # noqa: SIM115
-            except FileNotFoundError:
-                raise FileFormatError(f"{where}: sidecar file {ext.location} is missing",
-                                      hint="copy it next to the model file") from None
-        size = os.fstat(handle.fileno()).st_size
-        if ext.offset + ext.length > size:
-            raise FileFormatError(f"{where}: sidecar {ext.location} is {size} bytes, too short "
+        opened = self.handles.get(location)
+        if opened is None:
+            opened = self.handles[location] = self._open(target, location, where)
+        handle, size = opened
+        end = ext.offset + ext.length
+        if end > size:
+            raise FileFormatError(f"{where}: sidecar {location!r} is {size} bytes, too short "
                                   f"for offset {ext.offset} + length {ext.length}")
+        ranges = self.ranges.setdefault(location, [])
+        index = bisect.bisect_left(ranges, (ext.offset, end, tensor))
+        for other in ranges[max(index - 1, 0):index + 1]:
+            if ext.length and other[0] < end and ext.offset < other[1]:
+                raise FileFormatError(
+                    f"{where}: sidecar range {ext.offset}..{end} of {location!r} overlaps "
+                    f"tensor {other[2]!r} ({other[0]}..{other[1]}); tensors may not share "
+                    "sidecar bytes")
+        ranges.insert(index, (ext.offset, end, tensor))
         handle.seek(ext.offset)
         data = handle.read(ext.length)
         if hashlib.sha256(data).hexdigest() != ext.sha256:
-            raise FileFormatError(f"{where}: checksum mismatch in sidecar {ext.location}",
+            raise FileFormatError(f"{where}: checksum mismatch in sidecar {location!r}",
                                   hint="the sidecar belongs to another save of the model")
         return data
 
-    def close(self) -> None:
-        for handle in self.handles.values():
-            handle.close()
+    def _open(self, target: Path, location: str, where: str) -> tuple[BinaryIO, int]:
+        try:
+            fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise FileFormatError(f"{where}: sidecar file {location!r} is missing",
+                                  hint="copy it next to the model file") from None
+        except OSError as exc:
+            raise FileFormatError(f"{where}: cannot open sidecar {location!r} "
+                                  f"({exc.strerror})") from None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            os.close(fd)
+            kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise FileFormatError(f"{where}: sidecar {location!r} is {kind}")
+        return os.fdopen(fd, "rb"), st.st_size
 
+    def close(self) -> None:
+        for handle, _ in self.handles.values():
+            handle.close()

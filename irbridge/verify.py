@@ -61,6 +61,9 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
             error(where, f"value name {value.name!r} is defined twice in {gwhere}")
         names[value.name] = value
         defined.add(id(value))
+        shape = value.type.shape if value.type is not None else None
+        if shape is not None and any(isinstance(d, int) and d < 0 for d in shape):
+            error(where, f"value {value.name!r} has a negative dim: {value.type}")
 
     for value in graph.inputs:
         define(value, f"{gwhere} input {value.name!r}")
@@ -73,6 +76,14 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
                   "is not a tensor of the model (add it with Model.add_tensor)")
 
     scopes = [*outer, defined]
+    recorded: dict[int, set[tuple[int, int]]] = {}   # value -> its uses, as a set
+
+    def recorded_uses(value: Value) -> set[tuple[int, int]]:
+        found = recorded.get(id(value))
+        if found is None:
+            found = recorded[id(value)] = {(id(n), i) for n, i in value.uses}
+        return found
+
     for node in graph.nodes:
         where = f"{gwhere} {registry.node_where(node)}"
         if node.id in seen_ids:
@@ -84,7 +95,7 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
             if not any(id(operand) in scope for scope in scopes):
                 error(where, f"input {index} reads {operand.name!r}, which is not defined before "
                              "this node (graph out of topological order, or a dangling value)")
-            if not any(n is node and i == index for n, i in operand.uses):
+            if (id(node), index) not in recorded_uses(operand):
                 error(where, f"input {index} ({operand.name!r}) is missing from that value's uses")
         for sub_index, sub in enumerate(node.subgraphs()):
             _verify_graph(model, sub, f"{where} body {sub_index} ({sub.name})", scopes,
@@ -98,7 +109,7 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
         if node.is_opaque:
             warn(where, f"opaque op {node.qualified_op} (not in the neutral op set)")
             continue
-        _verify_op(node, where, error, check_types)
+        _verify_op(node, where, registry.node_where(node), error, check_types)
 
     for value in graph.outputs:
         if id(value) not in defined and not any(id(value) in s for s in outer):
@@ -108,7 +119,7 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
 Report = Callable[[str, str], None]
 
 
-def _verify_op(node: Node, where: str, report: Report, check_types: bool) -> None:
+def _verify_op(node: Node, where: str, short: str, report: Report, check_types: bool) -> None:
     schema = registry.lookup(node.op)
     if schema is None:
         report(where, f"unknown op {node.op!r} in the neutral op set; use a non-empty domain "
@@ -125,7 +136,7 @@ def _verify_op(node: Node, where: str, report: Report, check_types: bool) -> Non
             return
         inferred = registry.infer_types(node)
     except IrbridgeError as exc:
-        report(where, exc.message.removeprefix(where + ": "))
+        report(where, exc.message.removeprefix(where + ": ").removeprefix(short + ": "))
         return
     for value, expected in zip(node.outputs, inferred, strict=False):
         if value.type is not None and not _compatible(value.type, expected):

@@ -46,3 +46,29 @@ def test_file_failure_leaves_the_old_file(tmp_path: Path) -> None:
     with pytest.raises(IrbridgeError, match="does not exist"), \
             atomic_file(tmp_path / "missing" / "r.html"):
         pytest.fail("the block must not run")
+
+
+def test_temporaries_of_killed_writers_are_removed_by_the_next_write(tmp_path: Path) -> None:
+    """A kill -9 leaves `.<name>.<host>-<pid>.<random>.tmp`; the next write to the same
+    output removes those whose pid is gone, and keeps a live writer's and other names."""
+    import subprocess
+    import sys
+
+    from irbridge.atomic import temp_prefix
+    target = tmp_path / "r.html"
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    dead_pid = int(child.stdout)  # exited: its pid is (almost surely) not reused yet
+    host = temp_prefix(target).rsplit("-", 1)[0]
+    dead_file = tmp_path / f"{host}-{dead_pid}.k3j_x9.tmp"
+    dead_dir = tmp_path / f"{host}-{dead_pid}.old.tmp"
+    dead_file.write_text("partial")
+    dead_dir.mkdir()
+    live = tmp_path / f"{temp_prefix(target)}abc.tmp"
+    live.write_text("a write in progress")
+    other = tmp_path / ".r.html.backup.tmp"
+    other.write_text("not ours")
+    with atomic_file(target) as tmp:
+        tmp.write_text("new")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [live.name, other.name, "r.html"])

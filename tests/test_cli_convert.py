@@ -126,3 +126,89 @@ def test_models_lists_families_and_json() -> None:
 
     names = [e["name"] for e in json.loads(stdout)["transformers"]]
     assert {"bert-base-uncased", "gpt2", "t5-small", "llama-3-70b"} <= set(names)
+
+
+NOISY = '''
+import torch
+from torch import nn
+
+class Noisy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) + torch.rand_like(x)
+'''
+
+
+def test_a_failed_verify_writes_nothing(tmp_path: Path) -> None:
+    """rand_like has no reference implementation, so verification cannot pass."""
+    (tmp_path / "noisy.py").write_text(NOISY)
+    out = tmp_path / "noisy.irb"
+    code, stdout, _ = invoke("convert", f"{tmp_path / 'noisy.py'}:Noisy", "--input-shape",
+                             "2,4", "--verify", "-o", str(out))
+    assert code == 1
+    assert "verify: FAIL" in stdout and "wrote" not in stdout
+    assert f"not written: {out} (verification failed" in stdout
+    assert not out.exists() and list(tmp_path.iterdir()) == [tmp_path / "noisy.py"]
+    # Without --verify the same capture is written (the user did not ask for the check).
+    code, stdout, _ = invoke("convert", f"{tmp_path / 'noisy.py'}:Noisy", "--input-shape",
+                             "2,4", "-o", str(out))
+    assert code == 0 and out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--batch", "99999999999999999999"], "--batch 99999999999999999999: must be between 1 and"),
+    (["--seq-len", "0"], "--seq-len 0: must be between 1 and"),
+    (["--input-shape", "1,3,99999999999999999999,4"], "more than a tensor can hold"),
+    (["--input-shape", "4294967296,4294967296,4"], "more than a tensor can hold"),
+    (["--opset", "5", "-o", "{tmp}/x.onnx"], "--opset 5 is outside the supported range 13.."),
+    (["--opset", "18", "-o", "{tmp}/x.irb"], "--opset applies to ONNX output"),
+    (["--opset", "18"], "--opset applies to ONNX output"),
+    (["--to", "onnx"], "--to onnx needs -o FILE"),
+    (["--to", "pdf", "-o", "{tmp}/x"], "unknown output format 'pdf'"),
+    (["--frontend", "bogus"], "--frontend 'bogus': choose one of auto, fx, export, dynamo"),
+    (["--dynamic", "b=1:99999999999999999999"], "0 <= MIN <= MAX <= 9223372036854775807"),
+    (["--meta", "--verify"], "--verify needs real weights"),
+])
+def test_options_are_checked_before_any_work(net: str, tmp_path: Path, args: list[str],
+                                             message: str) -> None:
+    code, stdout, stderr = invoke("convert", net, *[a.replace("{tmp}", str(tmp_path))
+                                                    for a in args])
+    assert code == 2
+    assert "built" not in stdout  # refused before building (let alone capturing)
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], stderr
+    assert list(tmp_path.iterdir()) == [tmp_path / "net.py"]
+
+
+def test_pytorch_options_on_a_model_file_are_refused(net: str, tmp_path: Path) -> None:
+    irb = tmp_path / "net.irb"
+    code, _, stderr = invoke("convert", net, "--input-shape", "1,3,8,8", "-o", str(irb))
+    assert code == 0, stderr
+    for option in (["--batch", "2"], ["--verify"], ["--frontend", "fx"], ["--pretrained"]):
+        code, _, stderr = invoke("convert", str(irb), *option, "-o", str(tmp_path / "y.irb"))
+        assert code == 2
+        assert f"{option[0]} applies to models captured from PyTorch" in stderr
+    assert not (tmp_path / "y.irb").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--to", "onnx", "--opset", "5"], "--opset 5 is outside the supported range 13.."),
+    (["--to", "stablehlo", "--opset", "18"], "--opset applies to ONNX output"),
+    (["--to", "onnx", "--target-version", "1.0.0"], "--target-version applies to --to stablehlo"),
+    (["--to", "stablehlo", "--target-version", "0.0.1"], "target version 0.0.1 is outside"),
+])
+def test_export_checks_options_before_building(tmp_path: Path, args: list[str],
+                                               message: str) -> None:
+    marker = tmp_path / "BUILT"
+    (tmp_path / "m.py").write_text(NET + f"\n\ndef make():\n    open({str(marker)!r}, 'w')\n"
+                                   "    return Net()\n")
+    code, _, stderr = invoke("export", f"{tmp_path / 'm.py'}:make", *args, "-o",
+                             str(tmp_path / "out.x"))
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], stderr
+    assert not marker.exists()  # refused before the model was built (let alone captured)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.py"]

@@ -117,3 +117,26 @@ def test_subgraph_may_read_outer_values_but_not_later_ones() -> None:
     later = b.op("neg", [x])
     body.add_node("neg", [later], ["bad"], output_types=[TensorType(F32, (2,))], id=101)
     assert any("reads 'neg'" in m for m in errors(model))
+
+
+def test_negative_dims_and_non_positive_window_attributes_are_errors() -> None:
+    """issue 12 item 13: such graphs gave negative MACs and ONNX that onnxruntime refuses."""
+    import numpy as np
+
+    model = Model(name="c")
+    graph = Graph()
+    x = graph.add_input("x", TensorType(DType.FLOAT32, (1, -4, 8, 8)))
+    w = graph.add_parameter(model.add_tensor(Tensor.from_array(
+        "w", np.ones((4, 4, 3, 3), np.float32))))
+    y = graph.add_node("conv", [x, w], ["y"], attrs={"groups": 0},
+                       output_types=[TensorType(DType.FLOAT32, (1, 4, 6, 6))])
+    s = graph.add_node("max_pool", y.outputs, ["s"], attrs={"kernel": (2, 2), "strides": (0, 1)},
+                       output_types=[TensorType(DType.FLOAT32, (1, 4, 3, 3))])
+    graph.set_outputs(s.outputs)
+    model.graphs.append(graph)
+    messages = [str(p) for p in verify(model) if p.severity == "error"]
+    assert "error: graph 0 (main) input 'x': value 'x' has a negative dim: f32[1,-4,8,8]" \
+        in messages
+    assert "error: graph 0 (main) node #0 conv: groups must be >= 1, got 0" in messages
+    assert any(m.startswith("error: graph 0 (main) node #1 max_pool: strides and dilations "
+                            "must be >= 1") for m in messages), messages

@@ -25,6 +25,16 @@ from irbridge.analysis.roofline import Mapping, Roof
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model, Node, Value, walk_nodes
 
+MIN_NODE_SECONDS = 1.5e-9
+
+
+def min_bytes(bandwidth: float) -> int:
+    """The bytes `bandwidth` moves in 1.5 ns: the least `tensor_size` of a compute node.
+    ASTRA-sim's roofline mode truncates a node's time to whole nanoseconds and aborts on a
+    0-ns event (EventQueue assertion `get_event_time() > current_time`), so no node may be
+    faster than 1 ns; 1.5 ns keeps the truncated time at 1 ns or more."""
+    return math.ceil(bandwidth * MIN_NODE_SECONDS) if bandwidth > 0 else 1
+
 
 @dataclass
 class ComputeNode:
@@ -32,6 +42,8 @@ class ComputeNode:
 
     index: int
     roofs: list[Roof]  # the kernels' roofline estimates, topological order
+    peak: float = 0.0  # attainable FLOP/s of the target at the trace's dtype
+    bandwidth: float = 0.0  # attainable memory bytes/s
     deps: set[int] = field(default_factory=set)  # indices of compute nodes it reads from
     reads: dict[int, Value] = field(default_factory=dict)  # id(value) -> value from others
     inputs: list[Value] = field(default_factory=list)  # tensors read from outside
@@ -53,22 +65,34 @@ class ComputeNode:
     @property
     def tensor_size(self) -> int:
         """Bytes the roofline charges: external bytes of every kernel; never 0, which
-        ASTRA-sim treats as invalid (a kernel fed only by constants: its unfused bytes)."""
+        ASTRA-sim treats as invalid (a kernel fed only by constants: its unfused bytes),
+        and at least `min_bytes` (see there)."""
         external = sum(p.external_bytes for p in self.partitions)
         unfused = sum(p.cost.bytes_read + p.cost.bytes_written for p in self.partitions)
-        return external or unfused or 1
-
-    @property
-    def latency_seconds(self) -> float:
-        return sum(r.latency_seconds for r in self.roofs)
+        return max(external or unfused or 1, min_bytes(self.bandwidth))
 
     @property
     def compute_seconds(self) -> float:
-        return sum(r.compute_seconds for r in self.roofs)
+        """FLOPs / attainable peak: the compute term ASTRA-sim's roofline mode computes."""
+        return self.flops / self.peak if self.peak > 0 else 0.0
 
     @property
     def memory_seconds(self) -> float:
-        return sum(r.memory_seconds for r in self.roofs)
+        """`tensor_size` / attainable bandwidth: ASTRA-sim's memory term."""
+        return self.tensor_size / self.bandwidth if self.bandwidth > 0 else 0.0
+
+    @property
+    def latency_seconds(self) -> float:
+        """The roofline of the node's totals, max(FLOPs / peak, bytes / bandwidth): what
+        ASTRA-sim's roofline mode computes from `num_ops` and `tensor_size`. For a node that
+        is one kernel this is the analysis' estimate of that kernel; folding a movement
+        kernel into a compute-bound one overlaps the two (see `kernels_latency_seconds`)."""
+        return max(self.compute_seconds, self.memory_seconds)
+
+    @property
+    def kernels_latency_seconds(self) -> float:
+        """Sum of the member kernels' own roofline latencies (the analysis' figure)."""
+        return sum(r.latency_seconds for r in self.roofs)
 
     @property
     def bound(self) -> str:
@@ -147,6 +171,8 @@ def plan(model: Model, target: Target, *, devices: int = 1, dtype: str | None = 
     kernels = [r for r in mapping.estimates if not r.partition.free]
     order, reads = _kernel_order(model, kernels, run.partitioning.of_node)
     nodes = _fold(order, source)
+    for n in nodes:
+        n.peak, n.bandwidth = mapping.peak, mapping.bandwidth
     _wire(nodes, reads)
     if devices > len(nodes):
         raise IrbridgeError(f"--devices {devices}: {source} has only {len(nodes)} compute "

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from irbridge import __version__
 from irbridge.atomic import atomic_dir
+from irbridge.converters.chakra import configs
 from irbridge.converters.chakra._proto import et_def_pb2 as et
-from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer
+from irbridge.converters.chakra.parallel import Layout, Op
+from irbridge.converters.chakra.plan import ComputeNode, Plan, Transfer, min_bytes
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Value, format_shape
 
@@ -71,6 +73,7 @@ def _compute(node: ComputeNode, nid: int, deps: list[int]) -> et.Node:
               _attr("latency_ns", double_val=seconds * 1e9),
               _attr("compute_ns", double_val=node.compute_seconds * 1e9),
               _attr("memory_ns", double_val=node.memory_seconds * 1e9),
+              _attr("kernels_latency_ns", double_val=node.kernels_latency_seconds * 1e9),
               _attr("bound", string_val=node.bound),
               _attr("kind", string_val=main.kind),
               _attr("partition_ids", int64_list=et.Int64List(values=[p.id for p in
@@ -135,9 +138,12 @@ def metadata(plan: Plan, rank: int) -> et.GlobalMetadata:
         _attr("rank", int64_val=rank),
         _attr("world_size", int64_val=plan.devices),
         _attr("stage_latency_ns", double_val=plan.stage_latency(rank) * 1e9),
+        _attr("kernels_latency_ns", double_val=sum(
+            plan.nodes[i].kernels_latency_seconds for i in plan.stages[rank]) * 1e9),
         _attr("total_flops", int64_val=plan.total_flops),
         _attr("latency_model", string_val="roofline: max(FLOPs / peak, bytes / bandwidth) "
-                                          "per fused kernel"),
+                                          "per compute node (fused kernels, movement "
+                                          "folded in)"),
     ])
 
 
@@ -156,14 +162,121 @@ def trace_prefix(plan: Plan) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", plan.model.name or "model").lstrip(".") or "model"
 
 
-def write_plan(plan: Plan, folder: Path) -> Path:
-    """Write every rank's trace into `folder` (replaced as a whole, atomically)."""
+def idle_metadata(plan: Plan, rank: int) -> et.GlobalMetadata:
+    """The metadata of a padding rank with no nodes (one-rank exports run as 2 NPUs)."""
+    meta = metadata(plan, 0)
+    for a in meta.attr:
+        if a.name == "rank":
+            a.int64_val = rank
+        elif a.name == "stage_latency_ns" or a.name == "kernels_latency_ns":
+            a.double_val = 0.0
+    meta.attr.append(_attr("padding", string_val="idle rank: ASTRA-sim's analytical network "
+                                                 "needs at least 2 NPUs"))
+    return meta
+
+
+def idle_trace(plan: Plan, rank: int) -> bytes:
+    """A padding rank: ASTRA-sim refuses a trace without nodes ("No dependancy free nodes
+    found"), so it holds one compute node of 1 FLOP and `min_bytes` (1 ns in replay, where
+    a 0-duration node runs for 1 ns; 1 ns in roofline mode)."""
+    idle = et.Node(id=0, name="idle (padding rank)", type=et.COMP_NODE, duration_micros=0,
+                   attr=[_attr("is_cpu_op", bool_val=False), _attr("num_ops", int64_val=1),
+                         _attr("tensor_size",
+                               uint64_val=min_bytes(plan.mapping.bandwidth))])
+    return encode([idle_metadata(plan, rank), idle])
+
+
+def output_files(plan: Plan) -> dict[str, bytes]:
+    """Relative path -> bytes of everything an export writes: traces, ASTRA-sim configs,
+    README."""
     prefix = trace_prefix(plan)
     files = {f"{prefix}.{rank}.et": encode([metadata(plan, rank), *rank_nodes(plan, rank)])
              for rank in range(plan.devices)}
+    if plan.devices == 1:
+        files[f"{configs.ONE_RANK}/{prefix}.0.et"] = files[f"{prefix}.0.et"]
+        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = idle_trace(plan, 1)
+    files.update(configs.files(prefix, plan.target, plan.dtype, plan.devices))
+    files["README.md"] = configs.readme(prefix, plan.target, plan.dtype, plan.devices,
+                                        comm_groups=False).encode()
+    return files
+
+
+def _op_node(op: Op, nid: int) -> et.Node:
+    """One node of a training layout (converters/chakra/parallel.py)."""
+    attr = [_attr("is_cpu_op", bool_val=False), _attr("phase", string_val=op.phase)]
+    if op.microbatch >= 0:
+        attr.append(_attr("microbatch", int64_val=op.microbatch))
+    node = et.Node(id=nid, name=op.name, data_deps=op.deps, ctrl_deps=op.ctrl)
+    if op.kind == "comp":
+        node.type = et.COMP_NODE
+        node.duration_micros = duration_micros(op.latency_s)
+        attr += [_attr("num_ops", int64_val=op.flops),
+                 _attr("tensor_size", uint64_val=max(1, op.size)),
+                 _attr("latency_ns", double_val=op.latency_s * 1e9),
+                 _attr("ir_node_ids", uint64_list=et.Uint64List(values=op.ir_node_ids))]
+    elif op.kind == "coll":
+        node.type = et.COMM_COLL_NODE
+        attr += [_attr("comm_type", int64_val=op.comm_type),
+                 _attr("comm_size", int64_val=op.size)]
+        if op.group:
+            attr.append(_attr("pg_name", string_val=str(op.group)))
+        if op.params:
+            attr.append(_attr("params", string_list=et.StringList(values=op.params)))
+    else:
+        node.type = et.COMM_SEND_NODE if op.kind == "send" else et.COMM_RECV_NODE
+        attr += [_attr("comm_src", int32_val=op.src), _attr("comm_dst", int32_val=op.dst),
+                 _attr("comm_tag", int32_val=op.tag), _attr("comm_size", int64_val=op.size)]
+    node.attr.extend(attr)
+    return node
+
+
+def layout_files(lay: Layout) -> dict[str, bytes]:
+    """Relative path -> bytes of a training export: one trace per rank, configs, README."""
+    plan = lay.plan
+    prefix = trace_prefix(plan)
+    files: dict[str, bytes] = {}
+    for rank, ops in enumerate(lay.ranks):
+        stage, replica, shard = rank // (lay.dp * lay.tp), rank // lay.tp % lay.dp, rank % lay.tp
+        compute = sum(op.latency_s for op in ops if op.kind == "comp")
+        meta = et.GlobalMetadata(version=CHAKRA_VERSION, attr=[
+            _attr("producer", string_val=f"irbridge {__version__}"),
+            _attr("model", string_val=plan.model.name or "model"),
+            _attr("hardware", string_val=plan.target.name),
+            _attr("dtype", string_val=plan.dtype),
+            _attr("rank", int64_val=rank), _attr("world_size", int64_val=lay.world),
+            _attr("dp", int64_val=lay.dp), _attr("pp", int64_val=lay.pp),
+            _attr("tp", int64_val=lay.tp), _attr("zero", int64_val=lay.zero),
+            _attr("microbatches", int64_val=lay.microbatches),
+            _attr("stage", int64_val=stage), _attr("replica", int64_val=replica),
+            _attr("tp_rank", int64_val=shard),
+            _attr("stage_latency_ns", double_val=compute * 1e9),
+            _attr("total_flops", int64_val=plan.total_flops),
+            _attr("gradient_bytes", int64_val=lay.grad_bytes),
+            _attr("latency_model", string_val="training step: forward, backward (2x matmul "
+                                              "FLOPs + other FLOPs, 2x bytes), AdamW; "
+                                              "roofline per compute node")])
+        files[f"{prefix}.{rank}.et"] = encode([meta, *(_op_node(op, i)
+                                                       for i, op in enumerate(ops))])
+    if lay.world == 1:
+        files[f"{configs.ONE_RANK}/{prefix}.0.et"] = files[f"{prefix}.0.et"]
+        files[f"{configs.ONE_RANK}/{prefix}.1.et"] = idle_trace(plan, 1)
+    groups = dict(lay.groups)
+    files.update(configs.files(prefix, plan.target, plan.dtype, lay.world, groups or None))
+    notes = (f"\nOne training step: DP {lay.dp} x TP {lay.tp} x PP {lay.pp}, "
+             f"{lay.microbatches} micro-batch(es) (1F1B), ZeRO {lay.zero}; rank = (stage * "
+             f"{lay.dp} + replica) * {lay.tp} + tp_rank. Gradients per rank: "
+             f"{lay.grad_bytes:,} bytes in {len(lay.buckets)} bucket(s).\n")
+    files["README.md"] = configs.readme(prefix, plan.target, plan.dtype, lay.world,
+                                        comm_groups=bool(groups), notes=notes).encode()
+    return files
+
+
+def write_files(files: dict[str, bytes], folder: Path) -> Path:
+    """Write `files` into `folder` (replaced as a whole, atomically)."""
     try:  # atomic_dir refuses to replace a folder of files irbridge did not write
         with atomic_dir(folder) as tmp:
             for name, data in files.items():
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / name).write_bytes(data)
     except OSError as exc:
         raise IrbridgeError(f"{folder}: cannot write the traces: "
@@ -171,5 +284,11 @@ def write_plan(plan: Plan, folder: Path) -> Path:
     return folder
 
 
-__all__ = ["CHAKRA_VERSION", "duration_micros", "encode", "metadata", "rank_nodes",
+def write_plan(plan: Plan, folder: Path) -> Path:
+    """Write every rank's trace and the ASTRA-sim inputs into `folder` (replaced as a
+    whole, atomically)."""
+    return write_files(output_files(plan), folder)
+
+
+__all__ = ["CHAKRA_VERSION", "duration_micros", "encode", "metadata", "output_files", "rank_nodes",
            "trace_prefix", "varint", "write_plan"]

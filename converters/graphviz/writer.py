@@ -12,6 +12,7 @@ from irbridge.atomic import atomic_file
 from irbridge.errors import ExportError, IrbridgeError
 from irbridge.graphview import Depth, View, ViewNode, build_view, human_flops, human_seconds
 from irbridge.ir import Model
+from irbridge.sanitize import clean_lines
 
 FORMATS = ("dot", "svg", "png")
 SUFFIXES = {"dot": (".dot", ".gv"), "svg": (".svg",), "png": (".png",)}
@@ -147,7 +148,9 @@ def _node(node: ViewNode) -> str:
 
 
 def _q(text: str) -> str:
-    """A DOT quoted string: backslashes and quotes escaped, newlines as centred breaks."""
+    """A DOT quoted string: control characters from names made visible (see
+    irbridge.sanitize), backslashes and quotes escaped, newlines as centred breaks."""
+    text = clean_lines(text)
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 

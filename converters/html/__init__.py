@@ -8,7 +8,6 @@ it small), so 500+ node models stay responsive; see docs/viewers.md ("HTML viewe
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from irbridge.converters.html._script import SCRIPT
 from irbridge.converters.html._style import BODY, STYLE
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model
+from irbridge.sanitize import clean_lines, html_text
 
 __all__ = ["embed_json", "render", "view_data", "write"]
 
@@ -32,9 +32,23 @@ _UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
 def embed_json(data: Any) -> str:
     """JSON that is safe inside a <script> element whatever its strings hold (a module
     named `</script>` must not end the element)."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(_clean_strings(data), ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False)
     return "".join(_UNSAFE.get(ch, ch) for ch in text) if any(
         ch in text for ch in _UNSAFE) else text
+
+
+def _clean_strings(data: Any) -> Any:
+    """Every string in the page's data with control and bidi characters made visible (see
+    irbridge.sanitize): the viewer shows names as text, where a right-to-left override
+    would reorder what follows it."""
+    if isinstance(data, str):
+        return clean_lines(data)
+    if isinstance(data, dict):
+        return {_clean_strings(k): _clean_strings(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_clean_strings(v) for v in data]
+    return data
 
 
 def render(model: Model, hardware: str = "h100-sxm") -> str:
@@ -43,7 +57,7 @@ def render(model: Model, hardware: str = "h100-sxm") -> str:
         raise IrbridgeError("the model has no graph to show")
     target = resolve_target(hardware)
     data = view_data(model, target)
-    title = html.escape(f"{data['model']['name']} · irbridge viewer")
+    title = html_text(f"{data['model']['name']} · irbridge viewer")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"

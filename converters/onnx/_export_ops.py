@@ -843,10 +843,8 @@ def _resize_input(e: NodeEmit, attrs: dict[str, object]) -> None:
         raise ExportError(f"{e.where}: resize {'scales' if index == 1 else 'sizes'} of "
                           "unknown length cannot be exported")
     value = e.as_dtype(index, DType.FLOAT32 if index == 1 else DType.INT64)
-    if length == rank - 2:
-        if e.opset >= 18:
-            attrs["axes"] = list(range(2, rank))
-        elif index == 1:
+    if length == rank - 2:   # full-rank, never `axes` (see _resize)
+        if index == 1:
             value = e.one("Concat", [e.const(np.ones(2, np.float32), "scales"), value], axis=0)
         else:
             head = e.one("Slice", [e.one("Shape", [x]), e.i64([0]), e.i64([2])])
@@ -857,21 +855,15 @@ def _resize_input(e: NodeEmit, attrs: dict[str, object]) -> None:
 
 def _resize(e: NodeEmit) -> None:
     a = e.attrs
-    rank = e.rank(0)
     x = e.input(0)
     attrs = {"mode": a["mode"], "coordinate_transformation_mode": a["coordinate_mode"],
              "nearest_mode": a["nearest_mode"], "cubic_coeff_a": -0.75}
     if e.has(1) or e.has(2):
         _resize_input(e, attrs)
         return
-    spatial = list(range(2, rank))
-    if e.opset >= 18:
-        if a["sizes"]:
-            e.out("Resize", [x, "", "", e.i64(list(a["sizes"]), "sizes")], axes=spatial, **attrs)
-        else:
-            scales = e.const(np.array(a["scales"], dtype=np.float32), "scales")
-            e.out("Resize", [x, "", scales], axes=spatial, **attrs)
-        return
+    # Scales / sizes are written for every dim (1 / the input's size on N and C), never
+    # with opset 18's `axes`: IREE's ONNX importer cannot lower a Resize with `axes`, and
+    # the full-rank form means the same at every opset.
     if a["sizes"]:
         t = e.in_type(0)
         lead = t.shape[:2] if t is not None and t.shape is not None else (None, None)

@@ -23,14 +23,17 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import onnx
+from google.protobuf.message import EncodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
+from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx._common import (
     DEFAULT_OPSET,
@@ -90,25 +93,31 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
     `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB."""
     target = Path(path)
+    check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
     if target.is_dir():
         raise ExportError(f"{target}: is a folder, not a file name")
     if not target.parent.is_dir():
         raise ExportError(f"{target}: folder {target.parent} does not exist")
-    big = _weight_bytes(model) >= EXTERNAL_DATA_THRESHOLD
+    weights = _weight_bytes(model)
+    big = weights >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
     proto = to_onnx(model, opset=opset, check=check and not big)
     data_name = target.name + ".data"
+    if big and external_data is None:
+        warnings.warn(f"{target}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
+                      f"ONNX file can hold: writing them to {data_name} next to it",
+                      ExternalDataNote, stacklevel=2)
     with _staging(target.parent) as stage:
         staged = stage / target.name
         try:
             if external:
                 onnx.save_model(proto, str(staged), save_as_external_data=True,
                                 all_tensors_to_one_file=True, location=data_name,
-                                size_threshold=1024, convert_attribute=False)
+                                size_threshold=1024, convert_attribute=True)
             else:
                 onnx.save_model(proto, str(staged))
-        except (OSError, ValueError) as exc:
-            raise ExportError(f"{target}: cannot write ONNX file: {exc}") from exc
+        except (OSError, ValueError, EncodeError) as exc:
+            raise ExportError(f"{target}: cannot write ONNX file: {_first_line(exc)}") from exc
         if check and big:
             try:
                 onnx.checker.check_model(str(staged), full_check=True)
@@ -145,8 +154,17 @@ def _first_line(exc: BaseException) -> str:
     return lines[0][:300] if lines else type(exc).__name__
 
 
+class ExternalDataNote(UserWarning):
+    """`export_onnx` wrote the weights to an external data file on its own (past 2 GiB)."""
+
+
 def _weight_bytes(model: Model) -> int:
-    return sum(t.nbytes for t in model.tensors.values())
+    """Bytes of tensor data the ONNX file will hold: weights and constant values (constant
+    nodes' tensors included, which become initializers or attributes), by declared size."""
+    total = sum(t.nbytes for t in model.tensors.values())
+    for _, node in model.all_nodes():
+        total += sum(v.nbytes for v in node.attrs.values() if isinstance(v, Tensor))
+    return total
 
 
 # -- the exporter --------------------------------------------------------------------------
@@ -231,8 +249,10 @@ class _ModelExporter:
         graph_proto.node.extend(main.nodes)
         graph_proto.input.extend(inputs)
         graph_proto.output.extend(outputs)
-        graph_proto.initializer.extend(self.initializers)
-        self.initializers.clear()
+        items, self.initializers = self.initializers, []
+        for index, item in enumerate(items):  # extend() serialises: fails past 2 GiB
+            graph_proto.initializer.add().CopyFrom(item)
+            items[index] = onnx.TensorProto()  # free each copy's source as we go
         opsets = [helper.make_opsetid("", self.opset)]
         opsets += [helper.make_opsetid(d, v) for d, v in sorted(self.domains.items())]
         proto.opset_import.extend(opsets)

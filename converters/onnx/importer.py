@@ -22,6 +22,8 @@ import contextlib
 import json
 import os
 import re
+import stat
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +92,11 @@ FOLD_LIMIT = 1 << 16
 """Largest output (elements) that the importer computes at import time to fold shapes."""
 
 
+class OnnxImportWarning(UserWarning):
+    """Some nodes were kept as opaque nodes because the file's shapes or types do not fit
+    their op (the rest of the graph imported)."""
+
+
 class Unsupported(Exception):
     """A handler cannot express this ONNX node in neutral ops (the node becomes opaque)."""
 
@@ -109,6 +116,8 @@ class Coverage:
     regrouped: Counter[str] = field(default_factory=Counter)  # neutral op -> lowered groups
     opaque: Counter[str] = field(default_factory=Counter)     # qualified op -> opaque nodes
     reasons: dict[str, str] = field(default_factory=dict)     # qualified op -> first reason
+    invalid: dict[str, str] = field(default_factory=dict)     # node -> why it does not fit
+    inconsistent: str = ""  # what ONNX's strict type and shape inference says is wrong
 
     @property
     def fully_neutral(self) -> bool:
@@ -175,14 +184,39 @@ def parse_proto(data: bytes, source: str) -> ModelProto:
     if not proto.HasField("graph") or not proto.opset_import:
         raise FileFormatError(f"{source}: not an ONNX model (no graph or no opset_import; "
                               "truncated or another file type?)")
+    _check_strings(proto, source)
     return proto
 
 
+def _check_strings(proto: ModelProto, source: str) -> None:
+    """Every string field must be UTF-8: protobuf hands invalid ones over as bytes, which
+    would travel into names, errors and the .irb writer. Iterative over the messages."""
+    stack: list[tuple[Any, str]] = [(proto, "model")]
+    while stack:
+        message, path = stack.pop()
+        for field_desc, value in message.ListFields():
+            where = f"{path}.{field_desc.name}"
+            if field_desc.type == field_desc.TYPE_STRING:
+                repeated = field_desc.is_repeated
+                for index, item in enumerate(value if repeated else [value]):
+                    if isinstance(item, bytes):
+                        at = f"{where}[{index}]" if repeated else where
+                        raise FileFormatError(f"{source}: {at} is not valid UTF-8 text")
+            elif field_desc.type == field_desc.TYPE_MESSAGE:
+                if field_desc.is_repeated:
+                    stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+                else:
+                    stack.append((value, where))
+
+
 def from_onnx(proto: ModelProto, *, source: str = "<memory>",
-              base_dir: str | None = None, regroup: bool = True) -> tuple[Model, Coverage]:
+              base_dir: str | None = None, regroup: bool = True,
+              strict: bool | None = None) -> tuple[Model, Coverage]:
     """Convert an ONNX ModelProto; tensors with external data are read from `base_dir`.
     `regroup` rebuilds neutral ops that irbridge's exporter lowered to several ONNX
-    nodes (recorded in node metadata_props)."""
+    nodes (recorded in node metadata_props). Nodes whose inputs do not fit their op
+    become opaque with an OnnxImportWarning, or a CaptureError when `strict` (default:
+    the IRBRIDGE_STRICT_IMPORT=1 environment variable)."""
     original = _opset_map(proto, source).get("", 0)
     proto = _prepare(proto, source, base_dir)
     importer = _ModelImporter(proto, source, base_dir, regroup)
@@ -194,7 +228,34 @@ def from_onnx(proto: ModelProto, *, source: str = "<memory>",
         raise
     except RecursionError as exc:
         raise CaptureError(f"{source}: graph nesting too deep to import") from exc
+    importer.coverage.inconsistent = _strict_inference_problem(proto)
+    _report_invalid(importer.coverage, source, strict)
     return model, importer.coverage
+
+
+def _report_invalid(coverage: Coverage, source: str, strict: bool | None) -> None:
+    """Nodes kept opaque because their inputs do not fit the op (the file's shapes or
+    types disagree) are a broken model, not a missing mapping: a warning line naming
+    them, or with `strict` (IRBRIDGE_STRICT_IMPORT=1) an error."""
+    default_opaque = sum(n for op, n in coverage.opaque.items()
+                         if op.startswith(f"{OPAQUE_ONNX_DOMAIN}::"))
+    if not coverage.invalid and not (coverage.inconsistent and default_opaque):
+        return
+    if strict is None:
+        strict = os.environ.get("IRBRIDGE_STRICT_IMPORT", "") == "1"
+    if coverage.invalid:
+        names = list(coverage.invalid)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5
+                                        else "")
+        message = (f"{source}: {len(names)} node(s) do not type-check and were kept as "
+                   f"opaque nodes: {shown} (first: {coverage.invalid[names[0]]})")
+    else:
+        message = (f"{source}: the model does not type-check ({coverage.inconsistent}); "
+                   f"{default_opaque} ONNX node(s) were kept as opaque nodes")
+    if strict:
+        raise CaptureError(message)
+    warnings.warn(message + "; IRBRIDGE_STRICT_IMPORT=1 makes this an error",
+                  OnnxImportWarning, stacklevel=3)
 
 
 # -- preparation: checks, opset conversion, shape inference --------------------------------------
@@ -233,12 +294,27 @@ def _prepare(proto: ModelProto, source: str, base_dir: str | None) -> ModelProto
         onnx.checker.check_model(light)
     except onnx.checker.ValidationError as exc:
         raise CaptureError(f"{source}: invalid ONNX model: {_first_line(exc)}") from exc
+    except UnicodeDecodeError as exc:  # the checker's own message holds the bad bytes
+        raise CaptureError(f"{source}: invalid ONNX model: a name or string is not valid "
+                           f"UTF-8 ({exc.reason} at byte {exc.start})") from exc
+    except ValueError as exc:
+        raise CaptureError(f"{source}: invalid ONNX model: {_first_line(exc)}") from exc
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,
                                                      data_prop=True)
     except Exception as exc:
         raise CaptureError(f"{source}: ONNX shape inference failed: {_first_line(exc)}") from exc
     return restore_initializers(inferred, moved, added)
+
+
+def _strict_inference_problem(proto: ModelProto) -> str:
+    """The first complaint of ONNX's strict type and shape inference ("" when none)."""
+    light, _, _ = without_large_initializers(proto)
+    try:
+        onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True)
+    except Exception as exc:
+        return _first_line(exc)
+    return ""
 
 
 def _first_line(exc: BaseException) -> str:
@@ -263,32 +339,79 @@ def _opset_map(proto: ModelProto, source: str) -> dict[str, int]:
 
 
 def _check_external_files(proto: ModelProto, source: str, base_dir: str | None) -> None:
+    """Check every external-data reference before anything is read: the location is a
+    relative path to a regular file inside the model's folder (no FIFO, device, folder
+    or link out), offset and length are plain non-negative integers, and the range holds
+    exactly the bytes the tensor's dims and type need, inside the file."""
     for tensor in _all_initializers(proto.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
+        what = f"{source}: tensor {tensor.name!r}"
         info = {e.key: e.value for e in tensor.external_data}
         location = info.get("location", "")
         if base_dir is None:
-            raise FileFormatError(f"{source}: tensor {tensor.name!r} has external data "
-                                  f"{location!r} but no folder was given to read it from")
+            raise FileFormatError(f"{what} has external data {location!r} but no folder was "
+                                  "given to read it from")
         root = Path(base_dir).resolve()
+        if not location or "\0" in location or Path(location).is_absolute():
+            raise FileFormatError(f"{what}: external data location {location!r} is not a "
+                                  "relative path inside the model's folder")
         target = (root / location).resolve()
-        if not location or root not in (target, *target.parents):
-            raise FileFormatError(f"{source}: tensor {tensor.name!r}: external data location "
-                                  f"{location!r} points outside the model's folder")
-        if not target.is_file():
+        if root not in target.parents:
+            raise FileFormatError(f"{what}: external data location {location!r} points "
+                                  "outside the model's folder")
+        try:
+            status = target.stat()
+        except OSError as exc:
             raise FileFormatError(f"{source}: external data file {location!r} of tensor "
-                                  f"{tensor.name!r} is missing (looked in {root})")
-        needed = int(info.get("offset", 0) or 0) + int(info.get("length", 0) or 0)
-        if needed and target.stat().st_size < needed:
+                                  f"{tensor.name!r} is missing (looked in {root})") from exc
+        if not stat.S_ISREG(status.st_mode):
+            raise FileFormatError(f"{what}: external data location {location!r} is not a "
+                                  "regular file")
+        offset, length = (_external_int(info, key, what) for key in ("offset", "length"))
+        need = _tensor_bytes(tensor)
+        if length is not None and need is not None and length != need:
+            raise FileFormatError(f"{what}: external data length {length} does not match the "
+                                  f"{need} bytes its type and dims need")
+        size = length if length is not None else need
+        end = (offset or 0) + (size or 0)
+        if end > status.st_size:
             raise FileFormatError(f"{source}: external data file {location!r} is truncated "
-                                  f"(tensor {tensor.name!r} needs {needed} bytes)")
+                                  f"(tensor {tensor.name!r} needs bytes up to {end}, the file "
+                                  f"has {status.st_size})")
+
+
+def _external_int(info: dict[str, str], key: str, what: str) -> int | None:
+    text = info.get(key, "")
+    if text == "":
+        return None
+    if not re.fullmatch(r"\d{1,20}", text.strip()):
+        raise FileFormatError(f"{what}: external data {key} {text!r} is not a non-negative "
+                              "integer")
+    return int(text)
+
+
+def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
+    """Bytes a tensor's data takes by its dims and element type (None when unknown)."""
+    dtype = dtype_from_onnx(tensor.data_type)
+    if dtype is None:
+        return None
+    count = 1
+    for dim in tensor.dims:
+        if dim < 0:
+            raise FileFormatError(f"tensor {tensor.name!r} has negative dim {dim}")
+        count *= int(dim)
+    return count * dtype.itemsize
 
 
 def _all_initializers(graph: GraphProto) -> Iterator[onnx.TensorProto]:
+    """Initializers and tensor attributes (Constant values) of a graph and its bodies."""
     yield from graph.initializer
     for node in graph.node:
         for attribute in node.attribute:
+            if attribute.type == AttributeProto.TENSOR:
+                yield attribute.t
+            yield from attribute.tensors
             if attribute.type == AttributeProto.GRAPH:
                 yield from _all_initializers(attribute.g)
             for sub in attribute.graphs:
@@ -702,6 +825,7 @@ class _GraphImporter:
                                "domain)")
         version = opsets[domain]
         reason = f"domain {domain!r} is not the default ONNX domain" if domain else ""
+        invalid = False
         handler = HANDLERS.get(node.op_type) if not domain else None
         if not domain and handler is None:
             reason = f"no neutral mapping for {node.op_type}"
@@ -715,7 +839,7 @@ class _GraphImporter:
                     mi.coverage.mapped[node.op_type] += 1
                     self._protect_if_dead(node)
                 return
-            reason = attempt.reason
+            reason, invalid = attempt.reason, attempt.invalid
         if not domain:
             with self._attempt() as attempt:
                 self._expand(node, version)
@@ -728,6 +852,10 @@ class _GraphImporter:
                 reason = f"{reason}; function body: {attempt.reason}"
         if trial:
             raise Unsupported(f"{node.op_type}: {reason}")
+        if invalid and not any(
+                (v := self.env.get(n)) is not None and v.producer is not None
+                and v.producer.is_opaque for n in node.input if n):  # not a knock-on effect
+            mi.coverage.invalid.setdefault(_node_label(node), reason)
         self._opaque(node, domain, reason)
 
     def _protect_if_dead(self, node: NodeProto) -> None:
@@ -751,6 +879,7 @@ class _GraphImporter:
             if STRICT and not isinstance(exc, Unsupported):
                 raise
             attempt.ok = False
+            attempt.invalid = not isinstance(exc, Unsupported)
             attempt.reason = exc.reason if isinstance(exc, Unsupported) else _first_line(exc)
             self._rollback(attempt.start, attempt.env)
 
@@ -1060,6 +1189,7 @@ class _Attempt:
     env: int
     ok: bool = True
     reason: str = ""
+    invalid: bool = False  # failed on an error (a shape or type mismatch), not Unsupported
 
 
 def _no_subgraph(graph: Graph, args: Sequence[np.ndarray]) -> list[np.ndarray]:

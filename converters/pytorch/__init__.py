@@ -24,6 +24,7 @@ from .capture import (
     ModuleState,
     capture_mode,
     has_lazy_parameters,
+    keep_buffers,
     one_line,
     run_capture,
     warm_up,
@@ -84,6 +85,11 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
     method failed without one. Models on the meta device are never warmed up. The reason
     is recorded in `model.metadata["capture.warmup"]` ("no" when none ran).
 
+    The model is left as it was found, whether capture succeeds or fails: what the
+    attempts and the warm-up changed (attributes, flags, forward hooks and pre-hooks,
+    torch's global module hooks, buffers, children) is undone. The one exception is an
+    `nn.Lazy*` module the warm-up initialised: it keeps its inferred parameters.
+
     weights=False (or a model on the meta device) gives shape-only tensors. With weights,
     the IR shares the memory of the model's CPU parameters (read-only numpy views, no
     copy): in-place changes to them after capture show in the IR; copy_weights=True
@@ -105,13 +111,39 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
     # or every method failed without one (the warm-up then either explains the failure or
     # lets a retry succeed). Meta-device models cannot run eagerly and are never warmed up.
     adaptive = warmup is None and not on_meta
+    # Capture leaves the model as it found it: attributes, flags, hooks (the model's and
+    # torch's global ones), parameters, buffers, children; whatever the attempts and the
+    # warm-up did is undone when capture() returns, successful or not.
+    entry_state = ModuleState(model)
+    try:
+        with keep_buffers(model):
+            return _capture(model, args, kwargs, frontend=frontend, weights=weights,
+                            dynamic=dynamic, decompose=decompose, strict=strict,
+                            warmup=warmup, copy_weights=copy_weights, adaptive=adaptive)
+    finally:
+        entry_state.restore()
+
+
+def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+             frontend: str, weights: bool, dynamic: DynamicSpec | None, decompose: bool,
+             strict: bool, warmup: bool | None, copy_weights: bool,
+             adaptive: bool) -> CaptureResult:
     warm_reason = ""
+    attempted = False
 
     def do_warm_up(reason: str) -> None:
         nonlocal warm_reason
         try:
             warm_up(model, args, kwargs)
         except Exception as exc:
+            if attempted:
+                # The attempts' changes were undone, so this is the model's own forward;
+                # still, say what ran before it rather than blame the inputs outright.
+                raise CaptureError(
+                    f"the model's forward pass failed on the example inputs after a capture "
+                    f"attempt ({one_line(exc)}); if it runs eagerly on these inputs, a "
+                    "capture attempt changed the model in a way irbridge could not undo "
+                    "(please report it), else check the inputs") from exc
             raise CaptureError(f"the model's own forward pass failed on the example inputs: "
                                f"{one_line(exc)}; check the inputs") from exc
         warm_reason = reason
@@ -126,7 +158,8 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
     best: CaptureResult | None = None
 
     def attempt(method: str) -> CaptureResult | None:
-        nonlocal best
+        nonlocal best, attempted
+        attempted = True
         state = ModuleState(model)
         result, reason = _attempt(method, model, args, kwargs, weights=weights,
                                   copy_weights=copy_weights, dynamic=dynamic,

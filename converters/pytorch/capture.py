@@ -30,6 +30,7 @@ from typing import Any, cast
 
 import torch
 import torch.fx
+import torch.nn.modules.module as _module_mod
 import torch.utils._pytree as pytree
 
 from irbridge.errors import CaptureError
@@ -102,19 +103,31 @@ def has_lazy_parameters(model: torch.nn.Module) -> bool:
 
 
 class ModuleState:
-    """A shallow snapshot of every submodule's attributes (`__dict__`, parameters, buffers
-    and children), to tell whether a capture attempt ran code that builds state lazily
-    (`if self.anchors is None: self.anchors = ...`, YOLO's Detect head) and to undo it.
+    """A snapshot of every submodule's attributes (`__dict__`, parameters, buffers and
+    children), of the contents of the mutable containers among them (hook dicts such as
+    `_forward_hooks` and `_forward_pre_hooks`, caches, lists) and of torch's global module
+    hooks: to tell whether running code on the model (a capture attempt, a warm-up) changed
+    it, and to undo it.
 
-    Tracing such code stores tracer objects (fx Proxies, export's fake tensors) on the
-    model, which breaks its next eager call; capture() then restores the snapshot, warms
-    the model up and captures again. Tensors are compared by identity, other values with
-    ==, so only reassignments count (in-place updates of buffers are not state changes:
-    `keep_buffers` undoes those)."""
+    Tracing code that builds state lazily (`if self.anchors is None: self.anchors = ...`,
+    YOLO's Detect head) stores tracer objects (fx Proxies, export's fake tensors) on the
+    model, which breaks its next eager call; libraries install hooks on the first forward
+    and set a flag (transformers 5's output capturing): restoring the flag but not the
+    hooks makes the next forward install them twice. capture() restores a snapshot after
+    each attempt and the one taken on entry when it returns, so the model is left as it
+    was found. Tensors are compared by identity, other values with ==, containers by their
+    contents; containers are restored in place (other references to them stay valid).
+    In-place updates of buffers are not state changes: `keep_buffers` undoes those."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.saved = [(m, dict(vars(m)), dict(m._parameters), dict(m._buffers),
                        dict(m._modules)) for m in model.modules()]
+        self.types = {id(m): type(m) for m, *_ in self.saved}
+        self.contents = {id(value): (value, _contents(value))
+                         for _, attrs, _, _, _ in self.saved for value in attrs.values()
+                         if isinstance(value, _CONTAINERS)}
+        self.global_hooks = {name: dict(getattr(_module_mod, name)) for name in _GLOBAL_HOOKS
+                             if isinstance(getattr(_module_mod, name, None), dict)}
 
     def changed(self) -> list[str]:
         """`Class.attribute` of what differs from the snapshot (empty when nothing does)."""
@@ -124,13 +137,29 @@ class ModuleState:
             for now, before in ((vars(module), attrs), (module._parameters, params),
                                 (module._buffers, buffers), (module._modules, children)):
                 for key in (now.keys() | before.keys()) - _TORCH_MARKS:
-                    if key not in now or key not in before or not _same(now[key],
-                                                                           before[key]):
+                    if not self._kept(now, before, key):
                         found.append(f"{where}.{key}")
+        for name, hooks in self.global_hooks.items():
+            if not _same(dict(getattr(_module_mod, name)), hooks):
+                found.append(f"torch.nn.modules.module.{name}")
         return found
 
+    def _kept(self, now: dict[str, Any], before: dict[str, Any], key: str) -> bool:
+        """The attribute is the same object as before and, for a container, holds the same
+        contents."""
+        if key not in now or key not in before or not _same(now[key], before[key]):
+            return False
+        saved = self.contents.get(id(now[key]))
+        return saved is None or _same(_contents(now[key]), saved[1])
+
     def restore(self) -> None:
+        """Put everything back, except modules that changed class: an `nn.Lazy*` module
+        a forward initialised (it became e.g. `nn.Linear` with real parameters and dropped
+        its initialisation hooks) cannot be made lazy again and keeps its parameters."""
+        initialised = {id(m) for m, *_ in self.saved if type(m) is not self.types[id(m)]}
         for module, attrs, params, buffers, children in self.saved:
+            if id(module) in initialised:
+                continue
             pairs: list[tuple[dict[str, Any], dict[str, Any]]] = [
                 (vars(module), attrs), (module._parameters, params),
                 (module._buffers, buffers), (module._modules, children)]
@@ -138,6 +167,46 @@ class ModuleState:
                 for key in [k for k in now if k not in before and k not in _TORCH_MARKS]:
                     del now[key]
                 now.update(before)
+        skipped = {id(v) for m, attrs, *_ in self.saved if id(m) in initialised
+                   for v in attrs.values()}
+        for value, contents in self.contents.values():
+            if id(value) not in skipped and not _same(_contents(value), contents):
+                _refill(value, contents)
+        for name, hooks in self.global_hooks.items():
+            current = getattr(_module_mod, name)
+            if not _same(dict(current), hooks):
+                current.clear()
+                current.update(hooks)
+
+
+_CONTAINERS = (dict, list, set)
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                 "_global_backward_hooks", "_global_backward_pre_hooks",
+                 "_global_forward_hooks_always_called", "_global_forward_hooks_with_kwargs",
+                 "_global_module_registration_hooks", "_global_parameter_registration_hooks",
+                 "_global_buffer_registration_hooks")
+"""torch's process-wide module hooks (dicts in torch.nn.modules.module)."""
+
+
+def _contents(value: Any) -> Any:
+    """A shallow copy of a container's contents, to compare and restore later."""
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return set(value)
+
+
+def _refill(value: Any, contents: Any) -> None:
+    """Put a container's saved contents back in place (same object, same order)."""
+    if isinstance(value, dict):
+        value.clear()
+        value.update(contents)
+    elif isinstance(value, list):
+        value[:] = contents
+    else:
+        value.clear()
+        value.update(contents)
 
 
 _TORCH_MARKS = frozenset({"_is_torch_compile"})
@@ -156,6 +225,8 @@ def _same(a: Any, b: Any, depth: int = 0) -> bool:
                                                                                 strict=True))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k], depth + 1) for k in a)
+    if isinstance(a, set | frozenset):
+        return bool(a == b)
     if isinstance(a, bool | int | float | complex | str | bytes | torch.dtype
                   | torch.device):
         return bool(a == b)

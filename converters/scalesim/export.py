@@ -19,6 +19,7 @@ Conventions (docs/simulators.md has the full text):
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -307,6 +308,10 @@ def write(model: Model, path: str | os.PathLike[str], *, hardware: str = "h100-s
             (tmp / f"{stem}.cfg").write_text(_cfg_text(f"{stem}_{target.name}", cfg,
                                                        _offsets(rows)), encoding="utf-8")
             (tmp / "layers.csv").write_text(_layer_map(rows, files), encoding="utf-8")
+            (tmp / "run.json").write_text(json.dumps({
+                "model": model.name or stem, "target": target.name, "dtype": chosen,
+                "clock_hz": cfg.clock_hz, "config": f"{stem}.cfg"}, indent=1) + "\n",
+                encoding="utf-8")
             (tmp / "README.md").write_text(
                 _readme(model, stem, cfg, rows, layers, files, bound_symbols), encoding="utf-8")
     except OSError as exc:
@@ -326,13 +331,6 @@ def _layer_map(rows: list[Row], files: dict[str, str]) -> str:
 def _readme(model: Model, stem: str, cfg: SimConfig, rows: list[Row], layers: list[Layer],
             files: dict[str, str], symbols: dict[str, int]) -> str:
     macs = sum(layer.macs for layer in layers)
-    runs = []
-    for kind, gemm in (("conv", False), ("gemm", True)):
-        if any(r.file == kind for r in rows):
-            runs.append(f"    python -c \"from scalesim.scale_sim import scalesim; "
-                        f"scalesim(save_disk_space=True, verbose=False, config='{stem}.cfg', "
-                        f"topology='{files[kind]}', layout='{stem}_layout.csv', "
-                        f"input_type_gemm={gemm}).run_scale(top_path='results_{kind}')\"")
     bound = ", ".join(f"{k}={v}" for k, v in symbols.items()) or "none (static shapes)"
     return f"""\
 # SCALE-Sim inputs for {model.name or stem}
@@ -341,9 +339,15 @@ Written by `irbridge export --to scalesim` for target {cfg.target.name} ({cfg.dt
 {len(layers)} layers ({len(rows)} SCALE-Sim rows), {macs:,} MACs.
 Symbols bound: {bound}.
 
-Run (scalesim 3.x; reports in results_*/{stem}_{cfg.target.name}/COMPUTE_REPORT.csv):
+Run SCALE-Sim (the installed scalesim 3.x) on this folder and print per-layer and total
+cycles and seconds:
 
-{chr(10).join(runs)}
+    irbridge simulate scalesim .
+
+From Python: `irbridge.converters.scalesim.run(".", "results")`. (scalesim 3.0.0's own
+command line, `python -m scalesim.scale -c {stem}.cfg -t <topology> -l {stem}_layout.csv`,
+stops under numpy >= 2.4 with "only 0-dimensional arrays can be converted to Python
+scalars"; both ways above give its memory modules a numpy-2-safe `max` while it runs.)
 
 Seconds on the target ~ total cycles / {cfg.clock_hz:.6g} Hz (the whole chip as one
 {cfg.array.rows}x{cfg.array.cols} array, see {stem}.cfg). `layers.csv` maps every row back to

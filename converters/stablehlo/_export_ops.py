@@ -912,23 +912,31 @@ def _one_hot(lw: Lowering) -> list[Sym]:
 # -- sorting -----------------------------------------------------------------------------------
 
 def _sort(em: Emitter, x: Sym, axis: int, descending: bool) -> tuple[Sym, Sym]:
-    index = em.iota(DType.INT64, x.shape, axis)
-    region = em.region([(x.dtype, ()), (x.dtype, ()), (DType.INT64, ()), (DType.INT64, ())])
+    """Values and (int32 where the axis fits, else int64) indices along `axis`. The int32
+    iota matters to consumers: IREE rewrites sort + slice into `chlo.top_k`, which only
+    allows i32 indices; callers convert the indices to the IR's int64 after slicing."""
+    index_dtype = DType.INT32 if x.shape[axis] <= 2**31 - 1 else DType.INT64
+    index = em.iota(index_dtype, x.shape, axis)
+    region = em.region([(x.dtype, ()), (x.dtype, ()), (index_dtype, ()), (index_dtype, ())])
     with region as (a, b, _, _):
         # floats compare in total order: NaN sorts as the largest value (numpy)
         em.ret([em.compare("GT" if descending else "LT", a, b,
                            total_order=x.dtype.is_float)])
     values, indices = em.emit("stablehlo.sort", [x, index],
-                              [(x.dtype, x.shape), (DType.INT64, x.shape)],
+                              [(x.dtype, x.shape), (index_dtype, x.shape)],
                               f"dimension = {axis} : i64, is_stable = true", [region.text])
     return values, indices
+
+
+def _int64(em: Emitter, indices: Sym) -> Sym:
+    return indices if indices.dtype == DType.INT64 else em.convert(indices, DType.INT64)
 
 
 @lowers("sort")
 def _sort_op(lw: Lowering) -> list[Sym]:
     x = lw.x()
     values, indices = _sort(lw.em, x, _axis(lw.attrs["axis"], x.rank), lw.attrs["descending"])
-    return [values, indices]
+    return [values, _int64(lw.em, indices)]
 
 
 @lowers("topk")
@@ -937,7 +945,8 @@ def _topk(lw: Lowering) -> list[Sym]:
     axis = _axis(lw.attrs["axis"], x.rank)
     values, indices = _sort(em, x, axis, lw.attrs["largest"])
     k = lw.attrs["k"]
-    return [em.slice_axis(values, axis, 0, k), em.slice_axis(indices, axis, 0, k)]
+    return [em.slice_axis(values, axis, 0, k),
+            _int64(em, em.slice_axis(indices, axis, 0, k))]
 
 
 # -- resize ------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 
 from irbridge.dtypes import DType
+from irbridge.errors import CaptureError
 from irbridge.ir import Graph, TensorType, Value
 
 from ._mlir import RankedType, parse_location
@@ -37,6 +38,9 @@ Handler = Callable[[_Importer, Scope, Any, list[RankedType]], list[Value | Bound
 HANDLERS: dict[str, Handler] = {}
 
 HUGE = 2**62
+
+FOLD_LIMIT = 1 << 16
+"""Largest constant (elements) a handler inspects element by element at import time."""
 
 
 def handles(*names: str) -> Callable[[Handler], Handler]:
@@ -144,8 +148,9 @@ def _inputs(imp: _Importer, scope: Scope, op: Any) -> list[Value]:
 
 def _scalar(imp: _Importer, scope: Scope, value: ir.Value) -> float | int | bool | None:
     """The value of a constant all of whose elements are equal, else None."""
-    data = imp.const_array(scope, value)
-    if data is None or data.size == 0:
+    found = scope.find(value)
+    data = None if found is None else registry_constant(found[0].value)  # not broadcast
+    if data is None or data.size == 0 or data.size > FOLD_LIMIT:
         return None
     flat = np.asarray(data).reshape(-1)
     first = flat[0]
@@ -161,10 +166,18 @@ def _scalar(imp: _Importer, scope: Scope, value: ir.Value) -> float | int | bool
 def _constant(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     rt = types[0]
     where = imp.where(op.operation.name, parse_location(str(op.location)))
-    data = constant_data(imp, op.attributes["value"], rt, where)
+    try:
+        attr = op.attributes["value"]
+    except TypeError as exc:  # the bindings cannot read complex dense attributes
+        raise CaptureError(f"{where}: cannot read the constant's value "
+                           f"({rt.element} constants are not supported yet)") from exc
+    data = constant_data(imp, attr, rt, where)
     loc = parse_location(str(op.location))
     name = loc.names[0] if loc.names else "const"
     shape = rt.static_shape()
+    if data.size > 1 and all(stride == 0 for stride in data.strides):  # a splat: stays one
+        small = np.asarray(data.reshape(-1)[:1]).reshape((1,) * len(shape))  # element
+        return [Bound(imp.constant(scope, small.copy(), "const"), shape)]
     flat = data.reshape(-1)
     if data.size > 1 and np.all(flat.view(np.uint8).reshape(flat.size, -1) ==
                                 flat[:1].view(np.uint8).reshape(1, -1)):
@@ -634,7 +647,7 @@ def _iota_dim(imp: _Importer, scope: Scope, value: ir.Value) -> int | None:
             positions = [i for i, d in enumerate(after) if d != 1]
             return positions[rank] if rank < len(positions) else None
     data = imp.const_array(scope, value)
-    if data is not None and data.ndim:
+    if data is not None and data.ndim and data.size <= FOLD_LIMIT:
         for dim in range(data.ndim):
             shape = [1] * data.ndim
             shape[dim] = data.shape[dim]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from torch_mlir import ir
@@ -27,13 +28,71 @@ PRODUCER_PREFIX = "StableHLO_v"
 
 # -- context ---------------------------------------------------------------------------------
 
-def new_context(*, allow_unregistered: bool = False) -> ir.Context:
-    """A context with the func and stablehlo dialects (and the interpreter's) registered."""
+def new_context(*, allow_unregistered: bool = False,
+                diagnostics: list[str] | None = None) -> ir.Context:
+    """A context with the func and stablehlo dialects (and the interpreter's) registered.
+
+    With a `diagnostics` list, every diagnostic MLIR emits outside a call that collects
+    its own (parse errors do) is appended to it as 'LOCATION: message' instead of being
+    printed to stderr: callers fold the first into their one-line error."""
     ctx = ir.Context()
     _stablehlo.register_dialect(ctx)
     _stablehlo.register_interpreter_dialect(ctx)
     ctx.allow_unregistered_dialects = allow_unregistered
+    if diagnostics is not None:
+        def collect(diagnostic: ir.Diagnostic) -> bool:
+            try:  # the bindings raise on messages that are not UTF-8 (corrupt bytecode)
+                message = one_line(diagnostic.message)
+            except Exception:
+                message = "(a diagnostic that is not valid UTF-8)"
+            try:
+                loc = parse_location(str(diagnostic.location))
+            except Exception:
+                loc = parse_location("")
+            where = f"line {loc.line}:{loc.col}: " if loc.line else ""
+            diagnostics.append(where + message)
+            return True  # handled: MLIR prints nothing
+
+        ctx.attach_diagnostic_handler(collect)
     return ctx
+
+
+# -- nesting ---------------------------------------------------------------------------------
+
+MAX_BRACKET_DEPTH = 256
+"""Deepest nesting of (), [] and {} the text pre-scan lets through to MLIR's parser, which
+recurses once per level (it crashed with SIGSEGV near 10,000 levels). Real programs stay
+far below: a region costs two levels, a rank-N dense literal N."""
+
+_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|[(\[{]|[)\]}]')
+
+
+_COMPLEX_LITERAL = re.compile(r'dense<\s*\([^<>"]*>\s*:\s*tensor<([^<>]*(?:<[^<>]*>)?)>')
+
+
+def complex_literal_mismatch(text: str) -> tuple[int, str] | None:
+    """(line, type) of a `dense<(re, im)>` literal whose tensor type is not complex, or
+    None. MLIR's parser accepts it for a scalar type and the bindings then crash (SIGSEGV)
+    on any read or print of the attribute, so such text must not reach them."""
+    for match in _COMPLEX_LITERAL.finditer(text):
+        if "complex<" not in match[1]:
+            return text.count("\n", 0, match.start()) + 1, f"tensor<{match[1]}>"
+    return None
+
+
+def text_too_deep(text: str, limit: int = MAX_BRACKET_DEPTH) -> int | None:
+    """The line (1-based) where brackets outside strings and comments first nest deeper
+    than `limit`, or None. Linear in the text; nothing is parsed."""
+    depth = 0
+    for match in _TOKENS.finditer(text):
+        ch = match.group()
+        if ch in "([{":
+            depth += 1
+            if depth > limit:
+                return text.count("\n", 0, match.start()) + 1
+        elif ch in ")]}":
+            depth = max(depth - 1, 0)
+    return None
 
 
 # -- versions --------------------------------------------------------------------------------
@@ -76,6 +135,178 @@ def artifact_version(data: bytes) -> str | None:
     if producer.startswith(PRODUCER_PREFIX):
         return producer[len(PRODUCER_PREFIX):]
     return None
+
+
+# -- nesting in bytecode --------------------------------------------------------------------
+
+MAX_BYTECODE_DEPTH = 128
+"""Deepest region nesting the bytecode pre-scan lets through to MLIR's deserialiser, which
+recurses per level and takes time quadratic in the depth (20,000 levels: 50 s)."""
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Bytes:
+    """A cursor over MLIR bytecode: bytes, prefix varints, sections."""
+
+    def __init__(self, data: bytes, pos: int = 0, end: int | None = None) -> None:
+        self.data, self.pos, self.end = data, pos, len(data) if end is None else end
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise _Malformed("unexpected end")
+        value = self.data[self.pos]
+        self.pos += 1
+        return value
+
+    def varint(self) -> int:
+        """MLIR's prefix varint: the first byte's trailing zeros + 1 give its length."""
+        first = self.byte()
+        if first & 1:
+            return first >> 1
+        size = 9 if first == 0 else (first & -first).bit_length()
+        if self.pos + size - 1 > self.end:
+            raise _Malformed("unexpected end")
+        raw = bytes([first]) + self.data[self.pos:self.pos + size - 1]
+        self.pos += size - 1
+        value = int.from_bytes(raw, "little")
+        return value >> 8 if size == 9 else value >> size
+
+    def flagged(self) -> tuple[int, bool]:
+        value = self.varint()
+        return value >> 1, bool(value & 1)
+
+    def section(self) -> tuple[int, int, int]:
+        head = self.byte()
+        length = self.varint()
+        if head & 0x80:  # aligned: padding bytes 0xCB up to the alignment
+            align = self.varint()
+            if align == 0 or align & (align - 1) or align > 1 << 16:
+                raise _Malformed("bad alignment")
+            while self.pos % align:
+                if self.byte() != 0xCB:
+                    raise _Malformed("bad padding")
+        start = self.pos
+        if start + length > self.end:
+            raise _Malformed("section past the end")
+        self.pos = start + length
+        return head & 0x7F, start, start + length
+
+
+_IR_SECTION = 4
+_HAS_ATTRS, _HAS_RESULTS, _HAS_OPERANDS, _HAS_SUCCESSORS = 0x01, 0x02, 0x04, 0x08
+_HAS_REGIONS, _HAS_USELISTS, _HAS_PROPERTIES = 0x10, 0x20, 0x40
+
+
+def _skip_uselist(r: _Bytes) -> None:
+    count, pairs = r.flagged()
+    for _ in range(count * (2 if pairs else 1)):
+        r.varint()
+
+
+def _block_header(r: _Bytes, version: int) -> int:
+    """Skip a block's header (arguments, use-list orders); return its op count."""
+    ops, has_args = r.flagged()
+    if has_args:
+        for _ in range(r.varint()):
+            if version >= 4:
+                _, has_loc = r.flagged()
+                if has_loc:
+                    r.varint()
+            else:
+                r.varint()
+                r.varint()
+        if version >= 3 and r.byte():
+            for _ in range(r.varint()):
+                r.varint()
+                _skip_uselist(r)
+    return ops
+
+
+def _skip_op(r: _Bytes) -> tuple[int, bool]:
+    """Skip an op's fields; return its region count and whether they are isolated."""
+    r.varint()  # name
+    mask = r.byte()
+    r.varint()  # location
+    if mask & _HAS_ATTRS:
+        r.varint()
+    if mask & _HAS_PROPERTIES:
+        r.varint()
+    results = 0
+    if mask & _HAS_RESULTS:
+        results = r.varint()
+        for _ in range(results):
+            r.varint()
+    for flag in (_HAS_OPERANDS, _HAS_SUCCESSORS):
+        if mask & flag:
+            for _ in range(r.varint()):
+                r.varint()
+    if mask & _HAS_USELISTS:
+        for _ in range(r.varint() if results > 1 else 1):
+            if results > 1:
+                r.varint()
+            _skip_uselist(r)
+    if mask & _HAS_REGIONS:
+        return r.flagged()
+    return 0, False
+
+
+def bytecode_depth(data: bytes, limit: int) -> int | None:
+    """The deepest region nesting of MLIR bytecode (the top-level block is level 1, the
+    module's body 2), stopping once past `limit`; None when the bytes do not read as
+    bytecode this scan understands (MLIR's reader then says what is wrong). Linear in the
+    IR section, iterative, nothing is built."""
+    try:
+        r = _Bytes(data, len(BYTECODE_MAGIC))
+        version = r.varint()
+        r.pos = data.index(b"\0", r.pos) + 1  # producer
+        ir_section = None
+        while r.pos < r.end:
+            ident, start, end = r.section()
+            if ident == _IR_SECTION:
+                ir_section = (start, end)
+        if ir_section is None:
+            return None
+        top = _Bytes(data, *ir_section)
+        # per open region: [cursor, regions left, blocks left, ops left]
+        stack: list[list[Any]] = [[top, 0, 0, _block_header(top, version)]]
+        deepest = 1
+        while stack:
+            frame = stack[-1]
+            cursor = frame[0]
+            if frame[3] > 0:
+                frame[3] -= 1
+                regions, isolated = _skip_op(cursor)
+                if regions:
+                    inner = cursor
+                    if isolated and version >= 2:  # lazily loadable: its own IR section
+                        ident, start, end = cursor.section()
+                        if ident != _IR_SECTION:
+                            raise _Malformed("isolated region outside an IR section")
+                        inner = _Bytes(data, start, end)
+                    stack.append([inner, regions, 0, 0])
+                    deepest = max(deepest, len(stack))
+                    if deepest > limit:
+                        return deepest
+            elif frame[2] > 0:
+                frame[2] -= 1
+                frame[3] = _block_header(cursor, version)
+            elif frame[1] > 0:
+                frame[1] -= 1
+                blocks = cursor.varint()
+                if blocks:
+                    cursor.varint()  # value count
+                    frame[2] = blocks - 1
+                    frame[3] = _block_header(cursor, version)
+            else:
+                stack.pop()
+                if stack and cursor is not stack[-1][0] and cursor.pos != cursor.end:
+                    raise _Malformed("nested section not consumed")
+        return deepest if top.pos == top.end else None
+    except (_Malformed, ValueError, IndexError):
+        return None
 
 
 # -- element types ---------------------------------------------------------------------------
@@ -186,25 +417,33 @@ def _element(dtype: DType) -> ir.Type:
     return ir.Type.parse(ELEMENT_TYPES[dtype])
 
 
-def attr_to_array(attr: ir.Attribute, rt: RankedType) -> np.ndarray:
-    """The data of a dense elements attribute as a numpy array of the irbridge dtype."""
+def attr_to_array(attr: ir.Attribute, rt: RankedType, *, lazy_splat: bool = False
+                  ) -> np.ndarray:
+    """The data of a dense elements attribute as a numpy array of the irbridge dtype.
+
+    With `lazy_splat`, a splat (`dense<1.0> : tensor<1000000000xf32>`) comes back as a
+    read-only broadcast view of its one element: no memory for the declared shape."""
     if rt.dtype is None:
         raise ValueError(f"element type {rt.element} has no irbridge dtype")
     dtype = rt.dtype
     shape = rt.static_shape()
     if dtype in (DType.COMPLEX64, DType.COMPLEX128):
-        return _array_from_text(str(attr), dtype, shape)
+        return _array_from_text(str(attr), dtype, shape, lazy_splat)
     dense = ir.DenseElementsAttr(attr)
     if dense.is_splat:
-        return np.full(shape, _scalar(dense.get_splat_value(), dtype), dtype=dtype.numpy)
+        one = np.asarray(_scalar(dense.get_splat_value(), dtype), dtype=dtype.numpy)
+        if lazy_splat:
+            return np.broadcast_to(one, shape)
+        return np.full(shape, one, dtype=dtype.numpy)
     if dtype in (DType.FLOAT32, DType.FLOAT64, DType.FLOAT16):
         return np.array(ir.DenseFPElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
     if dtype.is_integer or dtype is DType.BOOL:
         return np.array(ir.DenseIntElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
-    return _array_from_text(str(attr), dtype, shape)  # bf16, fp8, complex: no buffer access
+    return _array_from_text(str(attr), dtype, shape, lazy_splat)  # bf16, fp8: no buffer
 
 
-def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...],
+                     lazy_splat: bool = False) -> np.ndarray:
     """Read a printed dense attribute: dense<"0xHEX"> (raw little-endian data) or nested
     lists of literals (hex literals are bit patterns)."""
     begin = text.index("dense<") + len("dense<")
@@ -227,7 +466,8 @@ def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...]) -> np.ndar
                 values.append(float(token))
         array = np.array(values, dtype=np.float64)
     if array.size == 1 and int(np.prod(shape)) != 1:  # a splat
-        array = np.full(shape, array[0])
+        one = array[0].astype(dtype.numpy)
+        return np.broadcast_to(one, shape) if lazy_splat else np.full(shape, one)
     return array.astype(dtype.numpy).reshape(shape)
 
 
@@ -395,8 +635,13 @@ def one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-def diagnostics_line(exc: BaseException) -> str:
-    """The first diagnostic of an MLIRError as 'LOCATION: message', else the text."""
+def diagnostics_line(exc: BaseException, collected: list[str] | None = None) -> str:
+    """The first diagnostic of an MLIRError as 'LOCATION: message', else the first
+    diagnostic `collected` by the context's handler (with the exception's text), else the
+    exception's text."""
+    if collected:
+        text = one_line(str(exc))
+        return f"{collected[0]} ({text})" if text and text not in collected[0] else collected[0]
     diags = getattr(exc, "error_diagnostics", None)
     if diags:
         first = diags[0]
@@ -411,8 +656,31 @@ def diagnostics_line(exc: BaseException) -> str:
     return one_line(text)
 
 
-__all__ = ["BYTECODE_MAGIC", "ELEMENT_TYPES", "LocInfo", "RankedType", "artifact_version",
-           "attr_to_array", "current_version", "dense_attr", "diagnostics_line", "dtype_of_element",
-           "element_type", "escape", "float_attr", "minimum_version", "new_context",
-           "one_line", "parse_location", "ranked_type", "splat_literal", "tensor_type",
-           "version_tuple"]
+__all__ = [
+    "BYTECODE_MAGIC",
+    "ELEMENT_TYPES",
+    "MAX_BRACKET_DEPTH",
+    "MAX_BYTECODE_DEPTH",
+    "LocInfo",
+    "RankedType",
+    "artifact_version",
+    "attr_to_array",
+    "bytecode_depth",
+    "complex_literal_mismatch",
+    "current_version",
+    "dense_attr",
+    "diagnostics_line",
+    "dtype_of_element",
+    "element_type",
+    "escape",
+    "float_attr",
+    "minimum_version",
+    "new_context",
+    "one_line",
+    "parse_location",
+    "ranked_type",
+    "splat_literal",
+    "tensor_type",
+    "text_too_deep",
+    "version_tuple",
+]

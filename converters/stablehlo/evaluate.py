@@ -10,6 +10,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 
+from irbridge.dtypes import DType
 from irbridge.errors import ExportError, FileFormatError
 
 from ._mlir import (
@@ -90,6 +91,13 @@ def evaluate(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Module
                          .inputs)
         res_types = list(ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
                          .results)
+        for index, t in enumerate(res_types):
+            rt = ranked_type(t)
+            if rt is None or rt.dtype is None or rt.dtype in (DType.COMPLEX64,
+                                                              DType.COMPLEX128):
+                # the bindings abort the process converting such a result back
+                raise ExportError(f"@main result {index} has type {t}, which the evaluator "
+                                  "cannot read back (complex results are not supported yet)")
         if len(inputs) != len(arg_types):
             raise ExportError(f"@main takes {len(arg_types)} arguments, got {len(inputs)} inputs")
         args = []

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 
+from irbridge.atomic import atomic_file, write_error
 from irbridge.builder import GraphBuilder
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError, OpError
@@ -165,25 +165,19 @@ def to_mlir_text(model: Model, *, weights_as_args: bool = False, debug_info: boo
 def export_stablehlo(model: Model, path: str | os.PathLike[str], *,
                      target_version: str | None = None, weights_as_args: bool = False) -> Path:
     """Write `model` as StableHLO: text for `.mlir`, a portable artifact for `.mlirbc`
-    (and any other suffix). The write is atomic (temporary file + os.replace)."""
+    (and any other suffix). The write is atomic (irbridge.atomic)."""
     out = Path(path)
     version = check_target_version(target_version)
     built = build_module(model, weights_as_args=weights_as_args)
     data = built.text().encode("utf-8") if out.suffix == ".mlir" else built.artifact(version)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o666 & ~mask)  # mkstemp makes 0600; a model is a normal file
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise write_error(out, exc) from None
+    with atomic_file(out) as tmp, open(tmp, "wb") as handle:  # special files refused
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
     return out
 
 

@@ -21,6 +21,11 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
+import sys
+import threading
+import traceback
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -39,6 +44,7 @@ from irbridge.ir import (
     AttrValue,
     Graph,
     Model,
+    Node,
     Provenance,
     SourceLocation,
     Tensor,
@@ -48,11 +54,17 @@ from irbridge.ir import (
 )
 from irbridge.ops import registry
 
+from ._chlo import legalize_chlo, uses_chlo
+from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
 from ._mlir import (
     BYTECODE_MAGIC,
+    MAX_BRACKET_DEPTH,
+    MAX_BYTECODE_DEPTH,
     RankedType,
     artifact_version,
     attr_to_array,
+    bytecode_depth,
+    complex_literal_mismatch,
     current_version,
     diagnostics_line,
     minimum_version,
@@ -60,6 +72,7 @@ from ._mlir import (
     one_line,
     parse_location,
     ranked_type,
+    text_too_deep,
     version_tuple,
 )
 
@@ -121,14 +134,70 @@ def from_mlir(source: str | bytes | ir.Module, *, name: str = "") -> Model:
     return model
 
 
+MAX_REGION_DEPTH = 64
+"""Deepest nesting of regions (control-flow bodies, reducers) plus inlined calls the
+importer follows; deeper programs are refused before the walk (which recurses per level)."""
+
+MAX_INLINED_OPS = 2_000_000
+"""Most ops `@main` may expand to once every call and composite is inlined (each call
+site copies its callee). Counted before inlining; `IRBRIDGE_MAX_INLINED_OPS` overrides."""
+
+_STACK_BYTES = 512 << 20
+"""Stack of the thread that runs MLIR's deserialiser and the walk on bytecode: MLIR
+recurses once per nesting level (a few KB each); the pre-scans bound the depth, this is
+the margin for a bytecode the scan cannot read (MLIR's reader then refuses it)."""
+
+
 def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
+    """Parse and import in a thread with a large stack (warnings and errors come back to
+    the caller's thread); the module is freed in that thread too."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                outcome["result"] = _parse_and_import(data, source)
+            except BaseException as exc:  # re-raised in the caller's thread
+                if exc.__traceback__ is not None:  # free MLIR objects here, not there
+                    traceback.clear_frames(exc.__traceback__)
+                outcome["error"] = exc
+        outcome["warnings"] = caught
+
+    stack = _STACK_BYTES if data.startswith(BYTECODE_MAGIC) else 64 << 20
+    previous = threading.stack_size()
+    threading.stack_size(stack)
+    try:
+        thread = threading.Thread(target=work, name="irbridge-stablehlo-import")
+        thread.start()
+    finally:
+        threading.stack_size(previous)
+    thread.join()
+    for record in outcome.get("warnings", []):
+        warnings.warn(record.message, stacklevel=3)
+    if "error" in outcome:
+        raise outcome["error"]
+    result: tuple[Model, ImportReport] = outcome["result"]
+    return result
+
+
+def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
     if not data.strip():
         raise FileFormatError(f"{source}: empty file, not a StableHLO module")
-    ctx = new_context(allow_unregistered=True)
+    if not data.startswith(BYTECODE_MAGIC):
+        data = _unwrap_jax_exported(data, source)
+    diagnostics: list[str] = []
+    ctx = new_context(allow_unregistered=True, diagnostics=diagnostics)
     version: str | None = None
     text: str | None = None
     with ctx:
         if data.startswith(BYTECODE_MAGIC):
+            depth = bytecode_depth(data, MAX_BYTECODE_DEPTH)
+            if depth is not None and depth > MAX_BYTECODE_DEPTH:
+                raise FileFormatError(f"{source}: regions nest more than {MAX_BYTECODE_DEPTH} "
+                                      "levels deep in the bytecode; refusing to deserialize "
+                                      "(no real program nests this deep)")
+            _probe_bytecode(data, source)
             version = artifact_version(data)
             if version is not None:
                 _check_artifact_version(version, source)
@@ -137,25 +206,96 @@ def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
                 except Exception as exc:
                     raise FileFormatError(f"{source}: cannot deserialize the StableHLO "
                                           f"v{version} portable artifact: "
-                                          f"{diagnostics_line(exc)}") from exc
+                                          f"{diagnostics_line(exc, diagnostics)}") from exc
             else:
                 try:
                     module = ir.Module.parse(data)
                 except Exception as exc:
                     raise FileFormatError(f"{source}: not a StableHLO portable artifact, and "
                                           f"not readable MLIR bytecode: "
-                                          f"{diagnostics_line(exc)}") from exc
+                                          f"{diagnostics_line(exc, diagnostics)}") from exc
         else:
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise FileFormatError(f"{source}: neither MLIR text (not UTF-8) nor MLIR "
                                       "bytecode") from exc
+            line = text_too_deep(text)
+            if line is not None:
+                raise FileFormatError(f"{source}: line {line}: brackets nest deeper than "
+                                      f"{MAX_BRACKET_DEPTH} levels; refusing to parse (no "
+                                      "real program nests this deep)")
+            mismatch = complex_literal_mismatch(text)
+            if mismatch is not None:
+                raise FileFormatError(f"{source}: line {mismatch[0]}: a complex literal "
+                                      f"(re, im) for a {mismatch[1]} constant")
+            if uses_chlo(text):
+                text = legalize_chlo(text, source)
             try:
                 module = ir.Module.parse(text)
             except Exception as exc:
                 raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
-        return _Importer(module, source, version, text).run()
+        try:
+            return _Importer(module, source, version, text).run()
+        finally:
+            del module
+
+
+_PROBE = """
+import sys
+from torch_mlir import ir
+from torch_mlir._mlir_libs import _stablehlo
+data = sys.stdin.buffer.read()
+ctx = ir.Context()
+_stablehlo.register_dialect(ctx)
+ctx.allow_unregistered_dialects = True
+ctx.attach_diagnostic_handler(lambda diagnostic: True)
+with ctx:
+    try:
+        if data[4:64].find(b"StableHLO_v") >= 0:
+            module = _stablehlo.deserialize_portable_artifact(ctx, data)
+        else:
+            module = ir.Module.parse(data)
+        module.operation.get_asm(large_elements_limit=64)  # reads every attribute
+    except Exception:
+        pass
+"""
+
+
+def _probe_bytecode(data: bytes, source: str) -> None:
+    """Read the bytecode once in a child process first: on some corrupt inputs MLIR's
+    reader (VHLO's attribute readers) corrupts the heap and aborts the whole process
+    (found by mutating exported artifacts; one flipped byte of the attribute offsets is
+    enough), which no check here can foresee. Errors are left to the real read in this
+    process, which reports them in one line; only a crash or a hang is reported here."""
+    limit = 60 + len(data) // (20 << 20)  # seconds: generous for real models
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE], input=data, timeout=limit,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise FileFormatError(f"{source}: MLIR's bytecode reader did not finish in {limit} s "
+                              "(corrupt or hostile bytecode?); refusing") from exc
+    except OSError as exc:
+        raise FileFormatError(f"{source}: cannot start the bytecode check: {exc}") from exc
+    if proc.returncode != 0:
+        how = (f"signal {signal.Signals(-proc.returncode).name}" if proc.returncode < 0
+               and -proc.returncode in signal.valid_signals() else f"exit {proc.returncode}")
+        raise FileFormatError(f"{source}: MLIR's bytecode reader crashed on this file ({how}); "
+                              "the bytecode is corrupt")
+
+
+def _unwrap_jax_exported(data: bytes, source: str) -> bytes:
+    """The portable artifact inside a serialized `jax.export` Exported, else `data`."""
+    try:
+        module, _, version = read_exported(data)
+    except NotExported:
+        return data
+    if version > MAX_SERIALIZATION_VERSION:
+        warnings.warn(f"{source}: jax.export serialization version {version} is newer than "
+                      f"the {MAX_SERIALIZATION_VERSION} this reader was checked against; "
+                      "reading its StableHLO module", StableHLOImportWarning, stacklevel=3)
+    return module
 
 
 def _check_artifact_version(version: str, source: str) -> None:
@@ -254,6 +394,7 @@ class _Importer:
                 raise FileFormatError(f"{self.source}: the module has no @main function (and "
                                       f"{len(public)} public functions)")
             main = public[0]
+        self.check_program(_symbol(main))
         module_op = self.module.operation
         if "sym_name" in module_op.attributes:
             self.model.name = _str(module_op.attributes["sym_name"])
@@ -281,6 +422,53 @@ class _Importer:
         graph.set_outputs(outputs)
         self.finish()
         return self.model, self.report
+
+    def check_program(self, main: str) -> None:
+        """Refuse what the walk cannot import in bounded stack, time and memory, before
+        it starts: regions and inlined calls nested deeper than MAX_REGION_DEPTH, and more
+        than the inlined-op budget once every call is expanded (40 functions that each
+        call the next twice are 2^40 ops). Iterative; each function is scanned once."""
+        limit = _inline_budget()
+        scanned: dict[str, tuple[int, int, list[tuple[str, int]]]] = {}
+        total: dict[str, int] = {}
+        depth: dict[str, int] = {}
+        on_path: set[str] = set()
+        stack: list[tuple[str, bool]] = [(main, False)]
+        while stack:
+            name, done = stack.pop()
+            if done:
+                ops, own_depth, calls = scanned[name]
+                count, deepest = ops, own_depth
+                for callee, site in calls:
+                    count += total[callee]
+                    deepest = max(deepest, site + depth[callee])
+                total[name], depth[name] = min(count, limit + 1), deepest
+                on_path.discard(name)
+                continue
+            if name in total:
+                continue
+            if name in on_path:
+                raise CaptureError(f"{self.source}: @{name} calls itself (directly or through "
+                                   "other functions); recursion cannot be inlined")
+            func = self.funcs.get(name)
+            scanned[name] = (0, 0, []) if func is None else _scan_function(func)
+            on_path.add(name)
+            stack.append((name, True))
+            for callee, _ in scanned[name][2]:
+                if callee not in total:
+                    if callee in on_path:
+                        raise CaptureError(f"{self.source}: @{callee} calls itself (directly "
+                                           "or through other functions); recursion cannot "
+                                           "be inlined")
+                    stack.append((callee, False))
+        if depth[main] > MAX_REGION_DEPTH:
+            raise FileFormatError(f"{self.source}: @{main} nests regions and calls "
+                                  f"{depth[main]} levels deep, more than the "
+                                  f"{MAX_REGION_DEPTH} the importer follows")
+        if total[main] > limit:
+            raise FileFormatError(f"{self.source}: @{main} expands to more than {limit:,} ops "
+                                  "once its calls are inlined; refusing (set "
+                                  "IRBRIDGE_MAX_INLINED_OPS to raise the limit)")
 
     def output_values(self, graph: Graph, builder: GraphBuilder, outputs: list[Value],
                       main: Any) -> list[Value]:
@@ -370,7 +558,7 @@ class _Importer:
             except Unsupported as exc:
                 self.opaque(scope, op, types, str(exc))
                 return
-            except (OpError, ValueError, KeyError, IndexError) as exc:
+            except (OpError, ValueError, KeyError, IndexError, TypeError) as exc:
                 raise CaptureError(f"{where}: cannot import: {one_line(str(exc))}") from exc
             self.bind(scope, op, outs, types, where)
         finally:
@@ -582,6 +770,42 @@ class _Importer:
         return graph, outs
 
 
+def _inline_budget() -> int:
+    text = os.environ.get("IRBRIDGE_MAX_INLINED_OPS", "")
+    if not text:
+        return MAX_INLINED_OPS
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise CaptureError(f"IRBRIDGE_MAX_INLINED_OPS={text!r} is not a positive integer")
+    return value
+
+
+def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]]]:
+    """A function's own op count, its deepest region nesting (its body is level 1), and
+    its calls (callee, level of the call site); composites count as calls of their
+    decomposition. Iterative, so any depth is safe to scan."""
+    ops, deepest = 0, 0
+    calls: list[tuple[str, int]] = []
+    stack = [(region, 1) for region in func.regions]
+    while stack:
+        region, level = stack.pop()
+        deepest = max(deepest, level)
+        for block in region.blocks:
+            for op in block.operations:
+                ops += 1
+                name = op.operation.name
+                attrs = op.operation.attributes
+                if name == "func.call" and "callee" in attrs:
+                    calls.append((_str(attrs["callee"]), level))
+                elif name == "stablehlo.composite" and "decomposition" in attrs:
+                    calls.append((_str(attrs["decomposition"]), level))
+                stack.extend((inner, level + 1) for inner in op.operation.regions)
+    return ops, deepest, calls
+
+
 def _rename(graph: Graph, value: Value, name: str) -> None:
     del graph.values[value.name]
     value.name = name
@@ -594,13 +818,19 @@ def _prune(graph: Graph) -> None:
         for sub in node.subgraphs():
             _prune(sub)
     outputs = {id(v) for v in graph.outputs}
-    for node in reversed(list(graph.nodes)):
-        if node.is_opaque or any(v.uses or id(v) in outputs for v in node.outputs):
+    dead: list[Node] = []
+    gone: set[int] = set()
+    for node in reversed(graph.nodes):   # users come after producers: decide backwards
+        if node.is_opaque or any(id(v) in outputs or any(id(u) not in gone for u, _ in v.uses)
+                                 for v in node.outputs):
             continue
-        graph.remove_node(node)
+        dead.append(node)
+        gone.add(id(node))
+    graph.remove_nodes(dead)
     graph.parameters = [v for v in graph.parameters if v.uses or id(v) in outputs]
+    kept = {id(v) for v in graph.parameters}
     for name in [n for n, v in graph.values.items()
-                 if v.tensor is not None and v not in graph.parameters]:
+                 if v.tensor is not None and id(v) not in kept]:
         del graph.values[name]
 
 
@@ -697,10 +927,14 @@ def constant_data(importer: _Importer, attr: Any, rt: RankedType, where: str) ->
         if blob is None:
             raise CaptureError(f"{where}: dense_resource {key!r} has no data in the module")
         dtype = _dtype(rt, where)
-        return np.frombuffer(blob, dtype=dtype.numpy).reshape(rt.static_shape()).copy()
+        data = np.frombuffer(blob, dtype=dtype.numpy)
+        if data.size != int(np.prod(rt.static_shape(), dtype=object)):
+            raise CaptureError(f"{where}: dense_resource {key!r} holds {data.size} elements, "
+                               f"the type says {list(rt.static_shape())}")
+        return data.reshape(rt.static_shape()).copy()
     if not isinstance(attr, ir.DenseElementsAttr):
         raise Unsupported(f"constant attribute {one_line(str(attr), 80)} is not dense")
-    return attr_to_array(attr, rt)
+    return attr_to_array(attr, rt, lazy_splat=True)
 
 
 def module_ops(module: ir.Module) -> Counter[str]:

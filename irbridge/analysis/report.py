@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from irbridge.analysis.cost import ModuleRow
@@ -18,6 +17,7 @@ from irbridge.analysis.hardware import Target
 from irbridge.analysis.partition import Partition
 from irbridge.analysis.roofline import Mapping, Roof
 from irbridge.ir import Cost
+from irbridge.sanitize import clean, markdown
 from irbridge.summary import human_bytes, human_count
 
 
@@ -213,12 +213,12 @@ def print_tables(result: Result, console: Console, top: int = 10) -> None:
     facts = f"{result.name}: {len(first.costs.nodes)} nodes, dtype {result.dtype}"
     if first.costs.body_nodes:
         facts += f" (+{first.costs.body_nodes} in control-flow bodies)"
-    console.print(f"[bold]{facts}[/bold]")
+    console.print(clean(facts), style="bold")
     for run in result.runs:
         for note in run.binding.notes:
-            console.print(f"note: {escape(note)}")
+            console.print(f"note: {clean(note)}")
     for line in result.warnings:
-        console.print(f"[yellow]warning: {escape(line)}[/yellow]")
+        console.print(f"warning: {clean(line)}", style="yellow")
     for title, header, rows in (
             ("cost", *_varying(result, _TOTALS, totals_rows(result))),
             ("roofline: latency (kernels one after another), kernels compute- / "
@@ -229,7 +229,7 @@ def print_tables(result: Result, console: Console, top: int = 10) -> None:
             table.add_column(column, justify="left" if column in ("batch", "fusion", "target")
                              else "right", no_wrap=column == "target")
         for row in rows:
-            table.add_row(*map(escape, row))
+            table.add_row(*map(clean, row))
         console.print(table)
     shown = set()
     for run in result.runs:
@@ -245,14 +245,14 @@ def print_tables(result: Result, console: Console, top: int = 10) -> None:
                          overflow="fold", max_width=40 if column == "kernel" else None,
                          no_wrap=column == "kind")
         for r in rows:
-            t.add_row(*map(escape, r))
+            t.add_row(*map(clean, r))
         console.print(t)
     if first.modules is not None:
         t = Table(title=f"modules ({_run_label(first)})", title_justify="left", show_edge=False)
         for column in _MODULE_HEADER:
             t.add_column(column, justify="left" if column in ("module", "output") else "right")
         for r in module_rows(first.modules):
-            t.add_row(*map(escape, r))
+            t.add_row(*map(clean, r))
         console.print(t)
 
 
@@ -260,7 +260,7 @@ def print_tables(result: Result, console: Console, top: int = 10) -> None:
 
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     def cell(text: str) -> str:
-        return text.replace("|", "\\|")
+        return markdown(text)
     lines = ["| " + " | ".join(cell(h) for h in header) + " |",
              "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
@@ -269,13 +269,13 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def to_markdown(result: Result, top: int = 10) -> str:
     first = result.runs[0]
-    parts = [f"# {result.name}", "",
+    parts = [f"# {markdown(result.name)}", "",
              f"{len(first.costs.nodes)} nodes, compute dtype {result.dtype}. Latency is the "
              "sum of per-kernel roofline estimates max(compute, memory); bound: arithmetic "
              "intensity against the target's ridge point.", ""]
     for run in result.runs:
-        parts += [f"- note: {note}" for note in run.binding.notes]
-    parts += [f"- warning: {line}" for line in result.warnings]
+        parts += [f"- note: {markdown(note)}" for note in run.binding.notes]
+    parts += [f"- warning: {markdown(line)}" for line in result.warnings]
     parts += ["", "## Cost", "", _md_table(_TOTALS, totals_rows(result)), "",
               "## Roofline", "", _md_table(_SUMMARY, summary_rows(result)), ""]
     shown = set()
@@ -298,7 +298,7 @@ def to_csv(result: Result) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     if result.runs[0].modules is not None:
-        writer.writerow(["batch", "module", "depth", "nodes", "parameters", "output", "macs",
+        _csv_row(writer, ["batch", "module", "depth", "nodes", "parameters", "output", "macs",
                          "matmul_flops", "other_flops", "bytes_read", "bytes_written",
                          "param_bytes"])
         seen = set()
@@ -307,11 +307,11 @@ def to_csv(result: Result) -> str:
                 continue
             seen.add(run.batch)
             for r in run.modules:
-                writer.writerow([_run_label(run), r.path, r.depth, r.nodes, r.parameters,
+                _csv_row(writer, [_run_label(run), r.path, r.depth, r.nodes, r.parameters,
                                  r.output, r.cost.macs, r.cost.matmul_flops, r.cost.other_flops,
                                  r.cost.bytes_read, r.cost.bytes_written, r.cost.param_bytes])
         return out.getvalue()
-    writer.writerow(["batch", "strategy", "target", "dtype", "partition", "graph", "kind",
+    _csv_row(writer, ["batch", "strategy", "target", "dtype", "partition", "graph", "kind",
                      "node_ids", "label", "macs", "matmul_flops", "other_flops",
                      "external_bytes", "internal_bytes", "intensity", "compute_s", "memory_s",
                      "latency_s", "bound", "attained"])
@@ -319,7 +319,7 @@ def to_csv(result: Result) -> str:
         for m in run.mappings:
             for est in m.estimates:
                 p = est.partition
-                writer.writerow([
+                _csv_row(writer, [
                     _run_label(run), run.strategy, m.target.name, m.dtype, p.id, p.graph_index,
                     p.kind, " ".join(map(str, p.node_ids)), p.label(), p.cost.macs,
                     p.cost.matmul_flops, p.cost.other_flops, p.external_bytes, p.internal_bytes,
@@ -327,6 +327,11 @@ def to_csv(result: Result) -> str:
                     f"{est.compute_seconds:.6g}", f"{est.memory_seconds:.6g}",
                     f"{est.latency_seconds:.6g}", est.bound, f"{est.attained:.4f}"])
     return out.getvalue()
+
+
+def _csv_row(writer: Any, cells: Sequence[object]) -> None:
+    """A CSV row whose text cells (names from the model file) are cleaned for the terminal."""
+    writer.writerow([clean(c) if isinstance(c, str) else c for c in cells])
 
 
 # -- the hardware catalog ---------------------------------------------------------------------
@@ -347,12 +352,13 @@ def catalog_rows(targets: Sequence[Target]) -> tuple[list[str], list[list[str]]]
 
 def print_target(target: Target, console: Console) -> None:
     """Every figure of a target with its source (numbered, listed below the table)."""
-    console.print(f"[bold]{escape(target.name)}[/bold]: {escape(target.title)} ({target.kind})"
-                  + (f", aliases {', '.join(target.aliases)}" if target.aliases else ""))
+    console.print(clean(target.name), style="bold", end="")
+    console.print(f": {clean(target.title)} ({clean(target.kind)})"
+                  + (f", aliases {clean(', '.join(target.aliases))}" if target.aliases else ""))
     sources: dict[str, int] = {}
 
     def ref(source: str) -> str:
-        return escape(f"[{sources.setdefault(source, len(sources) + 1)}]")
+        return f"[{sources.setdefault(source, len(sources) + 1)}]"
 
     t = Table(show_edge=False)
     for column in ("figure", "value", "as given", "src", "note"):
@@ -360,14 +366,14 @@ def print_target(target: Target, console: Console) -> None:
     for key, f in target.peaks.items():
         unit = "FLOP/s" if key != "int8" else "OP/s"
         t.add_row(f"peak {key} (dense)", human_rate(f.value, unit), f"{f.given:g} {f.unit}",
-                  ref(f.source), escape(f.note))
+                  ref(f.source), clean(f.note))
     figures = [("memory bandwidth", target.memory_bandwidth, "B/s")]
     if target.memory_capacity is not None:
         figures.append(("memory capacity", target.memory_capacity, "B"))
     figures += [(key, f, "B") for key, f in target.on_chip.items()]
     for name, f, unit in figures:
         t.add_row(name, human_rate(f.value, unit), f"{f.given:g} {f.unit}", ref(f.source),
-                  escape(f.note))
+                  clean(f.note))
     if target.compute_efficiency != 1.0 or target.memory_efficiency != 1.0:
         t.add_row("efficiency", f"compute {target.compute_efficiency:g}, memory "
                   f"{target.memory_efficiency:g}", "", ref(target.efficiency_source), "")
@@ -375,6 +381,6 @@ def print_target(target: Target, console: Console) -> None:
         t.add_row(f"ridge {key}", f"{target.ridge(key):.1f} FLOP/B", "", "", "peak / bandwidth")
     console.print(t)
     for source, number in sources.items():
-        console.print(f"[{number}] {escape(source)}", markup=False)
+        console.print(f"[{number}] {clean(source)}")
     if target.notes:
-        console.print(f"note: {target.notes}", markup=False)
+        console.print(f"note: {clean(target.notes)}")

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from irbridge.cli.render import console
 from irbridge.errors import IrbridgeError
+from irbridge.sanitize import clean
 from irbridge.summary import human_count
 
 EXIT_PROBLEM = 1
@@ -91,38 +92,38 @@ def _print_table(result: object, top: int) -> None:
 
     assert isinstance(result, Comparison)
     lines = headline(result)
-    console.print(f"[bold]{lines[0]}[/bold]")
+    console.print(clean(lines[0]), style="bold")
     for line in lines[1:]:
-        console.print(line)
+        console.print(clean(line))
     matching = result.matching
     if matching is not None and matching.decompositions():
         table = Table(title="decompositions and fusions", title_justify="left", show_edge=False)
         for column in ("kind", "left -> right", "groups"):
             table.add_column(column, justify="right" if column == "groups" else "left")
         for kind, signature, count in matching.decompositions()[:top]:
-            table.add_row(kind, signature, str(count))
+            table.add_row(clean(kind), clean(signature), str(count))
         console.print(table)
     if result.costs is not None:
         costs = result.costs
-        table = Table(title=f"cost by module (depth {costs.depth}, {costs.target}, "
-                      f"{costs.dtype})", title_justify="left", show_edge=False)
+        table = Table(title=clean(f"cost by module (depth {costs.depth}, {costs.target}, "
+                                  f"{costs.dtype})"), title_justify="left", show_edge=False)
         for column in ("module", "mm FLOPs L", "mm FLOPs R", "delta", "other L", "other R",
                        "latency L", "latency R"):
             table.add_column(column, justify="left" if column == "module" else "right")
         rows = [*costs.rows[:top], costs.total]
         for row in rows:
-            table.add_row(row.module, human_count(row.left.matmul_flops),
+            table.add_row(clean(row.module), human_count(row.left.matmul_flops),
                           human_count(row.right.matmul_flops),
                           _pct(row.left.matmul_flops, row.right.matmul_flops),
                           human_count(row.left.other_flops), human_count(row.right.other_flops),
                           _time(row.left.latency), _time(row.right.latency))
         console.print(table)
     if result.differences:
-        console.print(f"[bold]differences ({len(result.differences)})[/bold]")
+        console.print(f"differences ({len(result.differences)})", style="bold")
         for difference in result.differences[:top]:
             where = f" {difference.module}" if difference.module else ""
             group = f" [group {difference.group}]" if difference.group is not None else ""
-            console.print(f"  {difference.kind}{where}: {difference.message}{group}")
+            console.print(clean(f"  {difference.kind}{where}: {difference.message}{group}"))
         if len(result.differences) > top:
             console.print(f"  ... {len(result.differences) - top} more (see --format json)")
     else:

@@ -22,6 +22,7 @@ from irbridge.formats import (
     read_file,
     write_model,
 )
+from irbridge.sanitize import clean
 from irbridge.summary import summarize
 
 Frontend = Annotated[str, typer.Option(
@@ -66,21 +67,33 @@ def convert(
     pretrained: Annotated[bool, typer.Option(
         help="Use pretrained weights (needs a reachable hub or a local cache).")] = False,
     trust_checkpoint: Annotated[bool, typer.Option(
-        help="Allow loading .pt checkpoints, which unpickle (run) code.")] = False,
+        help="Trust the model's files to run code: load a pickled .pt checkpoint (also "
+             "ultralytics --pretrained weights) and build a model YAML whose fields need "
+             "eval. See docs/security.md.")] = False,
 ) -> None:
     """Convert a model (zoo name, Python file, ONNX or StableHLO file) into an irbridge IR
-    file, or another format with --to, and print its summary."""
-    fmt = output_format(output, to) if output is not None else None
-    if is_model_file(model):
+    file, or another format with --to, and print its summary. With --verify, the output is
+    written only when verification passes."""
+    is_file = is_model_file(model)
+    dynamic_spec = _parse_dynamic(dynamic or [])
+    fmt = _check_options(
+        is_file=is_file, output=output, to=to, opset=opset, frontend=frontend,
+        verify=verify, meta=meta, batch=batch, seq_len=seq_len, input_shape=input_shape,
+        pytorch_only={
+            "--no-weights": no_weights, "--meta": meta, "--verify": verify,
+            "--input-shape": input_shape is not None, "--batch": batch is not None,
+            "--seq-len": seq_len is not None, "--dtype": dtype is not None,
+            "--dynamic": bool(dynamic), "--decompose": decompose, "--strict": strict,
+            "--weights": weights_file is not None, "--pretrained": pretrained,
+            "--trust-checkpoint": trust_checkpoint, "--frontend": frontend != "auto",
+        })
+    shape = _parse_shape(input_shape) if input_shape else None
+    if is_file:
         _convert_file(Path(model), output, fmt, opset)
         return
     from irbridge.converters.pytorch import capture, zoo
     from irbridge.converters.pytorch import verify as verify_capture
 
-    shape = _parse_shape(input_shape) if input_shape else None
-    dynamic_spec = _parse_dynamic(dynamic or [])
-    if meta and verify:
-        raise IrbridgeError("--verify needs real weights; drop --meta")
     if dynamic_spec and batch is None:
         # torch specialises size-1 dims to constants, so a symbolic batch needs an example
         # batch of at least 2 (within the requested range).
@@ -93,8 +106,9 @@ def convert(
         built = zoo.build(model, batch=batch, seq_len=seq_len, input_shape=shape, dtype=dtype,
                           device="meta" if meta else "cpu", pretrained=pretrained,
                           weights_file=weights_file, trust_checkpoint=trust_checkpoint)
-    console.print(f"built {built.name} ({built.family}, {built.num_parameters:,} parameters, "
-                  f"weights {built.weights}); inputs {built.input_desc}", markup=False)
+    console.print(f"built {clean(built.name)} ({built.family}, {built.num_parameters:,} "
+                  f"parameters, weights {clean(built.weights)}); inputs "
+                  f"{clean(built.input_desc)}", markup=False)
     with _status(f"capturing {built.name} with {frontend}"):
         result = capture(built.module, built.args, built.kwargs, frontend=frontend,
                          weights=not (no_weights or meta), dynamic=dynamic_spec or None,
@@ -102,27 +116,81 @@ def convert(
     ir = result.model
     ir.name = built.name
     for method, outcome in result.attempts:
-        console.print(f"  {method}: {outcome}", markup=False)
+        console.print(f"  {method}: {clean(outcome)}", markup=False)
     report = None
     if verify:
         with _status("verifying against the eager model"):
             report = verify_capture(result, built.module)
-    if output is not None:
+    # A capture that failed its check is not written: a file on disk looks usable.
+    write = output is not None and (report is None or report.passed)
+    if write:
+        assert output is not None
         write_model(ir, output, fmt, opset=opset,
                     weights="none" if (no_weights or meta) else "auto")
     print_summary(summarize(ir), title=f"{built.name}: captured with {result.method} "
                                        f"in {result.seconds:.2f} s")
-    if output is not None:
-        console.print(f"wrote {output}", markup=False)
+    if write:
+        console.print(f"wrote {clean(str(output))}", markup=False)
     if report is not None:
-        console.print(f"verify: {report.summary()}", markup=False)
+        console.print(f"verify: {clean(report.summary())}", markup=False)
         for check in report.outputs:
             if not check.passed:
-                console.print(f"  output {check.index} ({check.name or '-'}): max abs "
+                console.print(f"  output {check.index} ({clean(check.name or '-')}): max abs "
                               f"{check.max_abs_error:.3g} > atol {check.atol:g} "
-                              f"{check.note}".rstrip(), markup=False)
+                              f"{clean(check.note)}".rstrip(), markup=False)
         if not report.passed:
+            if output is not None:
+                console.print(f"not written: {clean(str(output))} (verification failed; "
+                              "convert without --verify to write it anyway)", markup=False)
             raise typer.Exit(1)
+
+
+_MAX_DIM = (1 << 63) - 1
+"""torch sizes are int64: no dim, and no product of an input's dims, may exceed this."""
+
+
+def _check_options(*, is_file: bool, output: Path | None, to: str | None, opset: int | None,
+                   frontend: str, verify: bool, meta: bool, batch: int | None,
+                   seq_len: int | None, input_shape: str | None,
+                   pytorch_only: dict[str, bool]) -> str | None:
+    """Every option checked before any work (reading, building, capturing): one line each.
+    Returns the output format (None without -o)."""
+    if to is not None and output is None:
+        raise IrbridgeError(f"--to {to} needs -o FILE to write to")
+    fmt = output_format(output, to) if output is not None else None
+    _check_opset(opset, fmt)
+    if is_file:
+        given = [name for name, on in pytorch_only.items() if on]
+        if given:
+            raise IrbridgeError(f"{given[0]} applies to models captured from PyTorch, not to "
+                                "model files (.irb, .onnx, .mlir)")
+        return fmt
+    if meta and verify:
+        raise IrbridgeError("--verify needs real weights; drop --meta")
+    for name, value in (("--batch", batch), ("--seq-len", seq_len)):
+        if value is not None and not 1 <= value <= _MAX_DIM:
+            raise IrbridgeError(f"{name} {value}: must be between 1 and {_MAX_DIM}")
+    if input_shape is not None:
+        _parse_shape(input_shape)
+    from irbridge.converters.pytorch import FRONTENDS  # imports torch: the last check
+
+    if frontend not in FRONTENDS:
+        raise IrbridgeError(f"--frontend {clean(frontend)!r}: choose one of "
+                            f"{', '.join(FRONTENDS)}")
+    return fmt
+
+
+def _check_opset(opset: int | None, fmt: str | None) -> None:
+    if opset is None:
+        return
+    if fmt != "onnx":
+        raise IrbridgeError(f"--opset applies to ONNX output (-o FILE.onnx or --to onnx), "
+                            f"not {fmt or 'no output'}")
+    from irbridge.converters.onnx._common import MIN_EXPORT_OPSET, max_opset
+
+    if not MIN_EXPORT_OPSET <= opset <= max_opset():
+        raise IrbridgeError(f"--opset {opset} is outside the supported range "
+                            f"{MIN_EXPORT_OPSET}..{max_opset()}")
 
 
 def _convert_file(source: Path, output: Path | None, fmt: str | None,
@@ -155,18 +223,41 @@ def export(
         f"default {DEFAULT_HARDWARE}."))] = None,
     devices: Annotated[int | None, typer.Option(min=1, help=(
         "Chakra: split the graph into this many pipeline stages, one trace per rank."))] = None,
+    dp: Annotated[int | None, typer.Option("--dp", help=(
+        "Chakra training step: data-parallel replicas (gradient all-reduce)."))] = None,
+    tp: Annotated[int | None, typer.Option("--tp", help=(
+        "Chakra training step: tensor-parallel ways (Megatron-style splits)."))] = None,
+    pp: Annotated[int | None, typer.Option("--pp", help=(
+        "Chakra training step: pipeline stages (1F1B)."))] = None,
+    microbatches: Annotated[int | None, typer.Option(help=(
+        "Chakra training step: micro-batches per step (default 1)."))] = None,
+    zero: Annotated[int | None, typer.Option(help=(
+        "Chakra training step: ZeRO stage 0-3 (default 0: all-reduce)."))] = None,
 ) -> None:
     """Export a model to another format."""
     fmt = output_format(output, to)
-    if devices is not None and not getattr(WRITERS[fmt], "accepts_devices", False):
-        raise IrbridgeError(f"--devices applies to --to chakra, not {fmt}")
+    parallel = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "zero": zero}
+    if not getattr(WRITERS[fmt], "accepts_devices", False):
+        for name, value in {"devices": devices, **parallel}.items():
+            if value is not None:
+                raise IrbridgeError(f"--{name} applies to --to chakra, not {fmt}")
     if hardware is not None and fmt in WEIGHTED_FORMATS:
         raise IrbridgeError(f"--hardware does not apply to --to {fmt}")
+    # Checked before reading (a zoo name is built and captured first).
+    _check_opset(opset, fmt)
+    if (target_version is not None or weights_as_args) and fmt != "stablehlo":
+        option = "--target-version" if target_version is not None else "--weights-as-args"
+        raise IrbridgeError(f"{option} applies to --to stablehlo, not {fmt}")
+    if target_version is not None:
+        from irbridge.converters.stablehlo import check_target_version
+
+        check_target_version(target_version)
     with _status(f"reading {file}"):
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
-                    weights_as_args=weights_as_args, hardware=hardware, devices=devices)
+                    weights_as_args=weights_as_args, hardware=hardware, devices=devices,
+                    **parallel)
     console.print(f"wrote {output} ({fmt})", markup=False)
 
 
@@ -199,9 +290,16 @@ def _parse_shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
     except ValueError:
-        raise IrbridgeError(f"--input-shape {text!r}: expected integers like 1,3,224,224") from None
+        raise IrbridgeError(f"--input-shape {clean(text)!r}: expected integers like 1,3,224,224"
+                            ) from None
     if not shape or any(d < 1 for d in shape):
-        raise IrbridgeError(f"--input-shape {text!r}: dims must be positive")
+        raise IrbridgeError(f"--input-shape {clean(text)!r}: dims must be positive")
+    numel = 1
+    for d in shape:
+        numel *= d
+    if numel > _MAX_DIM:
+        raise IrbridgeError(f"--input-shape {clean(text)!r}: {numel} elements, more than a "
+                            f"tensor can hold ({_MAX_DIM})")
     return shape
 
 
@@ -215,9 +313,11 @@ def _parse_dynamic(items: list[str]) -> dict[str, tuple[int, int]]:
                 lo_text, _, hi_text = bounds.partition(":")
                 lo, hi = int(lo_text), int(hi_text)
             except ValueError:
-                raise IrbridgeError(f"--dynamic {item!r}: expected NAME or NAME=MIN:MAX") from None
-        if not name.isidentifier() or not 0 <= lo <= hi:
-            raise IrbridgeError(f"--dynamic {item!r}: expected NAME or NAME=MIN:MAX, MIN <= MAX")
+                raise IrbridgeError(f"--dynamic {clean(item)!r}: expected NAME or NAME=MIN:MAX"
+                                    ) from None
+        if not name.isidentifier() or not 0 <= lo <= hi <= _MAX_DIM:
+            raise IrbridgeError(f"--dynamic {clean(item)!r}: expected NAME or NAME=MIN:MAX, "
+                                f"0 <= MIN <= MAX <= {_MAX_DIM}")
         spec[name] = (lo, hi)
     return spec
 

@@ -13,6 +13,7 @@ from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Graph, Node
 from irbridge.ops import registry
+from irbridge.sanitize import clean
 from irbridge.summary import human_bytes, human_count, summarize
 from irbridge.verify import verify
 
@@ -22,7 +23,7 @@ FileArg = Annotated[Path, typer.Argument(help="An irbridge file (.irb or .irbt).
 def info(file: FileArg) -> None:
     """Graphs, nodes, op histogram, parameters, source and IR version of a file."""
     model = serde.load(file, weights=False)
-    print_summary(summarize(model), title=str(file))
+    print_summary(summarize(model), title=str(file))  # print_summary cleans
 
 
 def show(
@@ -41,16 +42,17 @@ def show(
         raise IrbridgeError(f"{file}: no graph {graph}; the model has {len(model.graphs)}")
     g = model.graphs[graph]
     nodes = _select(g, node_range, around, radius)
-    table = Table(show_edge=False, title=f"{file} graph {graph} ({g.name}): "
-                  f"{len(nodes)} of {len(g.nodes)} nodes", title_justify="left")
+    table = Table(show_edge=False, title=clean(f"{file} graph {graph} ({g.name}): "
+                  f"{len(nodes)} of {len(g.nodes)} nodes"), title_justify="left")
     for column in ("id", "op", "inputs", "outputs", "module", "source op", "FLOPs", "bytes"):
         table.add_column(column, justify="right" if column in ("id", "FLOPs", "bytes") else "left")
     for node in nodes[:max_nodes]:
         flops, traffic = _cost_cells(node)
-        table.add_row(str(node.id), node.qualified_op,
-                      ", ".join("-" if v is None else v.name for v in node.inputs),
-                      ", ".join(f"{v.name}: {v.type or '?'}" for v in node.outputs),
-                      node.provenance.module_path, node.provenance.source_op, flops, traffic)
+        table.add_row(*map(clean, (
+            str(node.id), node.qualified_op,
+            ", ".join("-" if v is None else v.name for v in node.inputs),
+            ", ".join(f"{v.name}: {v.type or '?'}" for v in node.outputs),
+            node.provenance.module_path, node.provenance.source_op, flops, traffic)))
     console.print(table)
     if len(nodes) > max_nodes:
         console.print(f"... {len(nodes) - max_nodes} more nodes (raise --max)")
@@ -61,10 +63,10 @@ def validate(file: FileArg) -> None:
     model = serde.load(file)
     problems = verify(model)
     for problem in problems:
-        typer.echo(str(problem))
+        typer.echo(clean(str(problem)))
     errors = sum(1 for p in problems if p.severity == "error")
     warnings = len(problems) - errors
-    typer.echo(f"{file}: {errors} errors, {warnings} warnings")
+    typer.echo(f"{clean(str(file))}: {errors} errors, {warnings} warnings")
     if errors:
         raise typer.Exit(1)
 

@@ -130,12 +130,13 @@ def _main(
 
 
 def _register() -> None:
-    from irbridge.cli import analyze, compare, convert, inspect
+    from irbridge.cli import analyze, compare, convert, inspect, simulate
 
     inspect.register(app)
     convert.register(app)
     analyze.register(app)
     compare.register(app)
+    simulate.register(app)
 
 
 _register()

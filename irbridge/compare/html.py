@@ -7,13 +7,13 @@ A filter box and a "differences only" switch narrow the group table in the page.
 
 from __future__ import annotations
 
-import html
 import json
 from pathlib import Path
 
 from irbridge.atomic import atomic_file
 from irbridge.compare.match import Group, NodeRef
 from irbridge.compare.report import Comparison, _pct, _time, headline
+from irbridge.sanitize import html_text
 from irbridge.summary import human_bytes, human_count
 
 _CSS = """
@@ -46,7 +46,7 @@ _JS = """
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    return html_text(text)
 
 
 def _link(group: int | None) -> str:

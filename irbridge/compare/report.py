@@ -20,6 +20,7 @@ from irbridge.compare.match import Group, Matching, match
 from irbridge.compare.numeric import ATOL, RTOL, Numerics, compare_numerics
 from irbridge.compare.sources import Side
 from irbridge.ops.registry import Category
+from irbridge.sanitize import markdown as md
 from irbridge.summary import human_bytes, human_count
 
 QUIET = (Category.SHAPE, Category.CONSTANT, Category.DATA_MOVEMENT)
@@ -289,26 +290,27 @@ def _time(seconds: float) -> str:
 
 def to_markdown(result: Comparison) -> str:
     """The report as Markdown: headline, differences, decompositions, costs, groups."""
-    out = [f"# {result.title}", ""]
-    out += [line.strip() if i else f"**{line}**" for i, line in enumerate(headline(result))]
+    out = [f"# {md(result.title)}", ""]
+    out += [md(line.strip()) if i else f"**{md(line)}**" for i, line in enumerate(headline(result))]
     out += ["", "## Differences", ""]
-    out += [f"- **{d.kind}** {d.module or ''}: {d.message}" for d in result.differences] or \
+    out += [f"- **{md(d.kind)}** {md(d.module or '')}: {md(d.message)}"
+            for d in result.differences] or \
         ["- none"]
     matching = result.matching
     if matching is not None:
         out += ["", "## Decompositions and fusions", "", "| kind | left -> right | groups |",
                 "|---|---|---|"]
-        out += [f"| {k} | {s} | {n} |" for k, s, n in matching.decompositions()]
+        out += [f"| {md(k)} | {md(s)} | {n} |" for k, s, n in matching.decompositions()]
         out += ["", "## Op histogram difference", "", "| op | left | right |", "|---|---|---|"]
-        out += [f"| {op} | {a} | {b} |" for op, a, b in matching.histogram_difference()]
+        out += [f"| {md(op)} | {a} | {b} |" for op, a, b in matching.histogram_difference()]
     if result.costs is not None:
         c = result.costs
-        out += ["", f"## Cost by module (depth {c.depth}, {c.target}, {c.dtype})", "",
+        out += ["", md(f"## Cost by module (depth {c.depth}, {c.target}, {c.dtype})"), "",
                 "| module | mm FLOPs left | mm FLOPs right | delta | other FLOPs left | "
                 "other FLOPs right | bytes left | bytes right | latency left | latency right |",
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for row in [*c.rows, c.total]:
-            out.append(f"| {row.module} | {human_count(row.left.matmul_flops)} | "
+            out.append(f"| {md(row.module)} | {human_count(row.left.matmul_flops)} | "
                        f"{human_count(row.right.matmul_flops)} | "
                        f"{_pct(row.left.matmul_flops, row.right.matmul_flops)} | "
                        f"{human_count(row.left.other_flops)} | {human_count(row.right.other_flops)} | "
@@ -317,8 +319,8 @@ def to_markdown(result: Comparison) -> str:
     if matching is not None:
         out += ["", "## Groups", "", "| # | kind | module | left | right |", "|---|---|---|---|---|"]
         for g in matching.groups:
-            out.append(f"| {g.id} | {g.kind} | {g.module or '-'} | "
-                       f"{_ops_cell(g, 'left')} | {_ops_cell(g, 'right')} |")
+            out.append(f"| {g.id} | {md(g.kind)} | {md(g.module or '-')} | "
+                       f"{md(_ops_cell(g, 'left'))} | {md(_ops_cell(g, 'right'))} |")
     return "\n".join(out) + "\n"
 
 

@@ -5,6 +5,8 @@ of the Chakra schema (field numbers, attribute kinds ASTRA-sim's feeder reads)."
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +85,8 @@ def read_trace(path: Path) -> Trace:
 
 def read_folder(folder: Path, prefix: str, ranks: int) -> list[Trace]:
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted([OUTPUT_MARKER, *(f"{prefix}.{r}.et" for r in range(ranks))])
+    assert names == sorted([OUTPUT_MARKER, "README.md", "astrasim",
+                            *(f"{prefix}.{r}.et" for r in range(ranks))])
     return [read_trace(folder / f"{prefix}.{r}.et") for r in range(ranks)]
 
 
@@ -226,7 +229,71 @@ def test_duration_is_the_roofline_latency_rounded_never_zero(tmp_path: Path) -> 
         ns = float(attrs(node)["latency_ns"][1])
         assert node.duration_micros == max(1, round(ns / 1000))
     mapping = analyze(cnn(), [resolve_target("h100")]).runs[0].mappings[0]
-    assert sum(latencies([trace])) == pytest.approx(mapping.total_latency * 1e9, rel=1e-9)
+    kernels = sum(float(attrs(n)["kernels_latency_ns"][1]) for n in trace.compute())
+    assert kernels == pytest.approx(mapping.total_latency * 1e9, rel=1e-9)
+
+
+def roofline_ns(node: et.Node, peak: float, bandwidth: float) -> float:
+    """ASTRA-sim's roofline (Workload::issue_comp): num_ops / min(bw * intensity, peak)."""
+    a = attrs(node)
+    ops, size = int(a["num_ops"][1]), int(a["tensor_size"][1])
+    return ops / min(bandwidth * ops / size, peak) * 1e9
+
+
+@pytest.mark.parametrize(("hardware", "dtype", "peak_tflops", "bw_gbps"),
+                         [("h100", None, 67.0, 3350.0), ("a100-80gb", "bf16", 312.0, 2039.0)])
+def test_latency_ns_is_what_astrasim_roofline_computes(
+        tmp_path: Path, hardware: str, dtype: str | None, peak_tflops: float,
+        bw_gbps: float) -> None:
+    """latency_ns = max(num_ops / peak, tensor_size / bandwidth) of the node's own totals,
+    with the catalog's figures (written here from the vendor sheets), also for nodes that
+    merge a zero-FLOP kernel into an arithmetic one (cnn's permute joins the linear)."""
+    model = cnn()
+    out = chakra.write(model, tmp_path / "t", hardware=hardware, dtype=dtype)
+    [trace] = read_folder(out, "cnn", 1)
+    target = resolve_target(hardware)
+    eff_peak = peak_tflops * 1e12 * target.compute_efficiency
+    eff_bw = bw_gbps * 1e9 * target.memory_efficiency
+    for node in trace.compute():
+        assert float(attrs(node)["latency_ns"][1]) == pytest.approx(
+            roofline_ns(node, eff_peak, eff_bw), rel=1e-12)
+        # the members' own latencies never undercut the merged node's roofline
+        assert float(attrs(node)["kernels_latency_ns"][1]) >= \
+            float(attrs(node)["latency_ns"][1]) * (1 - 1e-12)
+    system = json.loads((out / "astrasim" / "system-roofline.json").read_text())
+    assert system["peak-perf"] == pytest.approx(peak_tflops * target.compute_efficiency)
+    assert system["local-mem-bw"] == pytest.approx(bw_gbps * target.memory_efficiency)
+    assert system["roofline-enabled"] == 1
+    replay = json.loads((out / "astrasim" / "system-replay.json").read_text())
+    assert replay["roofline-enabled"] == 0
+    assert trace.meta_attrs["stage_latency_ns"][1] == pytest.approx(sum(latencies([trace])))
+
+
+def test_one_rank_export_pads_to_two_npus(tmp_path: Path) -> None:
+    out = chakra.write(cnn(), tmp_path / "t", hardware="h100")
+    run = json.loads((out / "astrasim" / "run.json").read_text())
+    assert (run["ranks"], run["npus"], run["workload"]) == (1, 2, "astrasim/one-rank/cnn")
+    assert "npus_count: [ 2 ]" in (out / "astrasim" / "network.yml").read_text()
+    assert (out / "astrasim" / "one-rank" / "cnn.0.et").read_bytes() == \
+        (out / "cnn.0.et").read_bytes()
+    idle = read_trace(out / "astrasim" / "one-rank" / "cnn.1.et")
+    assert idle.meta_attrs["rank"] == ("int64_val", 1)
+    # one tiny node: ASTRA-sim aborts on a trace without nodes
+    [node] = idle.nodes
+    assert attrs(node)["num_ops"] == ("int64_val", 1) and node.duration_micros == 0
+    readme = (out / "README.md").read_text()
+    assert "--workload-configuration=astrasim/one-rank/cnn" in readme
+    assert "irbridge simulate astrasim" in readme
+
+
+def test_multi_rank_configs_name_every_rank(tmp_path: Path) -> None:
+    out = chakra.write(mlp(layers=6), tmp_path / "t", hardware="h100", devices=3)
+    run = json.loads((out / "astrasim" / "run.json").read_text())
+    assert (run["ranks"], run["npus"], run["workload"]) == (3, 3, "mlp")
+    assert "npus_count: [ 3 ]" in (out / "astrasim" / "network.yml").read_text()
+    assert not (out / "astrasim" / "one-rank").exists()
+    assert json.loads((out / "astrasim" / "remote-memory.json").read_text()) == {
+        "memory-type": "NO_MEMORY_EXPANSION"}
 
 
 def test_shape_only_irb_file_through_the_cli(tmp_path: Path) -> None:
@@ -362,8 +429,8 @@ def test_folder_with_other_files_is_left_alone(tmp_path: Path) -> None:
     # An earlier export is replaced as a whole.
     chakra.write(mlp(layers=2), tmp_path / "again", hardware="h100", devices=2)
     chakra.write(cnn(), tmp_path / "again", hardware="h100")
-    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == [OUTPUT_MARKER,
-                                                                       "cnn.0.et"]
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == [
+        OUTPUT_MARKER, "README.md", "astrasim", "cnn.0.et"]
 
 
 def test_cli_error_is_one_line_exit_2(tmp_path: Path) -> None:
@@ -410,3 +477,14 @@ def test_bert_two_stage_pipeline(tmp_path: Path) -> None:
     assert total_ops(traces) == costs.total.flops
     assert any(n.type == et.COMM_RECV_NODE for n in traces[1].nodes)
     assert not any(n.type == et.COMM_RECV_NODE for n in traces[0].nodes)
+
+
+def test_no_compute_node_is_faster_than_a_nanosecond(tmp_path: Path) -> None:
+    """ASTRA-sim's roofline truncates to whole ns and aborts on a 0-ns node: a 2x2 linear
+    (a few dozen bytes) is charged at least the bytes the target moves in 1.5 ns."""
+    model = mlp(layers=1, width=2, name="tiny")
+    [trace] = read_folder(chakra.write(model, tmp_path / "t", hardware="h100"), "tiny", 1)
+    bandwidth = 3350e9 * resolve_target("h100").memory_efficiency
+    for node in trace.compute():
+        assert attrs(node)["tensor_size"][1] == math.ceil(bandwidth * 1.5e-9)
+        assert float(attrs(node)["latency_ns"][1]) >= 1.5

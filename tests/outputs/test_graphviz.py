@@ -241,8 +241,9 @@ def test_model_without_shapes_draws_uncoloured(tmp_path: Path) -> None:
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     model = shapeless()
+    # Each check below runs before Graphviz is looked for: none of them needs `dot`.
     with pytest.raises(IrbridgeError, match="unknown target 'nope'"):
-        write(model, tmp_path / "a.svg", hardware="nope", fmt="svg")
+        write(model, tmp_path / "a.dot", hardware="nope", fmt="dot")
     with pytest.raises(IrbridgeError, match="does not exist"):
         write(model, tmp_path / "missing" / "a.dot", hardware="h100-sxm", fmt="dot")
     with pytest.raises(IrbridgeError, match="does not match format png"):

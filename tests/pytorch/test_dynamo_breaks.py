@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 from pytorch_toys import check
 from torch import nn
+from typer.testing import CliRunner
 
+from irbridge.cli.main import app
 from irbridge.converters.pytorch import capture, verify
 
 
@@ -92,3 +96,65 @@ def test_loop_with_break_reports_what_runs_outside_graphs() -> None:
     report = verify(result, model)
     assert not report.passed
     assert "no data fed" in report.error
+
+
+LOOP_BROKEN = '''
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.relu(self.a(x))
+        torch._dynamo.graph_break()
+        return self.b(y) + x
+
+
+class LoopBroken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pre = nn.Linear(8, 8)
+        self.blocks = nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        x = self.pre(x)
+        for block in self.blocks:
+            x = block(x)
+        return x
+'''
+
+
+def test_an_incomplete_capture_is_never_exported_as_the_model(tmp_path: Path) -> None:
+    """A graph break inside a loop: Dynamo runs that frame as Python, so graph inputs are
+    fed by Python outside the graphs. Such an IR may be kept as .irb (it says so) but every
+    export (ONNX, StableHLO, simulators, viewers) refuses it in one line."""
+    (tmp_path / "loop.py").write_text(LOOP_BROKEN)
+    spec = f"{tmp_path / 'loop.py'}:LoopBroken"
+    runner = CliRunner()
+    for target in ("x.onnx", "x.mlir"):
+        out = tmp_path / target
+        result = runner.invoke(app, ["convert", spec, "--frontend", "dynamo",
+                                     "--input-shape", "4,8", "-o", str(out)])
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1, result.stderr
+        assert "is an incomplete Dynamo capture" in lines[0]
+        assert "graph inputs come from Python that ran outside the graphs" in lines[0]
+        assert not out.exists()
+    irb = tmp_path / "x.irb"
+    result = runner.invoke(app, ["convert", spec, "--frontend", "dynamo", "--input-shape",
+                                 "4,8", "-o", str(irb)])
+    assert result.exit_code == 0, result.output
+    assert "incomplete" in result.stdout
+    for fmt, name in (("onnx", "y.onnx"), ("stablehlo", "y.mlir"), ("chakra", "chakra"),
+                      ("dot", "y.dot")):
+        result = runner.invoke(app, ["export", str(irb), "--to", fmt, "-o",
+                                     str(tmp_path / name)])
+        assert result.exit_code == 2, (fmt, result.output)
+        assert "incomplete Dynamo capture" in result.stderr and f"to {fmt}" in result.stderr
+        assert not (tmp_path / name).exists()

@@ -45,10 +45,9 @@ def test_lazily_built_state_is_undone_then_warmed_up(frontend: str) -> None:
     result = capture(model, (x,), frontend=frontend)
     reason = result.model.metadata["capture.warmup"]
     assert reason == f"{frontend} attempt set LazyAnchors.anchors"
-    # what tracing stored (an fx Proxy, Dynamo's replayed side effect) was undone and
-    # the warm-up's real tensor is there
-    assert type(model.anchors) is torch.Tensor
-    assert torch.equal(model.anchors, torch.arange(6, dtype=torch.float32) * 0.5)
+    # what tracing stored (an fx Proxy, Dynamo's replayed side effect) was undone, and so
+    # was the warm-up's: capture leaves the model as it found it
+    assert model.anchors is None
     check(result, model)
 
 

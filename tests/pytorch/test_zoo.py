@@ -515,10 +515,20 @@ def test_bad_options() -> None:
         zoo.build("resnet18", dtype="float8")
     with pytest.raises(ZooError, match=r"not a floating-point type"):
         zoo.build("resnet18", dtype=torch.int8)
-    with pytest.raises(ZooError, match=r"batch must be a positive integer"):
+    with pytest.raises(ZooError, match=r"batch must be an integer from 1 to 9223372036854775807"):
         zoo.build("resnet18", batch=0)
+    with pytest.raises(ZooError, match=r"batch must be an integer from 1 to"):
+        zoo.build("resnet18", batch=10**20)
     with pytest.raises(ZooError, match=r"input shape must be positive integers"):
         zoo.build("resnet18", input_shape=(1, -3, 224, 224))
+    with pytest.raises(ZooError, match=r"input shape must be positive integers"):
+        zoo.build("resnet18", input_shape=(1, 3, 10**20, 4))
+    with pytest.raises(ZooError, match=r"more elements than a tensor can hold"):
+        zoo.build("resnet18", input_shape=(1 << 32, 3, 1 << 32, 4))
+    # Inputs that cannot fit in memory are refused before any is allocated (bounded by
+    # MemAvailable: 3e12 float32 elements = 1.2e13 bytes = 11,176 GiB, past any test machine).
+    with pytest.raises(ZooError, match=r"example inputs of resnet18 .* need 1.12e\+04 GiB"):
+        zoo.build("resnet18", input_shape=(10_000, 3, 10_000, 10_000))
     with pytest.raises(ZooError, match=r"--batch 2 contradicts --input-shape \[1, 3, 64, 64\]"):
         zoo.build("resnet18", batch=2, input_shape=(1, 3, 64, 64))
     with pytest.raises(ZooError, match=r"sequence length 600 exceeds the 512 positions"):
@@ -537,7 +547,7 @@ def test_wrong_input_shape_is_caught_by_check_inputs() -> None:
 def test_pretrained_without_a_hub_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch, tmp_cwd: Path
 ) -> None:
-    monkeypatch.setattr(zoo, "_reachable", lambda *a, **k: False)
+    monkeypatch.setattr(zoo.common, "_reachable", lambda *a, **k: False)
     monkeypatch.setattr(torch.hub, "get_dir", lambda: "/nonexistent-irbridge-hub")
     with pytest.raises(ZooError, match=r"pretrained weights for resnet18 .* not cached"):
         zoo.build("resnet18", pretrained=True)
@@ -546,7 +556,7 @@ def test_pretrained_without_a_hub_is_a_clear_error(
     with pytest.raises(ZooError, match=r"llama-tiny is a config-only preset"):
         zoo.build("llama-tiny", pretrained=True)
     with pytest.raises(ZooError, match=r"pretrained weights for yolov8n .*github\.com"):
-        zoo.build("yolov8n", pretrained=True)
+        zoo.build("yolov8n", pretrained=True, trust_checkpoint=True)
 
 
 # --------------------------------------------------------------------------------------------

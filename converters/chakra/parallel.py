@@ -1,0 +1,509 @@
+"""Training-step Chakra traces of a data- and pipeline-parallel job (D x P ranks).
+
+From the forward compute nodes of `plan.plan` (one per fused kernel, the captured batch is
+one rank's micro-batch):
+
+- **backward**: one node per forward node, in reverse order, with 2 x its matmul-like FLOPs
+  (input and weight gradients) plus its other FLOPs, and 2 x its bytes; it depends on its
+  own forward node (saved activations) and on the backward nodes of its readers;
+- **DP** (`dp` > 1): gradients are bucketed in backward order (`bucket_bytes`, 25 MiB like
+  PyTorch DDP); a bucket's collective depends only on the backward nodes that produce its
+  gradients, so it overlaps the rest of the backward pass. ZeRO 0: ALL_REDUCE of the bucket;
+  ZeRO 1/2: REDUCE_SCATTER, the optimizer on this rank's 1/D shard, then ALL_GATHER of the
+  updated shard; ZeRO 3 adds an ALL_GATHER of each node's parameter shards before its forward
+  and its backward;
+- **optimizer**: AdamW on the parameters a rank updates, `OPT_FLOPS` FLOPs and `OPT_BYTES`
+  bytes per parameter (fp32 weight, gradient and two moments);
+- **PP** (`pp` > 1): stages balanced by forward + backward latency, a 1F1B schedule over
+  `microbatches` (compute nodes chained in schedule order by ctrl_deps), one send/recv pair
+  per crossing tensor per micro-batch forward (activations) and backward (their gradients).
+
+Rank r = stage * D + replica. Collectives carry `pg_name` = the communicator group of their
+stage's replicas, listed in `astrasim/comm-groups.json` (groups count from 1; a group of all
+ranks is written too, ASTRA-sim treats it like the default).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from irbridge.converters.chakra.plan import ComputeNode, Plan, min_bytes, split_balanced
+from irbridge.errors import IrbridgeError
+from irbridge.ir import Value
+from irbridge.ops import registry
+from irbridge.ops.registry import Category
+
+ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = 0, 2, 7  # Chakra CollectiveCommType
+OPT_FLOPS = 12   # AdamW per parameter: two moment updates, bias-corrected step, decay
+OPT_BYTES = 28   # read w, g, m, v and write w, m, v, fp32 each
+BUCKET_BYTES = 25 * 1024 * 1024
+NON_TRAINABLE = ("running_mean", "running_var", "num_batches_tracked")
+
+
+@dataclass
+class Op:
+    """One trace node of one rank (indices are positions in the rank's list)."""
+
+    name: str
+    kind: str  # comp | coll | send | recv
+    deps: list[int] = field(default_factory=list)
+    ctrl: list[int] = field(default_factory=list)
+    flops: int = 0
+    size: int = 0  # comp: tensor_size; comm: comm_size
+    latency_s: float = 0.0
+    phase: str = ""  # forward | backward | optimizer | dp | pp
+    comm_type: int = -1
+    group: int = 0
+    src: int = -1
+    dst: int = -1
+    tag: int = 0
+    ir_node_ids: list[int] = field(default_factory=list)
+    microbatch: int = -1
+    params: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Layout:
+    """Every rank's ops plus what tests and the README need."""
+
+    plan: Plan
+    dp: int
+    pp: int
+    microbatches: int
+    zero: int
+    ranks: list[list[Op]]
+    stages: list[list[int]]
+    groups: dict[int, list[int]]
+    buckets: list[list[tuple[str, int]]]  # per stage: (param names, bytes) ... flattened
+    grad_bytes: int  # per rank
+    tp: int = 1
+    split: dict[int, str] = field(default_factory=dict)  # compute node -> TP split
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.pp * self.tp
+
+
+def trainable(value: Value) -> bool:
+    t = value.tensor
+    return (t is not None and t.dtype.is_float
+            and not t.name.endswith(NON_TRAINABLE))
+
+
+def _nbytes(value: Value) -> int:
+    assert value.tensor is not None
+    return math.prod(value.tensor.shape) * value.tensor.dtype.itemsize
+
+
+def params_of(nodes: Sequence[ComputeNode]) -> dict[int, list[Value]]:
+    """node index -> trainable parameters whose gradient that node's backward completes (a
+    parameter read by several nodes belongs to the earliest: its backward runs last)."""
+    owner: dict[str, tuple[int, Value]] = {}
+    for n in nodes:
+        for p in n.partitions:
+            for m in p.nodes:
+                for v in m.inputs:
+                    if v is not None and trainable(v):
+                        assert v.tensor is not None
+                        owner.setdefault(v.tensor.name, (n.index, v))
+    out: dict[int, list[Value]] = {}
+    for index, value in owner.values():
+        out.setdefault(index, []).append(value)
+    return out
+
+
+def _matmul_flops(node: ComputeNode) -> int:
+    return sum(p.cost.matmul_flops for p in node.partitions)
+
+
+def backward_cost(node: ComputeNode) -> tuple[int, int]:
+    """(FLOPs, bytes) of a node's backward: input and weight gradients of every matmul-like
+    op (2 x its forward matmul FLOPs) plus one pass of its other FLOPs; twice its bytes."""
+    return 2 * _matmul_flops(node) + (node.flops - _matmul_flops(node)), 2 * node.tensor_size
+
+
+class _Stage:
+    """Builds the ops of one rank: stage `stage`, replica `replica`."""
+
+    def __init__(self, ctx: _Context, stage: int, replica: int, shard: int = 0) -> None:
+        self.ctx, self.stage, self.replica, self.shard = ctx, stage, replica, shard
+        self.members = ctx.stages[stage]
+        self.ops: list[Op] = []
+        self.last_comp = -1
+        self.fwd_of: dict[int, dict[int, int]] = {}
+        self.colls: list[int] = []
+        self.bucket_colls: dict[int, int] = {}
+        self.group = ctx.dp_group(stage, shard) if ctx.dp > 1 else 0
+        self.tp_group = ctx.tp_group(stage, replica) if ctx.tp > 1 else 0
+        self.buckets, self.bucket_nodes = ctx.buckets[stage]
+        self.closes = {owners[-1]: b for b, owners in enumerate(self.bucket_nodes)}
+
+    def rank(self, stage: int) -> int:
+        return self.ctx.rank(stage, self.replica, self.shard)
+
+    def add(self, op: Op) -> int:
+        if op.kind == "comp":
+            if self.last_comp >= 0:
+                op.ctrl.append(self.last_comp)
+            self.last_comp = len(self.ops)
+        self.ops.append(op)
+        return len(self.ops) - 1
+
+    def gather(self, i: int, phase: str, mb: int) -> list[int]:
+        """ZeRO-3: all-gather the parameter shards node i reads, just before it runs."""
+        ctx = self.ctx
+        if ctx.zero < 3 or ctx.dp == 1:
+            return []
+        read = {id(v): v for p in ctx.nodes[i].partitions for m in p.nodes for v in m.inputs
+                if v is not None and trainable(v)}
+        total = sum(ctx.nbytes(v) for v in read.values())
+        if not total:
+            return []
+        return [self.add(Op(f"{phase} mb{mb}: all-gather params of "
+                            f"{ctx.nodes[i].main.label()}", "coll",
+                            size=math.ceil(total / ctx.dp), phase="dp",
+                            comm_type=ALL_GATHER, group=self.group, microbatch=mb))]
+
+    def forward(self, mb: int) -> None:
+        ctx, s = self.ctx, self.stage
+        where: dict[int, int] = {}
+        recv_at: dict[int, int] = {}
+        for t, (value, _, a, b, _) in enumerate(ctx.transfers):
+            if b == s:
+                recv_at[id(value)] = self.add(Op(
+                    f"recv {value.name} mb{mb} from stage {a}", "recv",
+                    size=ctx.value_bytes(value), phase="pp", src=self.rank(a), dst=self.rank(s),
+                    tag=_tag(t, mb, 0, ctx.microbatches), microbatch=mb))
+        for i in self.members:
+            n = ctx.nodes[i]
+            deps = [where[d] for d in n.deps if d in where]
+            deps += [recv_at[vid] for vid in n.reads if vid in recv_at]
+            deps += self.gather(i, "forward", mb)
+            if ctx.split.get(i) == "gather" and ctx.tp_in_bytes[i]:  # split meets whole
+                deps = [self.add(Op(f"tp all-gather inputs of {n.main.label()}", "coll",
+                                    deps=sorted(set(deps)), size=ctx.tp_in_bytes[i],
+                                    phase="tp", comm_type=ALL_GATHER, group=self.tp_group,
+                                    microbatch=mb))]
+            share = ctx.share(i)
+            flops, size = math.ceil(n.flops / share), ctx.bytes(math.ceil(n.tensor_size / share))
+            where[i] = self.add(Op(n.main.label(), "comp", deps=sorted(set(deps)),
+                                   flops=flops, size=size, latency_s=ctx.roof(flops, size),
+                                   phase="forward", ir_node_ids=n.node_ids, microbatch=mb))
+            if ctx.split.get(i) == "row" and ctx.tp_out_bytes[i]:  # partial sums
+                where[i] = self.add(Op(f"tp all-reduce output of {n.main.label()}", "coll",
+                                       deps=[where[i]], size=ctx.tp_out_bytes[i], phase="tp",
+                                       comm_type=ALL_REDUCE, group=self.tp_group,
+                                       microbatch=mb))
+            for t, (value, src_node, a, b, _) in enumerate(ctx.transfers):
+                if src_node == i and a == s:
+                    self.add(Op(f"send {value.name} mb{mb} to stage {b}", "send",
+                                deps=[where[i]], size=ctx.value_bytes(value), phase="pp",
+                                src=self.rank(s), dst=self.rank(b),
+                                tag=_tag(t, mb, 0, ctx.microbatches), microbatch=mb))
+        self.fwd_of[mb] = where
+
+    def backward(self, mb: int, last: bool) -> None:
+        ctx, s = self.ctx, self.stage
+        where = self.fwd_of[mb]
+        done: dict[int, int] = {}
+        recv_at: dict[int, list[int]] = {}
+        for t, (value, src_node, a, b, _) in enumerate(ctx.transfers):
+            if a == s:  # the gradient of a tensor this stage sent
+                recv_at.setdefault(src_node, []).append(self.add(Op(
+                    f"recv grad {value.name} mb{mb} from stage {b}", "recv",
+                    size=ctx.value_bytes(value), phase="pp", src=self.rank(b), dst=self.rank(s),
+                    tag=_tag(t, mb, 1, ctx.microbatches), microbatch=mb)))
+        for i in sorted(self.members, reverse=True):
+            n = ctx.nodes[i]
+            flops, size = ctx.bwd[i]
+            deps = [where[i], where[self.members[-1]]]
+            deps += [done[u] for u in ctx.users[i] if u in done]
+            deps += recv_at.get(i, [])
+            deps += self.gather(i, "backward", mb)
+            share = ctx.share(i)
+            flops, size = math.ceil(flops / share), ctx.bytes(math.ceil(size / share))
+            done[i] = self.add(Op(f"backward {n.main.label()}", "comp", deps=sorted(set(deps)),
+                                  flops=flops, size=size, latency_s=ctx.roof(flops, size),
+                                  phase="backward", ir_node_ids=n.node_ids, microbatch=mb))
+            if ctx.split.get(i) == "col" and ctx.tp_in_bytes[i]:
+                # each rank holds a partial input gradient (none for graph inputs)
+                done[i] = self.add(Op(f"tp all-reduce input gradient of {n.main.label()}",
+                                      "coll", deps=[done[i]], size=ctx.tp_in_bytes[i],
+                                      phase="tp", comm_type=ALL_REDUCE, group=self.tp_group,
+                                      microbatch=mb))
+            elif ctx.split.get(i) == "gather" and ctx.tp_in_bytes[i]:  # gathered inputs' grad
+                done[i] = self.add(Op(f"tp reduce-scatter input gradient of "
+                                      f"{n.main.label()}", "coll", deps=[done[i]],
+                                      size=ctx.tp_in_bytes[i] * ctx.tp, phase="tp",
+                                      comm_type=REDUCE_SCATTER, group=self.tp_group,
+                                      microbatch=mb))
+            for t, (value, _, a, b, readers) in enumerate(ctx.transfers):
+                if b == s and i == min(readers):
+                    self.add(Op(f"send grad {value.name} mb{mb} to stage {a}", "send",
+                                deps=sorted(done[r] for r in readers),
+                                size=ctx.value_bytes(value), phase="pp", src=self.rank(s),
+                                dst=self.rank(a), tag=_tag(t, mb, 1, ctx.microbatches),
+                                microbatch=mb))
+            if last and ctx.dp > 1 and i in self.closes:
+                index = self.closes[i]
+                bucket = self.buckets[index]
+                kind, name = ((ALL_REDUCE, "all-reduce") if ctx.zero == 0
+                              else (REDUCE_SCATTER, "reduce-scatter"))
+                self.bucket_colls[index] = self.add(Op(
+                    f"{name} gradient bucket {index} ({len(bucket)} tensors)", "coll",
+                    deps=[done[j] for j in self.bucket_nodes[index]],
+                    size=sum(ctx.nbytes(v) for v in bucket), phase="dp", comm_type=kind,
+                    group=self.group, params=[_name(v) for v in bucket]))
+                self.colls.append(self.bucket_colls[index])
+
+    def optimizer(self) -> None:
+        ctx = self.ctx
+        tail = [self.last_comp] if self.last_comp >= 0 else []
+        if ctx.dp > 1 and ctx.zero >= 1:
+            for index, bucket in enumerate(self.buckets):
+                count = math.ceil(sum(_count(v) // ctx.divisor.get(_name(v), 1)
+                                      for v in bucket) / ctx.dp)
+                opt = self.add(Op(f"optimizer bucket {index} (1/{ctx.dp} shard)", "comp",
+                                  deps=[self.bucket_colls[index]], flops=OPT_FLOPS * count,
+                                  size=ctx.bytes(OPT_BYTES * count),
+                                  latency_s=ctx.roof(OPT_FLOPS * count, OPT_BYTES * count),
+                                  phase="optimizer"))
+                self.add(Op(f"all-gather parameters bucket {index}", "coll", deps=[opt],
+                            size=math.ceil(sum(ctx.nbytes(v) for v in bucket) / ctx.dp),
+                            phase="dp", comm_type=ALL_GATHER, group=self.group))
+            return
+        count = sum(_count(v) // ctx.divisor.get(_name(v), 1)
+                    for bucket in self.buckets for v in bucket)
+        if count:
+            self.add(Op("optimizer", "comp", deps=sorted(set(self.colls + tail)),
+                        flops=OPT_FLOPS * count, size=ctx.bytes(OPT_BYTES * count),
+                        latency_s=ctx.roof(OPT_FLOPS * count, OPT_BYTES * count),
+                        phase="optimizer"))
+
+    def build(self) -> list[Op]:
+        ctx = self.ctx
+        for kind, mb in schedule(self.stage, ctx.pp, ctx.microbatches):
+            if kind == "F":
+                self.forward(mb)
+            else:
+                self.backward(mb, last=mb == ctx.microbatches - 1)
+        self.optimizer()
+        return self.ops
+
+
+@dataclass
+class _Context:
+    plan: Plan
+    dp: int
+    pp: int
+    microbatches: int
+    zero: int
+    nodes: list[ComputeNode]
+    stages: list[list[int]]
+    bwd: dict[int, tuple[int, int]]
+    users: dict[int, set[int]]
+    transfers: list[tuple[Value, int, int, int, set[int]]]
+    buckets: list[tuple[list[list[Value]], list[list[int]]]]
+    tp: int = 1
+    split: dict[int, str] = field(default_factory=dict)  # node -> col|row|split|gather|rep
+    sharded: set[int] = field(default_factory=set)  # id(value) of values split over TP
+    divisor: dict[str, int] = field(default_factory=dict)  # param -> TP ways it is split
+
+    tp_in_bytes: dict[int, int] = field(default_factory=dict)
+    tp_out_bytes: dict[int, int] = field(default_factory=dict)
+
+    def value_bytes(self, value: Value) -> int:
+        full = _value_bytes(value)
+        return math.ceil(full / self.tp) if id(value) in self.sharded else full
+
+    def share(self, i: int) -> int:
+        """How many TP ranks share node i's work (1: every TP rank runs all of it)."""
+        return self.tp if self.split.get(i, "rep") in ("col", "row", "split") else 1
+
+    def nbytes(self, value: Value) -> int:
+        return math.ceil(_nbytes(value) / self.divisor.get(_name(value), 1))
+
+    def bytes(self, size: int) -> int:
+        return max(size, min_bytes(self.plan.mapping.bandwidth))
+
+    def rank(self, stage: int, replica: int, shard: int) -> int:
+        return (stage * self.dp + replica) * self.tp + shard
+
+    def dp_group(self, stage: int, shard: int) -> int:
+        return 1 + stage * self.tp + shard
+
+    def tp_group(self, stage: int, replica: int) -> int:
+        return 1 + self.pp * self.tp + stage * self.dp + replica
+
+    def groups(self) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for s in range(self.pp):
+            for t in range(self.tp if self.dp > 1 else 0):
+                out[self.dp_group(s, t)] = [self.rank(s, d, t) for d in range(self.dp)]
+            for d in range(self.dp if self.tp > 1 else 0):
+                out[self.tp_group(s, d)] = [self.rank(s, d, t) for t in range(self.tp)]
+        return out
+
+    def roof(self, flops: int, size: int) -> float:
+        return max(flops / self.plan.mapping.peak,
+                   self.bytes(size) / self.plan.mapping.bandwidth)
+
+
+def _buckets(members: list[int], owned: dict[int, list[Value]], cap: int
+             ) -> tuple[list[list[Value]], list[list[int]]]:
+    """Gradient buckets of one stage in backward order, and the nodes producing each."""
+    buckets: list[list[Value]] = []
+    owners: list[list[int]] = []
+    current: list[Value] = []
+    nodes: list[int] = []
+    size = 0
+    for i in sorted(members, reverse=True):
+        if not owned.get(i):
+            continue
+        current += owned[i]
+        nodes.append(i)
+        size += sum(_nbytes(v) for v in owned[i])
+        if size >= cap:
+            buckets.append(current)
+            owners.append(nodes)
+            current, nodes, size = [], [], 0
+    if current:
+        buckets.append(current)
+        owners.append(nodes)
+    return buckets, owners
+
+
+def _crossing(nodes: list[ComputeNode], stage_of: dict[int, int]
+              ) -> list[tuple[Value, int, int, int, set[int]]]:
+    """(value, producer node, src stage, dst stage, reader nodes on dst) per tensor that a
+    later stage reads."""
+    producer = {id(v): n.index for n in nodes for p in n.partitions for m in p.nodes
+                for v in m.outputs}
+    found: dict[tuple[int, int], tuple[Value, int, int, int, set[int]]] = {}
+    for n in nodes:
+        for vid, value in n.reads.items():
+            a, b = stage_of[producer[vid]], stage_of[n.index]
+            if a != b:
+                found.setdefault((vid, b), (value, producer[vid], a, b, set()))[4].add(n.index)
+    return list(found.values())
+
+
+def _category(op: str) -> Category | None:
+    schema = registry.lookup(op)
+    return schema.category if schema is not None else None
+
+
+def _tensor_parallel(ctx: _Context) -> None:
+    """Megatron-style splits, from the dataflow of the compute nodes (topological order):
+
+    - a node whose matmul-like op reads a trainable weight is **column**-parallel when its
+      activation inputs are whole (output split over TP; backward all-reduces the input
+      gradient) and **row**-parallel when they are split (output partial: forward
+      all-reduce); a node that gathers rows of a trainable table (an embedding) is
+      vocabulary-parallel, i.e. row (partial output, all-reduce);
+    - a node without weights that reads a split activation runs **split** (heads or
+      channels divided), unless it also reads a whole activation at least as large as the
+      split one (a residual add, a layer norm's input): then it **gathers** the split
+      inputs first (all-gather; reduce-scatter of their gradient in the backward);
+    - anything else is replicated on every TP rank.
+    Split nodes run 1/T of their FLOPs and bytes; their weights' gradients are 1/T."""
+    producer = {id(v): n.index for n in ctx.nodes for p in n.partitions for m in p.nodes
+                for v in m.outputs}
+    for n in ctx.nodes:
+        members = [m for p in n.partitions for m in p.nodes]
+        weighted = [m for m in members if (cat := _category(m.op)) is not None
+                    and cat.matmul_like and any(v is not None and trainable(v)
+                                                for v in m.inputs)]
+        table = [m for m in members if _category(m.op) == Category.DATA_MOVEMENT
+                 and any(v is not None and trainable(v) for v in m.inputs)]
+        reads = list(n.reads.values())
+        split_in = [v for v in reads if id(v) in ctx.sharded]
+        whole_in = [v for v in reads if id(v) not in ctx.sharded]
+        if weighted or table:
+            kind = "row" if (split_in or (table and not weighted)) else "col"
+            for m in weighted + table:
+                for v in m.inputs:
+                    if v is not None and trainable(v):
+                        ctx.divisor[_name(v)] = ctx.tp
+        elif split_in:
+            largest = max(_value_bytes(v) for v in split_in) / ctx.tp
+            kind = "gather" if any(_value_bytes(v) >= largest * ctx.tp and producer.get(id(v))
+                                   is not None for v in whole_in) else "split"
+        else:
+            kind = "rep"
+        ctx.split[n.index] = kind
+        if kind in ("col", "split"):
+            ctx.sharded.update(id(v) for v in n.outputs)
+        ctx.tp_in_bytes[n.index] = sum(
+            math.ceil(_value_bytes(v) / ctx.tp) if kind == "gather" else _value_bytes(v)
+            for v in (split_in if kind == "gather" else reads))
+        ctx.tp_out_bytes[n.index] = sum(_value_bytes(v) for v in n.outputs)
+
+
+def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: int = 1,
+           zero: int = 0, bucket_bytes: int = BUCKET_BYTES) -> Layout:
+    """Every rank's ops of one training step (see the module docstring)."""
+    for option, value in (("--dp", dp), ("--pp", pp), ("--tp", tp),
+                          ("--microbatches", microbatches)):
+        if value < 1:
+            raise IrbridgeError(f"{option} {value}: must be at least 1")
+    if zero not in (0, 1, 2, 3):
+        raise IrbridgeError(f"--zero {zero}: one of 0, 1, 2, 3")
+    nodes = plan.nodes
+    if pp > len(nodes):
+        raise IrbridgeError(f"--pp {pp}: the model has only {len(nodes)} compute kernel(s) to "
+                            "split into pipeline stages")
+    ctx = _Context(plan, dp, pp, microbatches, zero, nodes, [], {}, {}, [], [], tp=tp)
+    if tp > 1:
+        _tensor_parallel(ctx)
+    ctx.bwd = {n.index: backward_cost(n) for n in nodes}
+    ctx.stages = split_balanced([n.latency_seconds + ctx.roof(*ctx.bwd[n.index])
+                                 for n in nodes], pp)
+    stage_of = {i: s for s, members in enumerate(ctx.stages) for i in members}
+    ctx.users = {n.index: set() for n in nodes}
+    for n in nodes:
+        for d in n.deps:
+            ctx.users[d].add(n.index)
+    ctx.transfers = _crossing(nodes, stage_of)
+    owned = params_of(nodes)
+    ctx.buckets = [_buckets(members, owned, bucket_bytes) for members in ctx.stages]
+    groups = ctx.groups()
+    ranks = [_Stage(ctx, s, d, t).build() for s in range(pp) for d in range(dp)
+             for t in range(tp)]
+    flat = [[(_name(v), ctx.nbytes(v)) for v in bucket] for b, _ in ctx.buckets for bucket in b]
+    grad = sum(ctx.nbytes(v) for values in owned.values() for v in values)
+    return Layout(plan, dp, pp, microbatches, zero, ranks, ctx.stages, groups, flat, grad,
+                  tp=tp, split=dict(ctx.split))
+
+
+def schedule(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]]:
+    """1F1B: warm-up forwards, steady one-forward-one-backward, cool-down backwards."""
+    warm = min(stages - stage - 1, microbatches)
+    order: list[tuple[str, int]] = [("F", mb) for mb in range(warm)]
+    f, b = warm, 0
+    while f < microbatches:
+        order.append(("F", f))
+        f += 1
+        order.append(("B", b))
+        b += 1
+    order += [("B", mb) for mb in range(b, microbatches)]
+    return order
+
+
+def _tag(transfer: int, mb: int, direction: int, microbatches: int) -> int:
+    return 1 + (transfer * microbatches + mb) * 2 + direction
+
+
+def _value_bytes(value: Value) -> int:
+    n = value.type.nbytes() if value.type is not None else None
+    return int(n or 0)
+
+
+def _name(value: Value) -> str:
+    return value.tensor.name if value.tensor is not None else value.name
+
+
+def _count(value: Value) -> int:
+    return math.prod(value.tensor.shape) if value.tensor is not None else 0

@@ -1,0 +1,91 @@
+"""The PyTorch model zoo behind ``irbridge convert MODEL`` and ``irbridge models``.
+
+A model is named in one of these ways:
+
+* a registered name (see :func:`list_models`): a torchvision architecture (``resnet18``,
+  ``fasterrcnn_resnet50_fpn``, ...), a Hugging Face preset built from its config class
+  (``bert-base-uncased``, ``gpt2``, ``llama-3-70b``, ...) or an ultralytics YAML name
+  (``yolov8n``, ``yolo11s-seg``, ...);
+* ``hf:MODEL_TYPE`` or ``hf:MODEL_TYPE:TASK``: any transformers architecture built from the
+  default config of that model type (``hf:roberta``, ``hf:gpt_neox:causal-lm``);
+* ``path/to/file.py:Name`` or ``package.module:Name``: a user's ``nn.Module`` class
+  (instantiated with no arguments) or factory (called with no arguments; it may return a
+  module or ``(module, example_inputs)``);
+* ``path/to/model.pt``: a pickled full model (also an ultralytics checkpoint). Unpickling runs
+  code from the file, so it is refused unless ``trust_checkpoint=True``;
+* ``path/to/custom.yaml``: an ultralytics model YAML.
+
+Nothing is downloaded unless ``pretrained=True`` is asked for: weights are random, drawn after
+``torch.manual_seed(0)`` so that two builds are identical, or come from a local state_dict
+(``weights_file``). ``device="meta"`` builds without allocating weights.
+
+Example inputs are derived from the parameters of the model's ``forward`` (their names,
+annotations and defaults) and from the model itself (its config, its first layer), never
+from the model's name. :func:`check_inputs` runs one trial forward.
+
+The package holds one module per family: :mod:`.tv` (torchvision), :mod:`.hf` (Hugging Face
+transformers presets and ``hf:TYPE``), :mod:`.yolo` (ultralytics YAMLs), :mod:`.user` (your
+``file.py:Name``), :mod:`.files` (pickled checkpoints, model YAMLs, state_dict weights), with
+:mod:`.common` (types, constants), :mod:`.registry` (name lookup), :mod:`.inputs` (example
+inputs) and :mod:`.builder` (:func:`build`, :func:`check_inputs`).
+"""
+
+from __future__ import annotations
+
+from .builder import build, check_inputs
+from .common import (
+    CHECKPOINT_SUFFIXES,
+    DEFAULT_BATCH,
+    DEFAULT_FRAMES,
+    DEFAULT_IMAGE_SIZE,
+    DEFAULT_SEQ_LEN,
+    FAMILIES,
+    FAMILY_CHECKPOINT,
+    FAMILY_HF,
+    FAMILY_TV_CLS,
+    FAMILY_TV_DET,
+    FAMILY_TV_SEG,
+    FAMILY_TV_VIDEO,
+    FAMILY_USER,
+    FAMILY_YOLO,
+    MODEL_SPEC_HELP,
+    SEED,
+    WEIGHTS_ONLY_SUFFIXES,
+    BuiltModel,
+    InputSpec,
+    ModelEntry,
+    ZooError,
+)
+from .inputs import derive_inputs
+from .registry import entry_to_dict, find_model, list_models, model_names
+
+__all__ = [
+    "CHECKPOINT_SUFFIXES",
+    "DEFAULT_BATCH",
+    "DEFAULT_FRAMES",
+    "DEFAULT_IMAGE_SIZE",
+    "DEFAULT_SEQ_LEN",
+    "FAMILIES",
+    "FAMILY_CHECKPOINT",
+    "FAMILY_HF",
+    "FAMILY_TV_CLS",
+    "FAMILY_TV_DET",
+    "FAMILY_TV_SEG",
+    "FAMILY_TV_VIDEO",
+    "FAMILY_USER",
+    "FAMILY_YOLO",
+    "MODEL_SPEC_HELP",
+    "SEED",
+    "WEIGHTS_ONLY_SUFFIXES",
+    "BuiltModel",
+    "InputSpec",
+    "ModelEntry",
+    "ZooError",
+    "build",
+    "check_inputs",
+    "derive_inputs",
+    "entry_to_dict",
+    "find_model",
+    "list_models",
+    "model_names",
+]

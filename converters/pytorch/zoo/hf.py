@@ -1,0 +1,425 @@
+"""Hugging Face transformers: named presets built from config classes, and ``hf:TYPE``."""
+
+from __future__ import annotations
+
+import os
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import common
+from .common import (
+    FAMILY_HF,
+    ModelEntry,
+    ZooError,
+    _first_line,
+    _mem_available,
+    _suggest,
+)
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face transformers
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _HFPreset:
+    config_class: str
+    model_class: str
+    config_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    image_size: int | None = None
+
+
+_LLAMA_3 = {
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+    "rope_theta": 500000.0,
+    "rms_norm_eps": 1e-5,
+    "num_key_value_heads": 8,
+}
+
+# name -> (hub id, description, preset). Encoder-only presets are the bare encoder (the model
+# the seed FLOP tables measure, e.g. bert-base = 21.74 GFLOPs at seq 128); generative and
+# vision presets include the head their hub checkpoint declares (LM head, classifier, detector).
+_HF_PRESETS: dict[str, tuple[str | None, str, _HFPreset]] = {
+    "bert-base-uncased": (
+        "bert-base-uncased",
+        "text-encoder",
+        _HFPreset("BertConfig", "BertModel"),
+    ),
+    "bert-large-uncased": (
+        "bert-large-uncased",
+        "text-encoder",
+        _HFPreset(
+            "BertConfig",
+            "BertModel",
+            {
+                "hidden_size": 1024,
+                "num_hidden_layers": 24,
+                "num_attention_heads": 16,
+                "intermediate_size": 4096,
+            },
+        ),
+    ),
+    "bert-tiny": (
+        "google/bert_uncased_L-2_H-128_A-2",
+        "text-encoder",
+        _HFPreset(
+            "BertConfig",
+            "BertModel",
+            {
+                "hidden_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 2,
+                "intermediate_size": 512,
+            },
+        ),
+    ),
+    "distilbert-base-uncased": (
+        "distilbert-base-uncased",
+        "text-encoder",
+        _HFPreset("DistilBertConfig", "DistilBertModel"),
+    ),
+    "roberta-base": (
+        "FacebookAI/roberta-base",
+        "text-encoder",
+        _HFPreset(
+            "RobertaConfig",
+            "RobertaModel",
+            {
+                "vocab_size": 50265,
+                "max_position_embeddings": 514,
+                "type_vocab_size": 1,
+                "layer_norm_eps": 1e-5,
+                "pad_token_id": 1,
+                "bos_token_id": 0,
+                "eos_token_id": 2,
+            },
+        ),
+    ),
+    "gpt2": ("openai-community/gpt2", "causal-lm", _HFPreset("GPT2Config", "GPT2LMHeadModel")),
+    "gpt2-medium": (
+        "openai-community/gpt2-medium",
+        "causal-lm",
+        _HFPreset("GPT2Config", "GPT2LMHeadModel", {"n_embd": 1024, "n_layer": 24, "n_head": 16}),
+    ),
+    "gpt2-large": (
+        "openai-community/gpt2-large",
+        "causal-lm",
+        _HFPreset("GPT2Config", "GPT2LMHeadModel", {"n_embd": 1280, "n_layer": 36, "n_head": 20}),
+    ),
+    "gpt2-xl": (
+        "openai-community/gpt2-xl",
+        "causal-lm",
+        _HFPreset("GPT2Config", "GPT2LMHeadModel", {"n_embd": 1600, "n_layer": 48, "n_head": 25}),
+    ),
+    "t5-small": (
+        "google-t5/t5-small",
+        "seq2seq-lm",
+        _HFPreset(
+            "T5Config",
+            "T5ForConditionalGeneration",
+            {
+                "vocab_size": 32128,
+                "d_model": 512,
+                "d_kv": 64,
+                "d_ff": 2048,
+                "num_layers": 6,
+                "num_heads": 8,
+            },
+        ),
+    ),
+    "t5-base": (
+        "google-t5/t5-base",
+        "seq2seq-lm",
+        _HFPreset(
+            "T5Config",
+            "T5ForConditionalGeneration",
+            {
+                "vocab_size": 32128,
+                "d_model": 768,
+                "d_kv": 64,
+                "d_ff": 3072,
+                "num_layers": 12,
+                "num_heads": 12,
+            },
+        ),
+    ),
+    "facebook/bart-base": (
+        "facebook/bart-base",
+        "seq2seq-lm",
+        _HFPreset(
+            "BartConfig",
+            "BartForConditionalGeneration",
+            {
+                "d_model": 768,
+                "encoder_layers": 6,
+                "decoder_layers": 6,
+                "encoder_attention_heads": 12,
+                "decoder_attention_heads": 12,
+                "encoder_ffn_dim": 3072,
+                "decoder_ffn_dim": 3072,
+            },
+        ),
+    ),
+    "google/vit-base-patch16-224": (
+        "google/vit-base-patch16-224",
+        "image-classification",
+        _HFPreset("ViTConfig", "ViTForImageClassification", {"num_labels": 1000}),
+    ),
+    "facebook/detr-resnet-50": (
+        "facebook/detr-resnet-50",
+        "object-detection",
+        # No timm (not installed) and no pretrained backbone: the ResNet-50 backbone is built
+        # from transformers' own ResNetConfig, so nothing is fetched. 91 COCO labels as on
+        # the hub (41.52 M parameters). DETR's processor resizes the short side to 800: the
+        # default input is the square 800x800 form of that.
+        _HFPreset(
+            "DetrConfig",
+            "DetrForObjectDetection",
+            {"use_timm_backbone": False, "use_pretrained_backbone": False, "num_labels": 91},
+            image_size=800,
+        ),
+    ),
+    "llama-tiny": (
+        None,
+        "causal-lm",
+        _HFPreset(
+            "LlamaConfig",
+            "LlamaForCausalLM",
+            {
+                "hidden_size": 64,
+                "intermediate_size": 176,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "vocab_size": 1000,
+                "max_position_embeddings": 512,
+            },
+        ),
+    ),
+    "llama-2-7b": (
+        "meta-llama/Llama-2-7b-hf",
+        "causal-lm",
+        _HFPreset(
+            "LlamaConfig",
+            "LlamaForCausalLM",
+            {
+                "hidden_size": 4096,
+                "intermediate_size": 11008,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 32,
+                "vocab_size": 32000,
+                "max_position_embeddings": 4096,
+                "rms_norm_eps": 1e-5,
+            },
+        ),
+    ),
+    "llama-3-8b": (
+        "meta-llama/Meta-Llama-3-8B",
+        "causal-lm",
+        _HFPreset(
+            "LlamaConfig",
+            "LlamaForCausalLM",
+            {
+                **_LLAMA_3,
+                "hidden_size": 4096,
+                "intermediate_size": 14336,
+                "num_hidden_layers": 32,
+                "num_attention_heads": 32,
+            },
+        ),
+    ),
+    "llama-3-70b": (
+        "meta-llama/Meta-Llama-3-70B",
+        "causal-lm",
+        _HFPreset(
+            "LlamaConfig",
+            "LlamaForCausalLM",
+            {
+                **_LLAMA_3,
+                "hidden_size": 8192,
+                "intermediate_size": 28672,
+                "num_hidden_layers": 80,
+                "num_attention_heads": 64,
+            },
+        ),
+    ),
+    "mistral-7b": (
+        "mistralai/Mistral-7B-v0.1",
+        "causal-lm",
+        _HFPreset("MistralConfig", "MistralForCausalLM"),
+    ),
+}
+
+_HF_TASKS: dict[str, str] = {
+    "base": "AutoModel",
+    "causal-lm": "AutoModelForCausalLM",
+    "masked-lm": "AutoModelForMaskedLM",
+    "seq2seq-lm": "AutoModelForSeq2SeqLM",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "image-classification": "AutoModelForImageClassification",
+    "object-detection": "AutoModelForObjectDetection",
+}
+
+
+def _hf_entries() -> list[ModelEntry]:
+    entries = []
+    for name, (hub_id, task, preset) in _HF_PRESETS.items():
+        args = ", ".join(f"{k}={v!r}" for k, v in preset.config_kwargs.items())
+        aliases = (name.split("/", 1)[1],) if "/" in name else ()
+        entries.append(
+            ModelEntry(
+                name=name,
+                family=FAMILY_HF,
+                source=f"transformers.{preset.model_class}({preset.config_class}({args}))",
+                task=task,
+                image_size=preset.image_size,
+                hub_id=hub_id,
+                aliases=aliases,
+                spec=preset,
+            )
+        )
+    return entries
+
+
+def _hf_offline() -> bool:
+    truthy = {"1", "true", "yes", "on"}
+    return any(
+        os.environ.get(v, "").strip().lower() in truthy
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def _hf_prepare(config: Any) -> None:
+    """Config tweaks for a static inference graph: no key/value cache in the outputs."""
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
+
+
+def _check_memory(name: str, num_params: int) -> None:
+    need = num_params * 4  # built in float32 before any --dtype conversion
+    avail = _mem_available()
+    if avail is not None and need > 0.8 * avail:
+        raise ZooError(
+            f"{name} has {num_params / 1e9:.2f}e9 parameters ({need / 2**30:.1f} GiB in "
+            f"float32), more than the {avail / 2**30:.1f} GiB of memory available",
+            hint="build it with device='meta' (CLI --meta) to capture without weights",
+        )
+
+
+def _hf_from_config(name: str, model_cls: Any, config: Any) -> nn.Module:
+    _hf_prepare(config)
+    if torch.get_default_device().type != "meta":
+        with torch.device("meta"):
+            probe = model_cls(config)
+        _check_memory(name, sum(p.numel() for p in probe.parameters()))
+        del probe
+    return typing.cast(nn.Module, model_cls(config))
+
+
+_HF_SAFE: dict[str, Any] = {"trust_remote_code": False, "weights_only": True}
+"""Stated, not left to defaults: no code from the hub repo, and .bin weights are loaded
+weights-only (safetensors files never run code)."""
+
+
+def _hf_pretrained(name: str, hub_id: str | None, model_cls: Any) -> nn.Module:
+    if hub_id is None:
+        raise ZooError(
+            f"{name} is a config-only preset with no published weights",
+            hint="leave out --pretrained, or pass a local state_dict with --weights FILE",
+        )
+    try:
+        model = model_cls.from_pretrained(hub_id, local_files_only=True, **_HF_SAFE)
+    except Exception as exc:
+        if _hf_offline() or not common._reachable("huggingface.co"):
+            why = (
+                "the hub is disabled (HF_HUB_OFFLINE)"
+                if _hf_offline()
+                else "huggingface.co cannot be reached"
+            )
+            raise ZooError(
+                f"pretrained weights for {name} ({hub_id}) are not in the local Hugging Face "
+                f"cache and {why}",
+                hint="pass a local state_dict with --weights FILE, or leave out --pretrained",
+            ) from exc
+        try:
+            model = model_cls.from_pretrained(hub_id, **_HF_SAFE)
+        except Exception as exc2:
+            raise ZooError(
+                f"could not fetch pretrained weights for {name} ({hub_id}): {_first_line(exc2)}"
+            ) from exc2
+    _hf_prepare(model.config)
+    return typing.cast(nn.Module, model)
+
+
+def _make_hf(entry: ModelEntry, pretrained: bool) -> nn.Module:
+    import transformers
+
+    preset: _HFPreset = entry.spec
+    model_cls = getattr(transformers, preset.model_class)
+    if pretrained:
+        return _hf_pretrained(entry.name, entry.hub_id, model_cls)
+    config = getattr(transformers, preset.config_class)(**dict(preset.config_kwargs))
+    return _hf_from_config(entry.name, model_cls, config)
+
+
+def _hf_auto_entry(name: str) -> ModelEntry:
+    """``hf:MODEL_TYPE[:TASK]``: any architecture from its default config."""
+    parts = name.split(":")
+    model_type = parts[1].strip() if len(parts) > 1 else ""
+    task = parts[2].strip() if len(parts) > 2 else "base"
+    if len(parts) > 3 or not model_type:
+        raise ZooError(
+            f"bad Hugging Face spec {name!r}; expected hf:MODEL_TYPE or hf:MODEL_TYPE:TASK"
+        )
+    if task not in _HF_TASKS:
+        raise ZooError(f"unknown task {task!r} in {name!r}; use one of {', '.join(_HF_TASKS)}")
+    from transformers import CONFIG_MAPPING
+
+    known = list(CONFIG_MAPPING.keys())
+    if model_type not in known:
+        close = _suggest(model_type, known)
+        raise ZooError(
+            f"unknown transformers model type {model_type!r} in {name!r}"
+            + (f"; did you mean: {close}?" if close else "")
+        )
+    return ModelEntry(
+        name=name,
+        family=FAMILY_HF,
+        source=f"transformers.{_HF_TASKS[task]}.from_config(AutoConfig.for_model({model_type!r}))",
+        task=task,
+        spec=(model_type, _HF_TASKS[task]),
+    )
+
+
+def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
+    import transformers
+
+    model_type, auto_name = entry.spec
+    if pretrained:
+        raise ZooError(
+            f"{entry.name} names an architecture, not a checkpoint; there are no pretrained "
+            "weights to fetch",
+            hint="use a preset name, or pass a local state_dict with --weights FILE",
+        )
+    auto_cls = getattr(transformers, auto_name)
+    try:
+        config = transformers.AutoConfig.for_model(model_type)
+        _hf_prepare(config)
+        if torch.get_default_device().type != "meta":
+            with torch.device("meta"):
+                probe = auto_cls.from_config(config)
+            _check_memory(entry.name, sum(p.numel() for p in probe.parameters()))
+            del probe
+        return typing.cast(nn.Module, auto_cls.from_config(config))
+    except ZooError:
+        raise
+    except Exception as exc:
+        raise ZooError(f"could not build {entry.name}: {_first_line(exc)}") from exc
+

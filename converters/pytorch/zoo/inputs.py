@@ -1,0 +1,577 @@
+"""Example inputs derived from a model's forward signature, or given by a factory."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import torch
+from torch import nn
+
+from .common import (
+    DEFAULT_BATCH,
+    DEFAULT_FRAMES,
+    DEFAULT_IMAGE_SIZE,
+    DEFAULT_SEQ_LEN,
+    SEED,
+    InputSpec,
+    ZooError,
+    _first_line,
+    _mem_available,
+    _module_dtype,
+)
+
+# --------------------------------------------------------------------------------------------
+# Example inputs from the forward signature
+# --------------------------------------------------------------------------------------------
+
+_TOKEN_NAMES = frozenset({"input_ids", "token_ids", "tokens", "src_tokens", "src", "ids"})
+_DECODER_TOKEN_NAMES = frozenset({"decoder_input_ids", "tgt_tokens", "tgt"})
+_MASK_NAMES = frozenset({"attention_mask"})
+_IMAGE_NAMES = frozenset({"pixel_values", "images", "image", "img", "imgs"})
+_GENERIC_NAMES = frozenset(
+    {"x", "X", "input", "inputs", "inp", "input_tensor", "data", "sample", "tensor", "features"}
+)
+
+
+def _annotation_is_tensor_list(annotation: Any) -> bool:
+    if annotation is inspect.Parameter.empty:
+        return False
+    if isinstance(annotation, str):
+        compact = annotation.replace(" ", "").replace("typing.", "").replace("torch.", "")
+        return compact in {"list[Tensor]", "List[Tensor]", "Sequence[Tensor]"}
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    return origin in (list, Sequence) and args == (torch.Tensor,)
+
+
+def _first_layer(module: nn.Module) -> nn.Module | None:
+    kinds = (
+        nn.Conv1d,
+        nn.Conv2d,
+        nn.Conv3d,
+        nn.ConvTranspose1d,
+        nn.ConvTranspose2d,
+        nn.ConvTranspose3d,
+        nn.Linear,
+        nn.Embedding,
+        nn.EmbeddingBag,
+        nn.RNNBase,
+        nn.BatchNorm1d,
+        nn.BatchNorm2d,
+        nn.BatchNorm3d,
+        nn.LayerNorm,
+    )
+    for sub in module.modules():
+        if isinstance(sub, nn.modules.lazy.LazyModuleMixin) and sub.has_uninitialized_params():
+            return None
+        if isinstance(sub, kinds):
+            return sub
+    return None
+
+
+def _config(module: nn.Module) -> Any:
+    return getattr(module, "config", None)
+
+
+def _vocab_size(module: nn.Module) -> int | None:
+    config = _config(module)
+    vocab = getattr(config, "vocab_size", None) if config is not None else None
+    if isinstance(vocab, int) and vocab > 0:
+        return vocab
+    for sub in module.modules():
+        if isinstance(sub, (nn.Embedding, nn.EmbeddingBag)):
+            return int(sub.num_embeddings)
+    return None
+
+
+def _image_size(module: nn.Module, hint: int | None) -> tuple[int, int]:
+    """Square image side: from the model (config, attribute, transform), then the family's
+    hint, then 224."""
+    config = _config(module)
+    candidates: list[Any] = []
+    if config is not None:
+        candidates.append(getattr(config, "image_size", None))
+    candidates.append(getattr(module, "image_size", None))
+    transform = getattr(module, "transform", None)
+    if transform is not None:
+        fixed = getattr(transform, "fixed_size", None)
+        min_size = getattr(transform, "min_size", None)
+        candidates.append(fixed)
+        if isinstance(min_size, (tuple, list)) and min_size:
+            candidates.append(int(min_size[-1]))  # the size GeneralizedRCNNTransform uses in eval
+    candidates.append(hint)
+    for value in candidates:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value, value
+        if (
+            isinstance(value, (tuple, list))
+            and len(value) == 2
+            and all(isinstance(v, int) for v in value)
+        ):
+            return int(value[0]), int(value[1])
+    return DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE
+
+
+def _image_channels(module: nn.Module) -> int:
+    config = _config(module)
+    channels = getattr(config, "num_channels", None) if config is not None else None
+    if isinstance(channels, int) and channels > 0:
+        return channels
+    for sub in module.modules():
+        if isinstance(sub, (nn.Conv2d, nn.Conv3d)):
+            return int(sub.in_channels)
+    return 3
+
+
+def _structural(
+    module: nn.Module,
+    name: str,
+    keyword: bool,
+    batch: int,
+    seq_len: int,
+    image_size: int | None,
+    frames: int | None,
+    float_dtype: torch.dtype,
+    model_name: str,
+) -> InputSpec:
+    """An input for a generically named parameter (``x``, ``input``): shaped by the first layer."""
+    layer = _first_layer(module)
+    if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d)):
+        channels = (
+            layer.in_channels if not isinstance(layer, nn.BatchNorm2d) else layer.num_features
+        )
+        h, w = _image_size(module, image_size)
+        return InputSpec(
+            name,
+            "image",
+            (batch, channels, h, w),
+            float_dtype,
+            keyword,
+            ("batch", "channels", "height", "width"),
+        )
+    if isinstance(layer, (nn.Conv3d, nn.ConvTranspose3d, nn.BatchNorm3d)):
+        channels = (
+            layer.in_channels if not isinstance(layer, nn.BatchNorm3d) else layer.num_features
+        )
+        h, w = _image_size(module, image_size)
+        t = frames or DEFAULT_FRAMES
+        return InputSpec(
+            name,
+            "video",
+            (batch, channels, t, h, w),
+            float_dtype,
+            keyword,
+            ("batch", "channels", "frames", "height", "width"),
+        )
+    if isinstance(layer, (nn.Conv1d, nn.ConvTranspose1d)):
+        return InputSpec(
+            name,
+            "tensor",
+            (batch, layer.in_channels, seq_len),
+            float_dtype,
+            keyword,
+            ("batch", "channels", "length"),
+        )
+    if isinstance(layer, (nn.Embedding, nn.EmbeddingBag)):
+        return InputSpec(
+            name,
+            "tokens",
+            (batch, seq_len),
+            torch.int64,
+            keyword,
+            ("batch", "seq"),
+            high=int(layer.num_embeddings),
+        )
+    if isinstance(layer, nn.RNNBase):
+        if layer.batch_first:
+            return InputSpec(
+                name,
+                "tensor",
+                (batch, seq_len, layer.input_size),
+                float_dtype,
+                keyword,
+                ("batch", "seq", "features"),
+            )
+        return InputSpec(
+            name,
+            "tensor",
+            (seq_len, batch, layer.input_size),
+            float_dtype,
+            keyword,
+            ("seq", "batch", "features"),
+        )
+    if isinstance(layer, nn.Linear):
+        return InputSpec(
+            name, "tensor", (batch, layer.in_features), float_dtype, keyword, ("batch", "features")
+        )
+    if isinstance(layer, nn.BatchNorm1d):
+        return InputSpec(
+            name, "tensor", (batch, layer.num_features), float_dtype, keyword, ("batch", "features")
+        )
+    if isinstance(layer, nn.LayerNorm):
+        features = int(layer.normalized_shape[-1])
+        return InputSpec(
+            name,
+            "tensor",
+            (batch, seq_len, features),
+            float_dtype,
+            keyword,
+            ("batch", "seq", "features"),
+        )
+    raise ZooError(
+        f"cannot derive an example input for parameter {name!r} of {model_name}: its first "
+        "layer does not say what it takes",
+        hint="pass --input-shape, or use a factory that returns (module, example_inputs)",
+    )
+
+
+def _plan_inputs(
+    module: nn.Module,
+    *,
+    model_name: str,
+    batch: int,
+    seq_len: int,
+    image_size: int | None,
+    frames: int | None,
+    float_dtype: torch.dtype,
+) -> list[InputSpec]:
+    try:
+        signature = inspect.signature(module.forward)
+    except (TypeError, ValueError) as exc:
+        raise ZooError(
+            f"cannot read the forward signature of {model_name}: {_first_line(exc)}",
+            hint="use a factory that returns (module, example_inputs)",
+        ) from exc
+    config = _config(module)
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    plans: list[InputSpec] = []
+    positional_open = True  # still passing contiguous leading parameters positionally
+    have_primary = False
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            positional_open = False
+            continue
+        required = param.default is inspect.Parameter.empty
+        n = param.name
+        if n in _TOKEN_NAMES:
+            kind = "tokens"
+        elif n in _DECODER_TOKEN_NAMES:
+            kind = "decoder_tokens" if (required or encoder_decoder) else ""
+        elif n in _MASK_NAMES:
+            kind = "mask"
+        elif _annotation_is_tensor_list(param.annotation) or (
+            n in {"images", "imgs"} and hasattr(getattr(module, "transform", None), "batch_images")
+        ):
+            kind = "image_list"
+        elif n in _IMAGE_NAMES:
+            kind = "image"
+        elif n in _GENERIC_NAMES or (required and not have_primary):
+            kind = "structural"
+        else:
+            kind = ""
+        if kind in ("image", "image_list", "structural") and not required and have_primary:
+            kind = ""  # an optional alternative to an input already chosen
+        if not kind:
+            if required:
+                raise ZooError(
+                    f"cannot derive an example input for required parameter {n!r} of "
+                    f"{model_name}.forward",
+                    hint="use a factory that returns (module, example_inputs)",
+                )
+            positional_open = False
+            continue
+        positional = (
+            positional_open
+            and required
+            and param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD)
+        )
+        if not positional:
+            positional_open = False
+        keyword = not positional
+        if kind in ("tokens", "decoder_tokens"):
+            plans.append(
+                InputSpec(
+                    n,
+                    "tokens",
+                    (batch, seq_len),
+                    torch.int64,
+                    keyword,
+                    ("batch", "seq"),
+                    high=_vocab_size(module) or 1000,
+                )
+            )
+        elif kind == "mask":
+            plans.append(InputSpec(n, "mask", (batch, seq_len), torch.int64, keyword, ("batch", "seq")))
+        elif kind in ("image", "image_list"):
+            h, w = _image_size(module, image_size)
+            channels = _image_channels(module)
+            if kind == "image_list":
+                plans.append(
+                    InputSpec(
+                        n,
+                        "image_list",
+                        (channels, h, w),
+                        float_dtype,
+                        keyword,
+                        ("channels", "height", "width"),
+                        count=batch,
+                    )
+                )
+            else:
+                plans.append(
+                    InputSpec(
+                        n,
+                        "image",
+                        (batch, channels, h, w),
+                        float_dtype,
+                        keyword,
+                        ("batch", "channels", "height", "width"),
+                    )
+                )
+        else:
+            plans.append(
+                _structural(
+                    module, n, keyword, batch, seq_len, image_size, frames, float_dtype, model_name
+                )
+            )
+        if kind != "mask":
+            have_primary = True
+    # An attention mask only makes sense next to token ids.
+    if not any(p.kind == "tokens" for p in plans):
+        plans = [p for p in plans if p.kind != "mask"]
+    if not plans:
+        raise ZooError(
+            f"found no input to derive from the forward signature of {model_name} {signature}",
+            hint="use a factory that returns (module, example_inputs)",
+        )
+    return plans
+
+
+def _apply_input_shape(plans: list[InputSpec], input_shape: tuple[int, ...],
+                       batch: int | None) -> list[InputSpec]:
+    """Give the primary (first non-mask) input the user's shape; token companions follow it."""
+    primary = next(p for p in plans if p.kind != "mask")
+    has_batch = primary.kind != "image_list" or len(input_shape) == 4
+    if batch is not None and has_batch and input_shape[0] != batch:
+        raise ZooError(f"--batch {batch} contradicts --input-shape {list(input_shape)}")
+    shape = tuple(input_shape)
+
+    def reshaped(plan: InputSpec) -> InputSpec:
+        return replace(plan, shape=shape, dims=plan.dims if len(plan.dims) == len(shape) else ())
+
+    if primary.kind == "image_list":
+        if len(shape) == 4:
+            changed = replace(primary, count=shape[0], shape=shape[1:])
+        else:
+            changed = replace(primary, shape=shape)
+        return [changed if p is primary else p for p in plans]
+    follows = primary.kind == "tokens"
+    return [reshaped(p) if p is primary or (follows and p.kind in ("tokens", "mask")) else p
+            for p in plans]
+
+
+def _make_tensor(
+    plan: InputSpec, shape: tuple[int, ...], device: torch.device, gen: torch.Generator
+) -> torch.Tensor:
+    if device.type == "meta":
+        return torch.empty(shape, dtype=plan.dtype, device="meta")
+    if plan.kind == "mask":
+        t = torch.ones(shape, dtype=plan.dtype)
+    elif plan.kind == "tokens":
+        t = torch.randint(0, plan.high or 1000, shape, generator=gen, dtype=plan.dtype)
+    elif plan.kind == "image_list":
+        t = torch.rand(shape, generator=gen).to(plan.dtype)  # detection models take 0..1 images
+    else:
+        t = torch.randn(shape, generator=gen).to(plan.dtype)
+    return t.to(device)
+
+
+def _check_input_memory(plans: Sequence[InputSpec], model_name: str) -> None:
+    """Refuse example inputs that cannot fit in memory before allocating any of them."""
+    total = 0
+    for plan in plans:
+        numel = 1
+        for d in plan.shape:
+            numel *= d
+        total += numel * (plan.count or 1) * plan.dtype.itemsize
+    avail = _mem_available()
+    if avail is not None and total > 0.8 * avail:
+        desc = ", ".join(p.describe() for p in plans)
+        raise ZooError(
+            f"the example inputs of {model_name} ({desc}) need {total / 2**30:.3g} GiB, more "
+            f"than the {avail / 2**30:.1f} GiB of memory available",
+            hint="pass a smaller --input-shape, --batch or --seq-len, or --meta",
+        )
+
+
+def derive_inputs(
+    module: nn.Module,
+    *,
+    model_name: str = "model",
+    batch: int | None = None,
+    seq_len: int | None = None,
+    input_shape: Sequence[int] | None = None,
+    dtype: torch.dtype | None = None,
+    device: str | torch.device = "cpu",
+    image_size: int | None = None,
+    frames: int | None = None,
+) -> tuple[tuple[Any, ...], dict[str, Any], list[InputSpec]]:
+    """Example ``(args, kwargs, specs)`` for ``module``, from its forward signature.
+
+    Token-id parameters (``input_ids``, ``decoder_input_ids`` for encoder-decoders) get int64
+    ids in ``[0, vocab)`` and ``attention_mask`` a mask of ones, both ``[batch, seq_len]``;
+    image parameters (``pixel_values``, ``images``) get ``[batch, C, H, W]`` (a list of
+    ``[C, H, W]`` for a ``list[Tensor]`` parameter); generic names (``x``, ``input``) and any
+    other first required parameter are shaped by the model's first layer (Conv2d -> image,
+    Conv3d -> video, Embedding -> ids, Linear -> features, ...). Required parameters are passed
+    positionally, optional and keyword-only ones as keywords.
+    """
+    b = batch or DEFAULT_BATCH
+    s = seq_len or DEFAULT_SEQ_LEN
+    dev = torch.device(device)
+    float_dtype = dtype or _module_dtype(module)
+    if float_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        float_dtype = torch.float32
+    plans = _plan_inputs(
+        module,
+        model_name=model_name,
+        batch=b,
+        seq_len=s,
+        image_size=image_size,
+        frames=frames,
+        float_dtype=float_dtype,
+    )
+    if input_shape is not None:
+        plans = _apply_input_shape(plans, tuple(int(d) for d in input_shape), batch)
+    config = _config(module)
+    max_pos = getattr(config, "max_position_embeddings", None) if config is not None else None
+    for plan in plans:
+        if (
+            plan.kind in ("tokens", "mask")
+            and isinstance(max_pos, int)
+            and len(plan.shape) == 2
+            and plan.shape[1] > max_pos
+        ):
+            raise ZooError(
+                f"sequence length {plan.shape[1]} exceeds the {max_pos} positions {model_name} "
+                "supports",
+                hint=f"pass --seq-len {max_pos} or less",
+            )
+    if dev.type != "meta":
+        _check_input_memory(plans, model_name)
+    gen = torch.Generator().manual_seed(SEED)
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    specs: list[InputSpec] = []
+    for plan in plans:
+        value: Any
+        if plan.kind == "image_list":
+            value = [_make_tensor(plan, plan.shape, dev, gen) for _ in range(plan.count or 1)]
+        else:
+            value = _make_tensor(plan, plan.shape, dev, gen)
+        if plan.keyword:
+            kwargs[plan.name] = value
+        else:
+            args.append(value)
+        specs.append(plan)
+    return tuple(args), kwargs, specs
+
+
+def _split_example(value: Any, spec: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A factory's example inputs: a tensor, a tuple/list of args, a dict of kwargs, or
+    an ``(args, kwargs)`` pair."""
+    if isinstance(value, torch.Tensor):
+        return (value,), {}
+    if isinstance(value, Mapping):
+        return (), dict(value)
+    if (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], Mapping)
+    ):
+        return tuple(value[0]), dict(value[1])
+    if isinstance(value, (tuple, list)):
+        return tuple(value), {}
+    raise ZooError(
+        f"{spec} returned example inputs of type {type(value).__name__}; expected a tensor, "
+        "a tuple of arguments, a dict of keyword arguments or (args, kwargs)"
+    )
+
+
+def _given_inputs(
+    module: nn.Module,
+    example: Any,
+    *,
+    model_name: str,
+    input_shape: Sequence[int] | None,
+    dtype: torch.dtype | None,
+    device: torch.device,
+) -> tuple[tuple[Any, ...], dict[str, Any], list[InputSpec]]:
+    """Inputs a factory returned, converted to the requested dtype and device."""
+    args, kwargs = _split_example(example, model_name)
+    try:
+        names = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        names = []
+    if input_shape is not None:
+        tensors = [a for a in args if isinstance(a, torch.Tensor)] + [
+            v for v in kwargs.values() if isinstance(v, torch.Tensor)
+        ]
+        if len(tensors) != 1 or len(args) + len(kwargs) != 1:
+            raise ZooError(
+                f"--input-shape applies to models with one tensor input; {model_name} returned "
+                f"{len(args) + len(kwargs)} example inputs"
+            )
+        old = tensors[0]
+        gen = torch.Generator().manual_seed(SEED)
+        shape = tuple(int(d) for d in input_shape)
+        if old.is_floating_point():
+            new = torch.randn(shape, generator=gen).to(old.dtype)
+        else:
+            high = int(old.max().item()) + 1 if old.numel() and old.device.type != "meta" else 2
+            new = torch.randint(0, max(high, 1), shape, generator=gen, dtype=old.dtype)
+        if args:
+            args = (new,)
+        else:
+            kwargs = {next(iter(kwargs)): new}
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if dtype is not None and value.is_floating_point():
+                value = value.to(dtype)
+            return value.to(device)
+        if isinstance(value, (list, tuple)):
+            return type(value)(convert(v) for v in value)
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        return value
+
+    args = tuple(convert(a) for a in args)
+    kwargs = {k: convert(v) for k, v in kwargs.items()}
+    specs: list[InputSpec] = []
+    for i, value in enumerate(args):
+        label = names[i] if i < len(names) else f"arg{i}"
+        specs.append(_given_spec(label, value, keyword=False))
+    for key, value in kwargs.items():
+        specs.append(_given_spec(key, value, keyword=True))
+    return args, kwargs, specs
+
+
+def _given_spec(name: str, value: Any, keyword: bool) -> InputSpec:
+    if isinstance(value, torch.Tensor):
+        return InputSpec(name, "given", tuple(value.shape), value.dtype, keyword)
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, torch.Tensor) for v in value)
+    ):
+        return InputSpec(
+            name, "image_list", tuple(value[0].shape), value[0].dtype, keyword, count=len(value)
+        )
+    return InputSpec(name, "given", (), torch.float32, keyword)
+

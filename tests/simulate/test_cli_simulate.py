@@ -1,0 +1,70 @@
+"""`irbridge simulate`: bad folders and options are one-line errors (exit 2); SCALE-Sim
+runs on an exported folder and the printed cycles are those of SCALE-Sim's own reports."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+from ir_models import cnn
+from typer.testing import CliRunner
+
+from irbridge.cli.main import app
+from irbridge.converters import chakra, scalesim
+
+
+def _error(args: list[str], match: str) -> None:
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert re.search(match, result.stderr), result.stderr
+
+
+def test_simulate_errors(tmp_path: Path) -> None:
+    _error(["simulate", "astrasim", str(tmp_path / "missing")], "not a folder")
+    _error(["simulate", "astrasim", str(tmp_path)], "no astrasim/run.json")
+    _error(["simulate", "scalesim", str(tmp_path)], "no run.json")
+    out = chakra.write(cnn(), tmp_path / "t", hardware="h100")
+    _error(["simulate", "astrasim", str(out), "--mode", "fast"], "--mode 'fast'")
+    _error(["simulate", "astrasim", str(out), "--backend", "ns3"], "--backend 'ns3'")
+    ss = scalesim.write(cnn(), tmp_path / "ss", hardware="tpu-v4")
+    (ss / "run.json").write_text("{\"clock_hz\": \"fast\"}")
+    _error(["simulate", "scalesim", str(ss)], "run.json: no valid clock_hz")
+
+
+def test_simulate_scalesim_prints_scalesims_cycles(tmp_path: Path) -> None:
+    out = scalesim.write(cnn(), tmp_path / "ss", hardware="tpu-v4")
+    readme = (out / "README.md").read_text()
+    assert "irbridge simulate scalesim ." in readme
+    clock = json.loads((out / "run.json").read_text())["clock_hz"]
+    result = CliRunner().invoke(app, ["simulate", "scalesim", str(out), "--results",
+                                      str(tmp_path / "res")])
+    assert result.exit_code == 0, result.output
+    # SCALE-Sim's own reports, read here: column 2 is total cycles.
+    cycles = []
+    for kind in ("conv", "gemm"):
+        [report] = (tmp_path / "res" / kind).glob("*/COMPUTE_REPORT.csv")
+        with report.open() as f:
+            rows = [r for r in list(csv.reader(f))[1:] if r and r[0].strip()]
+        cycles += [int(float(r[2])) for r in rows]
+    total = sum(cycles)
+    assert total > 0
+    assert f"total: {len(cycles)} layers, {total:,} cycles, {total / clock:.6g} s" in \
+        result.output
+    for c in cycles:
+        assert f"{c:,}" in result.output
+
+
+@pytest.mark.parametrize("mode", ["replay", "roofline"])
+def test_simulate_astrasim_needs_the_sources(tmp_path: Path, mode: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the tarball the error names the folder and the variable to set."""
+    monkeypatch.setenv("IRBRIDGE_ASTRASIM_SOURCES", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("IRBRIDGE_ASTRASIM_CACHE", str(tmp_path / "cache"))
+    out = chakra.write(cnn(), tmp_path / "t", hardware="h100")
+    _error(["simulate", "astrasim", str(out), "--mode", mode],
+           r"nowhere: no astra-sim-src.tar.gz.*IRBRIDGE_ASTRASIM_SOURCES")
+    assert not (tmp_path / "cache").exists()

@@ -1,0 +1,272 @@
+"""Training-step Chakra traces (DP x PP, ZeRO): invariants checked exactly on the decoded
+files against the IR model (parameter shapes), not against the layout's own numbers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from ir_models import cnn
+from test_chakra import attrs, mlp, read_trace
+from typer.testing import CliRunner
+
+from irbridge.analysis import analyze, resolve_target
+from irbridge.cli.main import app
+from irbridge.converters import chakra
+from irbridge.converters.chakra._proto import et_def_pb2 as et
+from irbridge.converters.chakra.parallel import schedule
+from irbridge.errors import IrbridgeError
+from irbridge.ir import Model
+
+
+def traces(folder: Path, prefix: str, world: int) -> list[list[et.Node]]:
+    found = sorted(p.name for p in folder.glob("*.et"))
+    assert found == sorted(f"{prefix}.{r}.et" for r in range(world))
+    out = []
+    for r in range(world):
+        t = read_trace(folder / f"{prefix}.{r}.et")
+        assert t.meta_attrs["rank"] == ("int64_val", r)
+        seen: set[int] = set()
+        for node in t.nodes:
+            assert all(d in seen for d in [*node.data_deps, *node.ctrl_deps]), node.name
+            seen.add(node.id)
+            assert attrs(node)["is_cpu_op"] == ("bool_val", False)
+            if node.type == et.COMP_NODE:
+                assert attrs(node)["num_ops"][1] > 0 and attrs(node)["tensor_size"][1] > 0
+        out.append(t.nodes)
+    return out
+
+
+def params(model: Model) -> dict[str, int]:
+    """Trainable parameter name -> bytes, from the IR's tensors (float, not BN stats)."""
+    return {t.name: math.prod(t.shape) * t.dtype.itemsize for t in model.tensors.values()
+            if t.dtype.is_float and not t.name.endswith(("running_mean", "running_var"))}
+
+
+def by_phase(nodes: list[et.Node], phase: str) -> list[et.Node]:
+    return [n for n in nodes if attrs(n)["phase"][1] == phase]
+
+
+@pytest.mark.parametrize("dp", [2, 8])
+def test_dp_all_reduce_bytes_are_the_gradient_bytes_of_each_bucket(tmp_path: Path,
+                                                                  dp: int) -> None:
+    model = mlp(layers=12, width=512)
+    out = chakra.write(model, tmp_path / "t", hardware="h100", dp=dp)
+    ranks = traces(out, "mlp", dp)
+    want = params(mlp(layers=12, width=512))
+    assert len(want) == 12 and all(b == 512 * 512 * 4 for b in want.values())
+    for nodes in ranks:
+        colls = [n for n in nodes if n.type == et.COMM_COLL_NODE]
+        seen: list[str] = []
+        for c in colls:
+            a = attrs(c)
+            assert a["comm_type"] == ("int64_val", et.ALL_REDUCE)
+            assert a["comm_size"][1] == sum(want[p] for p in a["params"][1])
+            assert a["pg_name"] == ("string_val", "1")
+            seen += a["params"][1]
+        assert sorted(seen) == sorted(want)  # every gradient exactly once
+        # 1 MiB per layer, 25 MiB buckets: one bucket
+        assert len(colls) == 1
+    groups = json.loads((out / "astrasim" / "comm-groups.json").read_text())
+    assert groups == {"1": list(range(dp))}
+    # every rank runs the same step
+    assert all(len(n) == len(ranks[0]) for n in ranks)
+
+
+def test_buckets_overlap_the_backward_pass(tmp_path: Path) -> None:
+    """Small buckets: each all-reduce depends only on the backward nodes of its own
+    gradients, so later backward nodes do not wait for it; the optimizer waits for all."""
+    model = mlp(layers=8, width=1024)  # 4 MiB per weight
+    from irbridge.converters.chakra import layout, plan
+
+    laid = layout(plan(model, resolve_target("h100")), dp=4, bucket_bytes=8 << 20)
+    ops = laid.ranks[0]
+    colls = [i for i, op in enumerate(ops) if op.kind == "coll"]
+    assert len(colls) == 4  # 8 weights, two per bucket
+    backward = [i for i, op in enumerate(ops) if op.phase == "backward"]
+    first = colls[0]
+    assert any(b > first for b in backward)  # backward continues after the first bucket
+    assert all(first not in ops[b].deps for b in backward)
+    [opt] = [op for op in ops if op.phase == "optimizer"]
+    assert set(colls) <= set(opt.deps)
+    # the bucket's gradients: the two last layers (backward order)
+    assert ops[first].params == ["l7.w", "l6.w"]
+
+
+def test_backward_flops_and_optimizer(tmp_path: Path) -> None:
+    model = mlp(layers=4, width=256)
+    out = chakra.write(model, tmp_path / "t", hardware="h100", dp=2)
+    [nodes, _] = traces(out, "mlp", 2)
+    costs = analyze(mlp(layers=4, width=256), [resolve_target("h100")]).runs[0].costs
+    fwd = sum(attrs(n)["num_ops"][1] for n in by_phase(nodes, "forward"))
+    bwd = sum(attrs(n)["num_ops"][1] for n in by_phase(nodes, "backward"))
+    assert fwd == costs.total.flops
+    assert bwd == 2 * costs.total.matmul_flops + costs.total.other_flops
+    [opt] = by_phase(nodes, "optimizer")
+    assert attrs(opt)["num_ops"][1] == 12 * 4 * 256 * 256  # AdamW, 12 FLOPs per parameter
+
+
+@pytest.mark.parametrize("zero", [1, 2, 3])
+def test_zero_reduce_scatter_then_all_gather(tmp_path: Path, zero: int) -> None:
+    model = mlp(layers=6, width=512)
+    dp = 4
+    out = chakra.write(model, tmp_path / "t", hardware="h100", dp=dp, zero=zero)
+    [nodes, *_] = traces(out, "mlp", dp)
+    want = params(mlp(layers=6, width=512))
+    colls = [n for n in nodes if n.type == et.COMM_COLL_NODE]
+    kinds = Counter(attrs(c)["comm_type"][1] for c in colls)
+    rs = [c for c in colls if attrs(c)["comm_type"][1] == et.REDUCE_SCATTER]
+    assert sum(attrs(c)["comm_size"][1] for c in rs) == sum(want.values())
+    gathers = [c for c in colls if attrs(c)["comm_type"][1] == et.ALL_GATHER]
+    step_gathers = [c for c in gathers if attrs(c)["phase"][1] == "dp"
+                    and "parameters bucket" in c.name]
+    assert sum(attrs(c)["comm_size"][1] for c in step_gathers) == sum(want.values()) // dp
+    # ZeRO 3: each layer's weight shard is gathered before its forward and its backward
+    assert kinds[et.ALL_GATHER] == len(step_gathers) + (2 * 6 if zero == 3 else 0)
+    opt = by_phase(nodes, "optimizer")
+    assert sum(attrs(o)["num_ops"][1] for o in opt) == 12 * 6 * 512 * 512 // dp
+
+
+@pytest.mark.parametrize(("pp", "mbs", "dp"), [(2, 1, 1), (3, 4, 2), (4, 8, 1)])
+def test_pipeline_1f1b_every_send_has_its_recv(tmp_path: Path, pp: int, mbs: int,
+                                              dp: int) -> None:
+    model = mlp(layers=12)
+    out = chakra.write(model, tmp_path / "t", hardware="h100", pp=pp, microbatches=mbs, dp=dp)
+    ranks = traces(out, "mlp", pp * dp)
+    sends, recvs = Counter(), Counter()
+    for rank, nodes in enumerate(ranks):
+        for n in nodes:
+            a = attrs(n)
+            key = (a.get("comm_src", (0, -1))[1], a.get("comm_dst", (0, -1))[1],
+                   a.get("comm_tag", (0, -1))[1], a.get("comm_size", (0, -1))[1])
+            if n.type == et.COMM_SEND_NODE:
+                assert key[0] == rank
+                sends[key] += 1
+            elif n.type == et.COMM_RECV_NODE:
+                assert key[1] == rank
+                recvs[key] += 1
+        # the compute sequence follows 1F1B: forward/backward blocks per micro-batch
+        stage = rank // dp
+        blocks: list[tuple[str, int]] = []
+        for n in nodes:
+            if n.type != et.COMP_NODE or attrs(n)["phase"][1] == "optimizer":
+                continue
+            block = ("F" if attrs(n)["phase"][1] == "forward" else "B",
+                     attrs(n)["microbatch"][1])
+            if not blocks or blocks[-1] != block:
+                blocks.append(block)
+        assert blocks == schedule(stage, pp, mbs)
+        # compute is one chain in schedule order
+        comps = [n for n in nodes if n.type == et.COMP_NODE]
+        assert all(list(b.ctrl_deps) == [a.id] for a, b in itertools.pairwise(comps))
+    assert sends == recvs and sends
+    assert all(v == 1 for v in sends.values())
+    # the residual stream crosses each cut: (pp - 1) cuts x mbs x 2 directions x dp replicas
+    assert sum(sends.values()) == (pp - 1) * mbs * 2 * dp
+    # FLOPs: every stage's forward, per micro-batch, adds up to the model's
+    flops = analyze(mlp(layers=12), [resolve_target("h100")]).runs[0].costs.total.flops
+    fwd = sum(attrs(n)["num_ops"][1] for nodes in ranks[::dp] for n in by_phase(nodes, "forward"))
+    assert fwd == flops * mbs
+
+
+def test_schedule_1f1b() -> None:
+    assert schedule(0, 4, 4) == [("F", 0), ("F", 1), ("F", 2), ("F", 3), ("B", 0), ("B", 1),
+                                 ("B", 2), ("B", 3)]
+    assert schedule(3, 4, 4) == [("F", 0), ("B", 0), ("F", 1), ("B", 1), ("F", 2), ("B", 2),
+                                 ("F", 3), ("B", 3)]
+    assert schedule(1, 4, 6) == [("F", 0), ("F", 1), ("F", 2), ("B", 0), ("F", 3), ("B", 1),
+                                 ("F", 4), ("B", 2), ("F", 5), ("B", 3), ("B", 4), ("B", 5)]
+
+
+def test_cli_training_options(tmp_path: Path) -> None:
+    from irbridge import serde
+
+    src = serde.save(cnn(), tmp_path / "cnn.irb", weights="none")
+    ok = CliRunner().invoke(app, ["export", str(src), "--to", "chakra", "-o",
+                                  str(tmp_path / "t"), "--dp", "2", "--zero", "1"])
+    assert ok.exit_code == 0, ok.output
+    traces(tmp_path / "t", "cnn", 2)
+    for args, match in ((["--tp", "0"], "--tp 0: must be at least 1"),
+                        (["--dp", "2", "--devices", "2"], "--devices .* cannot be combined"),
+                        (["--pp", "9"], "--pp 9: .*only 2 compute"),
+                        (["--zero", "4"], "--zero 4: one of 0, 1, 2, 3"),
+                        (["--dp", "0"], "--dp 0: must be at least 1")):
+        bad = CliRunner().invoke(app, ["export", str(src), "--to", "chakra", "-o",
+                                       str(tmp_path / "bad"), *args])
+        assert bad.exit_code == 2, bad.output
+        assert bad.stderr.count("\n") == 1 and re.search(match, bad.stderr)
+        assert not (tmp_path / "bad").exists()
+    bad = CliRunner().invoke(app, ["export", str(src), "--to", "scalesim", "-o",
+                                   str(tmp_path / "bad"), "--dp", "2"])
+    assert bad.exit_code == 2 and "--dp applies to --to chakra" in bad.stderr
+
+
+def test_library_errors() -> None:
+    from irbridge.converters.chakra import layout, plan
+
+    p = plan(cnn(), resolve_target("h100"))
+    for kwargs, match in ((dict(dp=0), "--dp 0"), (dict(zero=5), "--zero 5"),
+                          (dict(microbatches=0), "--microbatches 0")):
+        with pytest.raises(IrbridgeError, match=match):
+            layout(p, **kwargs)  # type: ignore[arg-type]
+
+
+def megatron_mlp(width: int = 256, layers: int = 2) -> Model:
+    """x -> [linear(width -> 4 width) + relu -> linear(4 width -> width)] x layers."""
+    from irbridge.builder import GraphBuilder
+    from irbridge.dtypes import DType
+    from irbridge.ir import Graph, Tensor, TensorType
+
+    f32 = DType.FLOAT32
+    model = Model(name="mlp")
+    graph = Graph()
+    model.graphs.append(graph)
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(f32, (32, width)))
+    for i in range(layers):
+        up = b.parameter(Tensor(f"b{i}.up", f32, (4 * width, width)))
+        down = b.parameter(Tensor(f"b{i}.down", f32, (width, 4 * width)))
+        hidden = b.op("relu", [b.op("linear", [x, up], name=f"b{i}.fc1")], name=f"b{i}.relu")
+        x = b.op("linear", [hidden, down], name=f"b{i}.fc2")
+    graph.set_outputs([x])
+    return model
+
+
+@pytest.mark.parametrize(("tp", "dp"), [(2, 1), (4, 2)])
+def test_tensor_parallel_megatron_mlp(tmp_path: Path, tp: int, dp: int) -> None:
+    """Column then row: each rank runs 1/T of each layer's FLOPs; the row layer's output is
+    all-reduced in the forward, the column layer's input gradient in the backward; each
+    rank's weight gradients are 1/T of the layers' parameters."""
+    width = 256
+    out = chakra.write(megatron_mlp(width), tmp_path / "t", hardware="h100", tp=tp, dp=dp)
+    ranks = traces(out, "mlp", tp * dp)
+    costs = analyze(megatron_mlp(width), [resolve_target("h100")]).runs[0].costs
+    flops_of = {nc.node.outputs[0].name: nc.own_cost.flops for nc in costs.by_node.values()}
+    act = 32 * width * 4  # the [32, width] activation entering fc1 and leaving fc2
+    groups = json.loads((out / "astrasim" / "comm-groups.json").read_text())
+    for rank, nodes in enumerate(ranks):
+        fwd = {n.name: n for n in by_phase(nodes, "forward")}
+        for i in range(2):
+            fc1 = next(n for name, n in fwd.items() if name.startswith(f"b{i}.fc1"))
+            fc2 = next(n for name, n in fwd.items() if name.startswith(f"b{i}.fc2"))
+            # fc1 and its relu are one fused kernel
+            assert attrs(fc1)["num_ops"][1] * tp == flops_of[f"b{i}.fc1"] + flops_of[f"b{i}.relu"]
+            assert attrs(fc2)["num_ops"][1] * tp == flops_of[f"b{i}.fc2"]
+        tp_colls = [n for n in nodes if attrs(n)["phase"][1] == "tp"]
+        fwd_ar = [n for n in tp_colls if "output of" in n.name]
+        bwd_ar = [n for n in tp_colls if "input gradient" in n.name]
+        assert [attrs(n)["comm_size"][1] for n in fwd_ar] == [act, act]
+        # backward runs b1 then b0; b0.fc1 reads the graph input, which needs no gradient
+        assert [attrs(n)["comm_size"][1] for n in bwd_ar] == [act]
+        assert all(attrs(n)["comm_type"][1] == et.ALL_REDUCE for n in tp_colls)
+        members = groups[attrs(tp_colls[0])["pg_name"][1]]
+        assert members == [rank // tp * tp + t for t in range(tp)]
+        if dp > 1:
+            [ar] = [n for n in nodes if attrs(n)["phase"][1] == "dp"]
+            assert attrs(ar)["comm_size"][1] == 2 * 2 * (4 * width * width) * 4 // tp
+            assert groups[attrs(ar)["pg_name"][1]] == [rank % tp + d * tp for d in range(dp)]

@@ -1,0 +1,168 @@
+"""Outputs that must not be written (issue 12 items 4 and 13): special files, folders,
+read-only folders, a full disk, a file size limit. Each is one line on stderr, exit 2,
+nothing left behind, whatever the writer: convert (serde), export --to irb / onnx /
+stablehlo, and atomic.py's writers."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from irbridge import serde
+from irbridge.atomic import atomic_dir, atomic_file
+from irbridge.errors import IrbridgeError
+
+IRBRIDGE = str(Path(sys.executable).parent / "irbridge")
+
+
+@pytest.fixture
+def onnx_model(tmp_path: Path) -> Path:
+    """A MatMul with a random 64x64 weight (16 KiB, no splat): hits small size limits."""
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64])],
+                              [w])
+    path = tmp_path / "src" / "m.onnx"
+    path.parent.mkdir()
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    return path
+
+
+def writers(src: Path, out: Path) -> dict[str, list[str]]:
+    return {"convert": ["convert", str(src), "-o", str(out / "m.irb")],
+            "export-irb": ["export", str(src), "--to", "irb", "-o", str(out / "m.irbt")],
+            "export-onnx": ["export", str(src), "--to", "onnx", "-o", str(out / "m.onnx")],
+            "export-stablehlo": ["export", str(src), "--to", "stablehlo",
+                                 "-o", str(out / "m.mlir")]}
+
+
+def run(args: list[str], fsize: int | None = None) -> subprocess.CompletedProcess[str]:
+    def limit() -> None:
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    return subprocess.run([IRBRIDGE, *args], capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+SPECIAL = ["fifo", "socket", "char-device-link", "folder"]
+# Each case starts the CLI (seconds): the default suite runs convert; the rest are slow.
+WRITERS = ["convert", *(pytest.param(w, marks=pytest.mark.slow)
+                        for w in ("export-irb", "export-onnx", "export-stablehlo"))]
+
+
+def make_special(kind: str, target: Path) -> Iterator[None] | None:
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(target))
+        sock.close()
+    elif kind == "char-device-link":
+        target.symlink_to("/dev/null")
+    else:
+        target.mkdir()
+    return None
+
+
+@pytest.mark.parametrize("kind", SPECIAL)
+@pytest.mark.parametrize("writer", WRITERS)
+def test_special_outputs_are_refused(onnx_model: Path, tmp_path: Path, kind: str,
+                                     writer: str) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    args = writers(onnx_model, out)[writer]
+    target = Path(args[-1])
+    make_special(kind, target)
+    before = sorted(p.name for p in out.iterdir())
+    result = run(args)
+    one_line_error(result, str(target))
+    assert ("is a folder" if kind == "folder" else "not a regular file") in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert os.path.exists("/dev/null") and not Path("/dev/null").is_file()
+
+
+def test_atomic_writers_refuse_special_files(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(IrbridgeError, match="FIFO"), atomic_file(tmp_path / "pipe"):
+        pytest.fail("the block must not run")
+    with pytest.raises(IrbridgeError, match="not a regular file"), \
+            atomic_dir(tmp_path / "pipe"):
+        pytest.fail("the block must not run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_file_size_limit_is_one_line_and_leaves_nothing(onnx_model: Path, tmp_path: Path,
+                                                        writer: str) -> None:
+    """RLIMIT_FSIZE (ulimit -f) of 4 KiB: the 16 KiB weight cannot be written (EFBIG)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run(writers(onnx_model, out)[writer], fsize=4096)
+    one_line_error(result, str(out / "m."))
+    assert list(out.iterdir()) == []
+
+
+@pytest.fixture
+def small_fs(tmp_path: Path) -> Iterator[Path]:
+    """A 64 KiB tmpfs (needs root; skipped elsewhere unless CI is set)."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail(f"cannot mount a tmpfs: {done.stderr.strip()}")
+        pytest.skip(f"cannot mount a tmpfs (needs root): {done.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", str(mnt)], check=True)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_full_disk_is_one_line_and_leaves_nothing(onnx_model: Path, small_fs: Path,
+                                                  writer: str) -> None:
+    (small_fs / "filler").write_bytes(b"\0" * 56 * 1024)  # leave < 16 KiB free
+    result = run(writers(onnx_model, small_fs)[writer])
+    one_line_error(result, str(small_fs / "m."))
+    assert sorted(p.name for p in small_fs.iterdir()) == ["filler"]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_read_only_folder_is_one_line(onnx_model: Path, small_fs: Path, writer: str) -> None:
+    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    result = run(writers(onnx_model, small_fs)[writer])
+    one_line_error(result, str(small_fs / "m."))
+    assert list(small_fs.iterdir()) == []
+
+
+def test_serde_save_full_disk_keeps_the_old_model(small_fs: Path) -> None:
+    from test_serde import small_model
+    path = serde.save(small_model(), small_fs / "m.irb", weights="external")
+    before = path.read_bytes()
+    big = small_model()
+    from irbridge.ir import Tensor
+    big.graph.add_parameter(big.add_tensor(Tensor.from_array(
+        "big", np.ones((128, 128), np.float32))))  # 64 KiB: more than is free
+    with pytest.raises(IrbridgeError, match=r"cannot write \(No space left on device\)"):
+        serde.save(big, path, weights="external")
+    assert path.read_bytes() == before
+    assert serde.load(path).name == "small"

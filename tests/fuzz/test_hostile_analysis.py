@@ -56,7 +56,7 @@ def _backward_link(model: Model) -> None:
 
 CASES = {
     "dim 2^62": (_input_dim(2**62), "has dim 4611686018427387904, past the analysis limit"),
-    "negative input dim": (_input_dim(-5), "value 'x' in graph 0"),
+    "negative input dim": (_input_dim(-5), "negative dim -5"),  # serde or analysis
     "negative output dims": (_all_outputs_dim(-2), "has a negative dim -2"),
     "huge output dims": (_all_outputs_dim(2**47), "elements, past the analysis limit 2^56"),
     "pads 2^40": (_pads, "node #"),

@@ -185,7 +185,7 @@ def render(state: Path, cases: int, repro: Path) -> dict[str, Any]:
         lines.append(f"{len(failures)} failing cases in {len(groups)} groups (messages with "
                      "paths and numbers normalised); reproducers are saved as "
                      f"`{repro.name}/FORMAT-INDEX-COMMAND.FORMAT` (the .irb ones next to a "
-                     "copy of the seed's sidecar `seed.irb.data`).")
+                     "copy of the seed's sidecar `seed.irb.*.data` from the state folder's seeds/).")
         lines += ["", "| outcome | cases | commands | example | message |", "|---|---:|---|---|---|"]
         for (outcome, _), group in sorted(groups.items(), key=lambda kv: -len(kv[1]))[:40]:
             first = group[0]

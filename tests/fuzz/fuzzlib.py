@@ -651,9 +651,9 @@ def run_case(runner: Runner, fmt: str, command: str, data: bytes, seeds: dict[st
     src = case_in / f"model.{fmt}"
     src.write_bytes(data)
     seed = seeds[fmt]
-    sidecar = seed.with_name(seed.name + ".data")
-    if sidecar.exists():  # the mutated file still names the seed's sidecar
-        shutil.copyfile(sidecar, case_in / f"{seed.name}.data")
+    for sidecar in seed.parent.glob(f"{seed.name}.*"):  # seed.irb.data, seed.irb.<hash>.data
+        # the mutated file still names the seed's sidecar
+        shutil.copyfile(sidecar, case_in / sidecar.name)
     before = _listing(case_in)
     argv = [a.format(f=src, o=case_out, seed=seed) for a in COMMANDS[command]]
     out = runner.run(argv, work)

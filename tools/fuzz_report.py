@@ -61,8 +61,10 @@ def run_campaign(state: Path, cases: int, jobs: int, repro: Path, formats: list[
     meta = state / "meta.json"
     old = json.loads(meta.read_text()) if meta.exists() else {}
     if old.get("seeds") != digest and results.exists():
-        print("seeds changed since the saved results: starting over", file=sys.stderr)
-        results.unlink()
+        kept = results.with_name(f"results.{old.get('seeds', 'unknown')[:12]}.jsonl")
+        print(f"seeds changed since the saved results: starting over (old results kept in "
+              f"{kept})", file=sys.stderr)
+        results.rename(kept)
     meta.write_text(json.dumps({"seeds": digest, "seconds": old.get("seconds", 0.0)
                                 if old.get("seeds") == digest else 0.0}))
     latest = _latest(results)

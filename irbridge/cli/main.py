@@ -15,6 +15,7 @@ hold newlines or terminal control characters).
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -89,21 +90,40 @@ class _Group(TyperGroup):
     """Turns every exception a command raises into one line: exit 2 (130 on Ctrl-C)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer vendors click; its Context type is private
-        try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
-            raise typer.Exit(130) from None
-        except Exception as exc:
-            if (ctx.obj or {}).get("debug") or _is_cli_framework(exc):
-                raise
+        # Warnings (an importer keeping nodes opaque, a library's notes) print as one
+        # `warning: ...` line each once the command has finished; a command that fails
+        # prints only its error line.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
             try:
-                line = error_line(exc)
-            except Exception as inner:  # a __str__ that fails must not escape either
-                line = f"{INTERNAL_ERROR}: {exc.__class__.__name__} ({inner.__class__.__name__} " \
-                       "while formatting it); rerun with --debug for the traceback"
-            typer.echo(f"error: {one_line(line)}", err=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
+                result = super().invoke(ctx)
+            except KeyboardInterrupt:
+                typer.echo("error: interrupted", err=True)
+                raise typer.Exit(130) from None
+            except Exception as exc:
+                debug = (ctx.obj or {}).get("debug")
+                if _is_cli_framework(exc) or debug:
+                    _print_warnings(caught)
+                    raise
+                try:
+                    line = error_line(exc)
+                except Exception as inner:  # a __str__ that fails must not escape either
+                    line = f"{INTERNAL_ERROR}: {exc.__class__.__name__} " \
+                           f"({inner.__class__.__name__} while formatting it); rerun with " \
+                           "--debug for the traceback"
+                typer.echo(f"error: {one_line(line)}", err=True)
+                raise typer.Exit(EXIT_BAD_INPUT) from None
+            _print_warnings(caught)
+            return result
+
+
+def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
+    seen: set[str] = set()
+    for w in caught:
+        line = one_line(str(w.message))
+        if line not in seen:
+            seen.add(line)
+            typer.echo(f"warning: {line}", err=True)
 
 
 app = typer.Typer(

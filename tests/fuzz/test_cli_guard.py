@@ -56,3 +56,30 @@ def test_debug_keeps_the_traceback(tmp_path: Path) -> None:
 def test_usage_errors_stay_clicks(args: list[str]) -> None:
     result = runner.invoke(app, args)
     assert result.exit_code == 2 and INTERNAL_ERROR not in result.output
+
+
+def _onnx_with_an_opaque_conv(path: Path) -> Path:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], dilations=[1])  # 1 value, 2 dims
+    graph = helper.make_graph([conv], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
+                              [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+def test_warnings_are_one_line_and_dropped_when_the_command_fails(tmp_path: Path) -> None:
+    source = _onnx_with_an_opaque_conv(tmp_path / "m.onnx")
+    ok = runner.invoke(app, ["convert", str(source), "-o", str(tmp_path / "m.irb")])
+    assert ok.exit_code == 0, ok.output
+    warned = [line for line in ok.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 1 and "kept as opaque" in warned[0]
+    assert "importer.py" not in ok.stderr  # not Python's two-line warning format
+    # the opaque conv leaves Timeloop nothing to map: the importer warned, then the error
+    failed = runner.invoke(app, ["export", str(source), "--to", "timeloop", "-o", str(tmp_path / "tl")])
+    assert failed.exit_code == 2 and failed.stderr.count("\n") == 1, failed.stderr

@@ -14,6 +14,7 @@ from irbridge.analysis.binding import (
     model_compute_dtype,
     parse_compute_dtype,
 )
+from irbridge.analysis.check import check_cost, check_shapes, check_structure
 from irbridge.analysis.concurrency import concurrency
 from irbridge.analysis.cost import CostReport, ModuleRow, cost_model, module_table
 from irbridge.analysis.hardware import Target
@@ -62,6 +63,8 @@ def analyze(model: Model, targets: Sequence[Target], *, dtype: str | None = None
     are skipped with a warning (an error when none is left)."""
     if not model.graphs:
         raise IrbridgeError("the model has no graph to analyse")
+    check_structure(model)
+    check_shapes(model)
     own = model_compute_dtype(model)
     chosen = parse_compute_dtype(dtype) if dtype is not None else own
     for strategy in strategies:
@@ -79,7 +82,10 @@ def analyze(model: Model, targets: Sequence[Target], *, dtype: str | None = None
     result = Result(model, chosen, dtype is not None, list(usable), [], warnings)
     for batch in batches:
         with bound(model, symbols=symbols, batch=batch, storage=storage) as binding:
+            check_shapes(model)
             costs = cost_model(model, binding)
+            for nc in costs.by_node.values():
+                check_cost(nc.node, nc.cost)
             modules = module_table(costs, module_depth) if module_depth else None
             for strategy in strategies:
                 parts = partition(model, costs, strategy)

@@ -4,10 +4,18 @@ Exit codes: 0 success; 1 the command ran and found a problem (validation errors,
 failed --verify); 2 bad usage or bad input (unknown option, unreadable file, a model that
 cannot be captured). Errors print one line, `error: ...`, with a hint where one helps;
 `--debug` shows the traceback instead.
+
+The guard in `_Group.invoke` is the one place that turns exceptions into that line:
+irbridge errors print their message; OS errors (read-only folder, full disk, permission,
+a folder where a file was expected ...) name the path and the problem; MemoryError and
+RecursionError say what ran out; anything else is a bug and says so (`internal error`,
+rerun with `--debug`). Every line is escaped to stay one line (file-provided strings can
+hold newlines or terminal control characters).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -21,20 +29,102 @@ EXIT_PROBLEM = 1
 EXIT_BAD_INPUT = 2
 
 
+INTERNAL_ERROR = "internal error"
+"""Marks the line of an unexpected exception: a bug, never a proper validation error
+(the fuzz suite counts these as crashes)."""
+
+
+def one_line(text: str) -> str:
+    """`text` escaped onto one line: newlines, carriage returns and other control
+    characters (terminal escapes included) become backslash escapes."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append(" ")
+        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029\u0085":
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _os_error_message(exc: OSError) -> str:
+    """`PATH: problem (ERRNO)`; the errno name tells scripts EROFS from ENOSPC."""
+    import errno
+
+    problem = exc.strerror or exc.__class__.__name__
+    if exc.errno is not None and exc.errno in errno.errorcode:
+        problem = f"{problem} ({errno.errorcode[exc.errno]})"
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    if not paths:
+        return f"{problem}" if exc.strerror else f"{problem}: {exc}"
+    return f"{' -> '.join(map(str, paths))}: {problem}"
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line (without the `error: ` prefix) printed for an exception."""
+    if isinstance(exc, IrbridgeError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        detail = f" ({exc})" if str(exc) else ""
+        return f"out of memory{detail}; the input needs more memory than this process may use"
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply (Python recursion limit reached)"
+    if isinstance(exc, OSError):
+        return _os_error_message(exc)
+    return (f"{INTERNAL_ERROR}: {exc.__class__.__name__}: {exc}; this is a bug in irbridge, "
+            "rerun with --debug for the traceback")
+
+
+def _is_cli_framework(exc: Exception) -> bool:
+    """typer's and click's own exits and usage errors (their classes live in their
+    packages, vendored or not): they print and exit by themselves."""
+    return type(exc).__module__.split(".")[0] in ("typer", "click", "_typer")
+
+
 class _Group(TyperGroup):
-    """Turns irbridge errors raised by any command into one line and exit code 2."""
+    """Turns every exception a command raises into one line: exit 2 (130 on Ctrl-C)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer vendors click; its Context type is private
-        try:
-            return super().invoke(ctx)
-        except IrbridgeError as exc:
-            if (ctx.obj or {}).get("debug"):
-                raise
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(EXIT_BAD_INPUT) from None
-        except KeyboardInterrupt:
-            typer.echo("error: interrupted", err=True)
-            raise typer.Exit(130) from None
+        # Warnings (an importer keeping nodes opaque, a library's notes) print as one
+        # `warning: ...` line each once the command has finished; a command that fails
+        # prints only its error line.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            try:
+                result = super().invoke(ctx)
+            except KeyboardInterrupt:
+                typer.echo("error: interrupted", err=True)
+                raise typer.Exit(130) from None
+            except Exception as exc:
+                debug = (ctx.obj or {}).get("debug")
+                if _is_cli_framework(exc) or debug:
+                    _print_warnings(caught)
+                    raise
+                try:
+                    line = error_line(exc)
+                except Exception as inner:  # a __str__ that fails must not escape either
+                    line = f"{INTERNAL_ERROR}: {exc.__class__.__name__} " \
+                           f"({inner.__class__.__name__} while formatting it); rerun with " \
+                           "--debug for the traceback"
+                typer.echo(f"error: {one_line(line)}", err=True)
+                raise typer.Exit(EXIT_BAD_INPUT) from None
+            _print_warnings(caught)
+            return result
+
+
+def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
+    seen: set[str] = set()
+    for w in caught:
+        line = one_line(str(w.message))
+        if line not in seen:
+            seen.add(line)
+            typer.echo(f"warning: {line}", err=True)
 
     def parse_args(self, ctx: Any, args: list[str]) -> Any:
         lean_params(self, ctx)  # start-up: no pydantic where a value needs no schema

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from irbridge.analysis.check import check_shapes, check_structure
 from irbridge.errors import IrbridgeError
 from irbridge.formats import is_model_file, read_file
 from irbridge.ir import Model
@@ -81,6 +82,9 @@ def load_side(spec: str, how: str | None, built_cache: dict[str, Any] | None = N
         side = Side(spec, "file")
         try:
             side.model = read_file(Path(spec), weights=True)
+            # shapes and structure the cost model and the executor can work with
+            check_structure(side.model)
+            check_shapes(side.model)
         except IrbridgeError as exc:
             side.error = _one_line(exc)
         side.seconds = time.perf_counter() - start

@@ -1,0 +1,85 @@
+"""The central guard of irbridge/cli/main.py: every exception becomes one escaped line,
+exit 2; OS errors name the path and errno; `--debug` keeps the traceback."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+from outputs.ir_models import cnn
+from typer.testing import CliRunner
+
+from irbridge import serde
+from irbridge.cli.main import INTERNAL_ERROR, app, error_line, one_line
+from irbridge.errors import FileFormatError
+
+runner = CliRunner()
+
+
+def test_file_strings_with_newlines_and_escapes_stay_on_one_line(tmp_path: Path) -> None:
+    hostile = tmp_path / "a\nerror: forged\x1b[2J.irb"
+    result = runner.invoke(app, ["info", str(hostile)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "\x1b" not in result.stderr
+    assert "forged" in result.stderr and "no such file" in result.stderr
+
+
+def test_os_errors_name_the_path_and_the_errno(tmp_path: Path) -> None:
+    model = serde.save(cnn(), tmp_path / "m.irb")
+    # a folder that cannot exist under /proc: the write fails with ENOENT on the real fs
+    result = runner.invoke(app, ["convert", str(model), "-o", "/proc/irbridge-no/x.irb"])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert "/proc/irbridge-no" in result.stderr and "Traceback" not in result.output
+    line = error_line(OSError(errno.ENOSPC, "No space left on device", "/data/m.irb"))
+    assert line == "/data/m.irb: No space left on device (ENOSPC)"
+    line = error_line(OSError(errno.EROFS, "Read-only file system", "/ro/.m.irb.tmp"))
+    assert line == "/ro/.m.irb.tmp: Read-only file system (EROFS)"
+
+
+def test_memory_recursion_and_unexpected_errors_are_one_line() -> None:
+    assert error_line(MemoryError()).startswith("out of memory")
+    assert "nested too deeply" in error_line(RecursionError("maximum recursion depth"))
+    line = error_line(KeyError("conv.w"))
+    assert line.startswith(f"{INTERNAL_ERROR}: KeyError: 'conv.w'") and "--debug" in line
+    assert error_line(FileFormatError("x.irb: truncated", hint="re-save it")) == \
+        "x.irb: truncated (hint: re-save it)"
+    assert one_line("a\r\nb\x07\u2028c") == "a\\r\\nb\\x07\\u2028c"
+
+
+def test_debug_keeps_the_traceback(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--debug", "info", str(tmp_path / "missing.irb")])
+    assert isinstance(result.exception, FileFormatError)
+
+
+@pytest.mark.parametrize("args", [["info", "--graph"], ["analyze", "x.irb", "--fusion", "odd"]])
+def test_usage_errors_stay_clicks(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and INTERNAL_ERROR not in result.output
+
+
+def _onnx_with_an_opaque_conv(path: Path) -> Path:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((2, 1, 3, 3), np.float32), "w")
+    conv = helper.make_node("Conv", ["x", "w"], ["y"], dilations=[1])  # 1 value, 2 dims
+    graph = helper.make_graph([conv], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 3, 3])],
+                              [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+def test_warnings_are_one_line_and_dropped_when_the_command_fails(tmp_path: Path) -> None:
+    source = _onnx_with_an_opaque_conv(tmp_path / "m.onnx")
+    ok = runner.invoke(app, ["convert", str(source), "-o", str(tmp_path / "m.irb")])
+    assert ok.exit_code == 0, ok.output
+    warned = [line for line in ok.stderr.splitlines() if line.startswith("warning: ")]
+    assert len(warned) == 1 and "kept as opaque" in warned[0]
+    assert "importer.py" not in ok.stderr  # not Python's two-line warning format
+    # the opaque conv leaves Timeloop nothing to map: the importer warned, then the error
+    failed = runner.invoke(app, ["export", str(source), "--to", "timeloop", "-o", str(tmp_path / "tl")])
+    assert failed.exit_code == 2 and failed.stderr.count("\n") == 1, failed.stderr

@@ -186,8 +186,18 @@ def _wire(number: int) -> Any:
     return number
 
 
+MAX_DIM = 2**62
+"""Largest static dim written: beyond int64 protobuf cannot store it, and no tensor has
+that many elements along one axis (such types come only from corrupt inputs)."""
+
+
 def _value_to_proto(value: Value) -> pb.Value:
     msg = pb.Value(name=value.name)
+    if value.type is not None and value.type.shape is not None:
+        for d in value.type.shape:
+            if isinstance(d, int) and not 0 <= d <= MAX_DIM:
+                raise IrbridgeError(f"value {value.name!r} has type {value.type}: dim {d} "
+                                    f"is outside 0..2^62; refusing to write it")
     if value.type is not None:
         msg.type.CopyFrom(_type_to_proto(value.type))
     return msg

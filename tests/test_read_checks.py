@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from irbridge import serde
 from irbridge.cli.main import app
 from irbridge.dtypes import DType
+from irbridge.errors import IrbridgeError
 from irbridge.ir import Model, TensorType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "outputs"))
@@ -56,3 +57,15 @@ def test_invalid_irb_is_refused_in_one_line(tmp_path: Path, command: list[str],
     assert len(lines) == 1 and lines[0].startswith("error:"), result.output
     assert "node #" in lines[0]
     assert not out.exists()
+
+
+def test_a_dim_past_int64_is_refused_on_write(tmp_path: Path) -> None:
+    """Corrupt inputs can yield such a type (fuzz: an ONNX Flatten of a huge shape); the
+    writer refuses it in one line naming the value instead of protobuf's ValueError."""
+    model = cnn()
+    model.graphs[0].inputs[0].type = TensorType(DType.FLOAT32, (1, 2**67))
+    path = tmp_path / "big.irb"
+    with pytest.raises(IrbridgeError) as err:
+        serde.save(model, path)
+    assert "'x'" in str(err.value) and "\n" not in str(err.value)
+    assert not path.exists() and list(tmp_path.iterdir()) == []

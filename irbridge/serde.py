@@ -195,9 +195,9 @@ def _value_to_proto(value: Value) -> pb.Value:
     msg = pb.Value(name=value.name)
     if value.type is not None and value.type.shape is not None:
         for d in value.type.shape:
-            if isinstance(d, int) and not 0 <= d <= MAX_DIM:
+            if isinstance(d, int) and d > MAX_DIM:   # (negative dims: the reader refuses)
                 raise IrbridgeError(f"value {value.name!r} has type {value.type}: dim {d} "
-                                    f"is outside 0..2^62; refusing to write it")
+                                    f"is past 2^62; refusing to write it")
     if value.type is not None:
         msg.type.CopyFrom(_type_to_proto(value.type))
     return msg

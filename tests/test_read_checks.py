@@ -69,3 +69,14 @@ def test_a_dim_past_int64_is_refused_on_write(tmp_path: Path) -> None:
         serde.save(model, path)
     assert "'x'" in str(err.value) and "\n" not in str(err.value)
     assert not path.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_compare_of_an_unreadable_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    good = tmp_path / "good.irb"
+    serde.save(cnn(), good)
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a protobuf at all")
+    result = CliRunner().invoke(app, ["compare", str(good), str(broken)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and "broken.onnx" in lines[0]

@@ -49,7 +49,8 @@ def compare(
     top: Annotated[int, typer.Option(help="Rows per table in the terminal.")] = 20,
 ) -> None:
     """Match the nodes of two captures, compare their costs and numbers; exit 1 when
-    something is flagged (a failed capture, a changed layer, a divergence ...)."""
+    something is flagged (a failed capture, a changed layer, a divergence ...); exit 2
+    when a file cannot be read."""
     from irbridge.compare.html import write_html
     from irbridge.compare.report import compare_models, to_json, to_markdown
     from irbridge.compare.sources import load_sides
@@ -62,6 +63,9 @@ def compare(
         raise IrbridgeError(f"{output}: cannot tell the report format from suffix "
                             f"{output.suffix!r}; use .html, .json or .md")
     sides = load_sides(left, right if right is not None else left, left_how, right_how)
+    for loaded in sides:   # a file that cannot be read is bad input, not a difference
+        if loaded.how == "file" and not loaded.ok:
+            raise IrbridgeError(loaded.error)
     result = compare_models(*sides, target=hardware, depth=depth, numerics=numerics,
                             rtol=rtol, atol=atol)
     if fmt is Format.json:

@@ -55,13 +55,15 @@ def _backward_link(model: Model) -> None:
 
 
 CASES = {
-    "dim 2^62": (_input_dim(2**62), "has dim 4611686018427387904, past the analysis limit"),
+    "dim 2^62": (_input_dim(2**62), ("has dim 4611686018427387904, past the analysis limit",
+                                      "infers f32[4611686018427387904,")),
     "negative input dim": (_input_dim(-5), "negative dim -5"),  # serde or analysis
     "negative output dims": (_all_outputs_dim(-2), "has a negative dim -2"),
-    "huge output dims": (_all_outputs_dim(2**47), "elements, past the analysis limit 2^56"),
+    "huge output dims": (_all_outputs_dim(2**47), ("elements, past the analysis limit 2^56",
+                                                   "140737488355328")),
     "pads 2^40": (_pads, "node #"),
-    "duplicate node ids": (_duplicate_ids, "has the same id as node"),
-    "backward graph link": (_backward_link, "does not go forward"),
+    "duplicate node ids": (_duplicate_ids, ("has the same id as node", "is also used by")),
+    "backward graph link": (_backward_link, ("does not go forward", "link")),
 }
 
 
@@ -78,7 +80,11 @@ def test_analyze_refuses_with_one_line(tmp_path: Path, name: str) -> None:
         assert "-" not in result.stdout.split("MACs")[0][-1:]
         return
     assert result.exit_code == 2, result.output
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
+    # the reader's structural check (irbridge.verify, run on every .irb read) or the
+    # analysis' own input check may refuse first; either names the problem in one line
+    needles = message if isinstance(message, tuple) else (message,)
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert any(n in lines[0] for n in needles), lines
     assert "internal error" not in lines[0]
     assert not (tmp_path / "out.irb").exists()
 
@@ -92,9 +98,10 @@ def test_compare_reports_the_side_with_one_line(tmp_path: Path, name: str) -> No
     edit(model)
     path = serde.save(model, tmp_path / "hostile.irb")
     result = runner.invoke(app, ["compare", str(good), str(path), "--format", "json"])
-    assert result.exit_code in (1, 2), result.output
+    assert result.exit_code == 2, result.output   # an unreadable file is bad input
     assert "Traceback" not in result.output and "internal error" not in result.output
-    assert message in result.output
+    needles = message if isinstance(message, tuple) else (message,)
+    assert any(n in result.output for n in needles), result.output
 
 
 def test_cost_figures_out_of_range_are_refused() -> None:

@@ -117,15 +117,6 @@ class _Group(TyperGroup):
             _print_warnings(caught)
             return result
 
-
-def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
-    seen: set[str] = set()
-    for w in caught:
-        line = one_line(str(w.message))
-        if line not in seen:
-            seen.add(line)
-            typer.echo(f"warning: {line}", err=True)
-
     def parse_args(self, ctx: Any, args: list[str]) -> Any:
         lean_params(self, ctx)  # start-up: no pydantic where a value needs no schema
         return super().parse_args(ctx, args)
@@ -134,6 +125,15 @@ def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
         name, command, rest = super().resolve_command(ctx, args)
         lean_params(command, ctx)
         return name, command, rest
+
+
+def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
+    seen: set[str] = set()
+    for w in caught:
+        line = one_line(str(w.message))
+        if line not in seen:
+            seen.add(line)
+            typer.echo(f"warning: {line}", err=True)
 
 
 app = typer.Typer(

@@ -25,6 +25,7 @@ from irbridge.dtypes import DType
 from irbridge.errors import IrbridgeError
 from irbridge.formats import load_model
 from irbridge.ir import Graph, Model, Provenance, Tensor, TensorType
+from irbridge.sanitize import clean_lines
 
 F32 = DType.FLOAT32
 EVIL = 'evil</script><script>window.PWNED=1</script><!--&amp;\u2028"\''
@@ -249,7 +250,8 @@ def test_strings_that_look_like_markup_stay_text(browser_page: tuple[Any, PageLo
     node = model.graph.nodes[0]
     click_item(page, f"#nodes g.node[data-id='{node.id}']")
     module = page.locator("#details [data-field=module]").text_content()
-    assert module == node.provenance.module_path
+    # shown as text, with its control / line-separator characters made visible
+    assert module == clean_lines(node.provenance.module_path)
     assert page.evaluate("typeof window.PWNED") == "undefined"
     assert page.inner_text("#model-name") == model.name
     assert page.title().startswith(model.name)

@@ -30,16 +30,9 @@ from irbridge.converters.stablehlo import export_stablehlo  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-BENCHMARK = {
-    "resnet18": {},
-    "mobilenet_v2": {},
-    "efficientnet_b0": {},
-    "vit_b_16": {},
-    "bert-base-uncased": {"seq_len": 128},
-    "gpt2": {"seq_len": 128},
-    "yolov8n": {"input_shape": (1, 3, 640, 640)},
-    "detr-resnet-50": {},
-}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from frontend_matrix import MODELS as BENCHMARK  # noqa: E402  (the 8 benchmark models)
+
 COMPILE_ARGS = ["--iree-llvmcpu-target-cpu=generic"]
 
 

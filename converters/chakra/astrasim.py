@@ -234,26 +234,36 @@ def run(folder: Path, *, mode: str = "replay", backend: str = "unaware",
                f"--remote-memory-configuration={folder / memory}"]
     if manifest.get("comm_groups"):
         command.append(f"--comm-group-configuration={folder / manifest['comm_groups']}")
-    # ASTRA-sim writes its log folder into the working directory: a scratch one.
-    with tempfile.TemporaryDirectory(prefix="irbridge-astrasim-") as scratch:
-        try:
-            result = subprocess.run([*command, f"--logging-folder={scratch}/log"],
-                                    capture_output=True, text=True, check=False,
-                                    timeout=timeout, cwd=scratch)
-        except subprocess.TimeoutExpired:
-            raise IrbridgeError(f"{folder}: ASTRA-sim ran past {timeout:.0f} s") from None
-    text = result.stdout + result.stderr
-    cycles, exposed = parse_output(text)
-    npus = int(manifest.get("npus", len(cycles)))
-    # The congestion-aware binary sometimes aborts in its teardown (glibc
-    # "malloc_consolidate(): unaligned fastbin chunk detected", exit -6) after every rank
-    # has finished and printed its time; that run is complete and is kept.
-    finished = sorted(cycles) == list(range(npus)) and "Exiting" in text
+    # ASTRA-sim's binaries sometimes abort on heap corruption of their own (glibc "double
+    # free or corruption", "malloc_consolidate()", exit -6), nondeterministically, in
+    # teardown or just before the last rank reports. The simulation itself is
+    # deterministic, so a run killed by a signal is repeated (at most 3 tries in all).
+    for _ in range(3):
+        result = _run_once(command, folder, timeout)
+        text = result.stdout + result.stderr
+        cycles, exposed = parse_output(text)
+        npus = int(manifest.get("npus", len(cycles)))
+        # an abort after every rank has finished and printed its time: the run is complete
+        finished = sorted(cycles) == list(range(npus)) and "Exiting" in text
+        if result.returncode >= 0 or finished:
+            break
     if (result.returncode != 0 and not finished) or not cycles or "nan" in text.lower():
         tail = " | ".join(text.strip().splitlines()[-3:])
         raise IrbridgeError(f"{folder}: ASTRA-sim failed (exit {result.returncode}): {tail}")
     return AstraResult(cycles=cycles, exposed_comm=exposed, stdout=text, command=command,
                        returncode=result.returncode)
+
+
+def _run_once(command: list[str], folder: Path, timeout: float,
+              ) -> subprocess.CompletedProcess[str]:
+    # ASTRA-sim writes its log folder into the working directory: a scratch one.
+    with tempfile.TemporaryDirectory(prefix="irbridge-astrasim-") as scratch:
+        try:
+            return subprocess.run([*command, f"--logging-folder={scratch}/log"],
+                                  capture_output=True, text=True, check=False,
+                                  timeout=timeout, cwd=scratch)
+        except subprocess.TimeoutExpired:
+            raise IrbridgeError(f"{folder}: ASTRA-sim ran past {timeout:.0f} s") from None
 
 
 def main() -> None:  # pragma: no cover - `python -m irbridge.converters.chakra.astrasim`

@@ -186,8 +186,9 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
              "each stage alone, in a fresh process per size, on a chain of residual "
              "MatMul/Add/Relu/Add blocks of 1x16 tensors (so the figures are irbridge's "
              "own per-node work). A linear stage's 100k/10k ratio is about 10, a quadratic "
-             "one's about 100; the bound is under 10x (a ratio a little above 10 is "
-             "allocation and garbage-collection noise of 10x as many objects).", "",
+             "one's about 100; the issue's bound is under 10x. CPU time is less sensitive to "
+             "other load than wall time, but cache effects are not: compare runs on a quiet "
+             "machine.", "",
              "| stage | " + " | ".join(f"{n:,} nodes (s)" for n in sizes) +
              (f" | {sizes[-1] // 1000}k / {sizes[-2] // 1000}k |" if len(sizes) > 1 else " |"),
              "|---|" + "---:|" * (len(sizes) + (1 if len(sizes) > 1 else 0))]

@@ -50,10 +50,12 @@ def test_export_matches_eager_torch_in_onnxruntime(name: str) -> None:
         actual = got[where[1]]
         scale = max(float(np.abs(expected).max()), 1.0)
         np.testing.assert_allclose(actual, expected, rtol=1e-3, atol=1e-4 * scale)
-    # the lean file (weights folded, so a linear may come back as matmul + add) keeps the
-    # matmul-like FLOPs; the exact lowering (optimize=False) round-trips op for op
+    # the lean file folds weights (a linear may come back as matmul + add) and constant
+    # subgraphs (detr's query embeddings: a matmul of two constants is computed once at
+    # export), so its matmul-like FLOPs are the model's less folded work, within 1%; the
+    # exact lowering (optimize=False) round-trips op for op
     lean, _ = from_onnx(proto)
-    assert matmul_flops(lean) == matmul_flops(model)
+    assert 0.99 * matmul_flops(model) <= matmul_flops(lean) <= matmul_flops(model)
     back, coverage = from_onnx(to_onnx(model, optimize=False))
     assert coverage.fully_neutral
     assert compute_histogram(back) == compute_histogram(model)

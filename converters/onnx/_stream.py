@@ -32,6 +32,8 @@ import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, TensorProto, helper
 
+from irbridge._wire import varint
+
 PENDING = "irbridge:pending"
 """The external-data location of an initializer whose data `write_model` streams in."""
 
@@ -151,17 +153,17 @@ def _write_inline(proto: ModelProto, payloads: Payloads, out: BinaryIO) -> None:
             del header.external_data[:]
             header.ClearField("data_location")
             size = nbytes(t)
-            prefix = header.SerializeToString() + _tag(_RAW_DATA) + _varint(size)
+            prefix = header.SerializeToString() + _tag(_RAW_DATA) + varint(size)
             body = len(prefix) + size
         else:
             prefix = t.SerializeToString()
             size = -1
             body = len(prefix)
-        lead = _tag(_INITIALIZER) + _varint(body)
+        lead = _tag(_INITIALIZER) + varint(body)
         entries.append((t, lead + prefix, size))
         total += len(lead) + body
     out.write(head.SerializeToString())
-    out.write(_tag(_GRAPH) + _varint(total))
+    out.write(_tag(_GRAPH) + varint(total))
     out.write(graph_bytes)
     for t, prefix, size in entries:
         out.write(prefix)
@@ -207,16 +209,6 @@ def _bytes_of(array: np.ndarray, t: TensorProto) -> bytes:
 
 
 def _tag(field_number: int) -> bytes:
-    return _varint((field_number << 3) | _LEN)
+    return varint((field_number << 3) | _LEN)
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)

@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from irbridge._wire import varint
+
 FORMATS = ("irb", "irbt", "onnx", "mlir")
 MEMORY_LIMIT = 3 << 30
 """RLIMIT_AS of every case: a file that needs more is a memory blow-up."""
@@ -134,16 +136,8 @@ INTERESTING_TEXT = ("", "x", "a\nerror: forged second line", "\x1b]0;title\x07\x
 
 
 def _varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    """Negative values as protobuf writes them: two's complement on 64 bits."""
+    return varint(value & ((1 << 64) - 1))
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:

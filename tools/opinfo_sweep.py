@@ -270,8 +270,9 @@ def compare(got: Sequence[Any], ref: Sequence[Any], tol: str = "torch") -> str |
             bad = diff > bound
         if bad.any():
             max_abs = float(diff.max())
-            rel = diff / np.where(np.abs(b) > 0, np.abs(b), np.inf)
-            max_rel = float(np.where(np.isfinite(b), rel, np.where(diff > 0, np.inf, 0)).max())
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rel = diff / np.where(np.abs(b) > 0, np.abs(b), np.inf)
+                max_rel = float(np.where(np.isfinite(b), rel, np.where(diff > 0, np.inf, 0)).max())
             where = "per element" if tol == "torch" else "of max |eager|"
             return (f"output {index}: max abs err {max_abs:.3g}, max rel err {max_rel:.3g} "
                     f"(tolerance atol {atol:g} + rtol {rtol:g} {where}; "

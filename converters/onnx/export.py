@@ -76,14 +76,19 @@ INLINE_CONSTANT_BYTES = 1024
 # -- public API ----------------------------------------------------------------------------
 
 def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True,
-            optimize: bool = True, fold_batch_norm: bool = False) -> ModelProto:
+            optimize: bool = True, fold_batch_norm: bool = False,
+            allow_custom_ops: bool = False) -> ModelProto:
     """The IR model as an ONNX ModelProto of the given opset (default domain).
     `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
     `export_onnx` checks the written file instead). `optimize` runs the clean-up pass of
     `_optimize` (constants as initializers, constant folding, no-op removal, shared
     initializers); `fold_batch_norm` also folds BatchNormalization into the Conv before
-    it (a file for inference)."""
-    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=False)
+    it (a file for inference). An opaque node of a domain that is not ONNX's (aten,
+    stablehlo, ...: from another front-end) is refused with an ExportError naming it,
+    since runtimes cannot run it, unless `allow_custom_ops` asks for custom-domain nodes;
+    opaque nodes imported from an ONNX file are written back as they were."""
+    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=False,
+                             allow_custom_ops=allow_custom_ops)
     _stream.materialize(proto, payloads)
     if check and _weight_bytes(model) < EXTERNAL_DATA_THRESHOLD:
         check_proto(proto)
@@ -91,7 +96,8 @@ def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True,
 
 
 def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
-           stream: bool) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
+           stream: bool, allow_custom_ops: bool = False
+           ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
     """The ModelProto and, with `stream`, the data of its pending initializers (see
     `_stream`): large weights are left out of the proto until the file is written."""
     newest = max_opset()
@@ -100,7 +106,7 @@ def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
                           f"{MIN_EXPORT_OPSET}..{newest}")
     if not model.graphs:
         raise ExportError("model has no graph to export")
-    exporter = _ModelExporter(model, opset, stream=stream)
+    exporter = _ModelExporter(model, opset, stream=stream, allow_custom_ops=allow_custom_ops)
     proto = exporter.run()
     if optimize or fold_batch_norm:
         from irbridge.converters.onnx._optimize import optimize as lean
@@ -111,10 +117,11 @@ def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
 
 def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT_OPSET, *,
                 external_data: bool | None = None, check: bool = True,
-                optimize: bool = True, fold_batch_norm: bool = False) -> Path:
+                optimize: bool = True, fold_batch_norm: bool = False,
+                allow_custom_ops: bool = False) -> Path:
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
     `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB.
-    `optimize` and `fold_batch_norm` as in `to_onnx`."""
+    `optimize`, `fold_batch_norm` and `allow_custom_ops` as in `to_onnx`."""
     target = Path(path)
     check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
     if target.is_dir():
@@ -124,7 +131,8 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
     weights = _weight_bytes(model)
     big = weights >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
-    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=True)
+    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=True,
+                             allow_custom_ops=allow_custom_ops)
     if check and not big:
         check_proto(proto)  # pending weights are left out of it, as large ones always are
     data_name = target.name + ".data"
@@ -195,10 +203,12 @@ class NeedDecompose(Exception):
 
 
 class _ModelExporter:
-    def __init__(self, model: Model, opset: int, *, stream: bool = False) -> None:
+    def __init__(self, model: Model, opset: int, *, stream: bool = False,
+                 allow_custom_ops: bool = False) -> None:
         self.model = model
         self.opset = opset
         self.stream = stream
+        self.allow_custom_ops = allow_custom_ops
         self.payloads: dict[str, Callable[[], np.ndarray]] = {}
         self.used: set[str] = set()
         self.names: dict[int, str] = {}
@@ -478,6 +488,13 @@ class _GraphEmitter:
         if not domain:
             schema = self._schema(node, where)
         else:
+            from_onnx = "onnx" in (node.provenance.source_format, self.ex.model.source_format)
+            if not (from_onnx or self.ex.allow_custom_ops):
+                raise ExportError(f"{where}: opaque op {node.qualified_op} has no ONNX "
+                                  "lowering (onnxruntime cannot run a node of domain "
+                                  f"{node.domain!r}); pass --allow-custom-ops "
+                                  "(allow_custom_ops=True) to write it as a custom-domain "
+                                  "node anyway")
             self.ex.domain_version(domain)
         omitted = node.annotations.values.get("onnx.omitted_outputs", ())
         names = ["" if isinstance(omitted, tuple) and i in omitted else n

@@ -149,9 +149,20 @@ class IllegalType(Exception):
 
     def __init__(self, op: str, param: str, dtype: DType, accepted: frozenset[DType]) -> None:
         names = ", ".join(sorted(d.short for d in accepted)) or "none"
+        holds = "" if op == "Cast" else \
+            f", and none of those holds every {dtype.short} value"
         super().__init__(f"ONNX {op} takes no {dtype.short} for {param} (accepted by the "
-                         f"schema and onnxruntime's CPU kernels: {names}), and none of "
-                         f"those holds every {dtype.short} value")
+                         f"schema and onnxruntime's CPU kernels: {names}){holds}")
+
+
+def check_cast(opset: int, to: int) -> None:
+    """A Cast's target type (an attribute, bound to no input): raises IllegalType when
+    neither the schema nor onnxruntime's kernels produce it (complex: ONNX has no Cast
+    to complex types)."""
+    target = dtype_from_onnx(to)
+    accepted = allowed("Cast", opset).get("T2")
+    if target is not None and accepted is not None and target not in accepted:
+        raise IllegalType("Cast", "its result type T2", target, accepted)
 
 
 def plan(op: str, opset: int, in_types: Sequence[DType | None]) -> Plan | None:

@@ -364,6 +364,8 @@ class _GraphEmitter:
         if not domain:
             try:
                 fix = _legal.plan(op_type, opset, in_types)
+                if op_type == "Cast":
+                    _legal.check_cast(opset, int(clean["to"]))
             except _legal.IllegalType as exc:
                 raise ExportError(f"{self.where or self.label}: cannot export to ONNX opset "
                                   f"{opset}: {exc}") from exc

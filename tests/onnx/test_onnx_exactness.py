@@ -231,3 +231,14 @@ def test_safe_softmax_rows_of_all_minus_inf_give_zero(axis: int) -> None:
 def test_registry_softmax_attrs() -> None:
     schema = registry.get("softmax")
     assert "safe" in {a.name for a in schema.attrs}
+
+
+@pytest.mark.parametrize(("source", "target"), [(F32, DType.COMPLEX64), (DType.COMPLEX64, F32)])
+def test_complex_cast_is_refused_with_one_line(source: DType, target: DType) -> None:
+    """ONNX Cast has no complex types (onnxruntime neither): refused, naming the node."""
+    model = _model(lambda b, v: [b.op("cast", [v], {"dtype": target})], TensorType(source, (3,)))
+    with pytest.raises(ExportError) as exc:
+        to_onnx(model)
+    text = str(exc.value)
+    assert "node #0 cast" in text and "c64" in text and "\n" not in text
+    assert "fails the ONNX checker" not in text

@@ -242,3 +242,55 @@ def test_complex_cast_is_refused_with_one_line(source: DType, target: DType) -> 
     text = str(exc.value)
     assert "node #0 cast" in text and "c64" in text and "\n" not in text
     assert "fails the ONNX checker" not in text
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn: Any) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        return self.fn(*args)
+
+
+def _special_values() -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(6)
+    a = torch.randn(3, 5, generator=g)
+    b = torch.randn(3, 5, generator=g)
+    a[0, 0], a[0, 1], a[1, 1], b[2, 2] = 0.0, float("inf"), float("nan"), float("-inf")
+    b[1, 0] = a[1, 0]
+    return a, b
+
+
+TORCH_CASES = {
+    "logaddexp": (lambda a, b: torch.logaddexp(a, b), False),
+    "isclose": (lambda a, b: torch.isclose(a, b, rtol=1e-3, atol=1e-2), True),
+    "isfinite": (lambda a, b: torch.isfinite(a) & torch.isfinite(b), True),
+    "logical_not": (lambda a, b: torch.logical_not(a), False),
+    "clamp_tensor": (lambda a, b: torch.clamp(a, torch.minimum(a, b), b.abs()), False),
+    "softplus": (lambda a, b: torch.nn.functional.softplus(a, beta=2.0, threshold=1.0), False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TORCH_CASES))
+def test_torch_ops_of_the_sweep_capture_and_export_right(name: str) -> None:
+    """The OpInfo cases that the exporter got wrong, through irbridge's real PyTorch
+    capture: the IR matches eager torch, and the ONNX file matches the IR in onnxruntime
+    (with the special values the OpInfo samples carry: 0, inf, nan, -inf)."""
+    from irbridge.converters.pytorch import capture, verify
+
+    fn, _ = TORCH_CASES[name]
+    a, b = _special_values()
+    if name == "masked_safe_softmax":
+        b = torch.tensor([[1.0] * 5, [0.0] * 5, [1.0, 0, 1, 0, 1]])  # row 0 fully masked
+        a = a.nan_to_num(0.0, 1.0, -1.0)
+    if name in ("logaddexp", "softplus", "clamp_tensor"):
+        a = a.nan_to_num(0.0, 5.0, -5.0)
+        b = b.nan_to_num(0.0, 5.0, -5.0)
+    module = _Fn(fn)
+    result = capture(module, (a, b))
+    assert result.opaque_count == 0
+    check = verify(result, module)
+    assert check.passed, check.summary()
+    report = verify_onnx(result.model, to_onnx(result.model), [a.numpy(), b.numpy()])
+    assert report.passed, report.summary()

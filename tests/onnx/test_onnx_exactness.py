@@ -294,3 +294,51 @@ def test_torch_ops_of_the_sweep_capture_and_export_right(name: str) -> None:
     assert check.passed, check.summary()
     report = verify_onnx(result.model, to_onnx(result.model), [a.numpy(), b.numpy()])
     assert report.passed, report.summary()
+
+
+UNSPECIFIED = {("topk", "sorted")}
+"""Attribute values whose result the op leaves open (topk sorted=False: any order)."""
+
+
+def _attr_variants() -> list[Any]:
+    """Every numeric / bool / choice attribute of every op moved off its example value."""
+    from irbridge.ops.registry import AttrKind
+
+    cases = []
+    for name, ex in examples().items():
+        for spec in registry.get(name).attrs:
+            if (name, spec.name) in UNSPECIFIED:
+                continue
+            current = ex.attrs.get(spec.name, spec.default)
+            number = current if isinstance(current, int | float) and np.isfinite(current) else 0
+            values: list[Any] = {
+                AttrKind.BOOL: [not current],
+                AttrKind.FLOAT: [number * 1.7 + 0.3, 0.0],
+                AttrKind.INT: [int(number) + 1, int(number) - 1, 0],
+            }.get(spec.kind, [c for c in spec.choices if c != current])
+            for value in values:
+                variant = OpExample(ex.inputs, {**ex.attrs, spec.name: value}, ex.values)
+                try:
+                    model, feeds = _retyped(name, variant, F32)
+                    run_model(model, feeds)
+                except IrbridgeError:
+                    continue  # not a valid attribute value for this example
+                cases.append(pytest.param(name, spec.name, value,
+                                          id=f"{name}-{spec.name}={value}"))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "attr", "value"), _attr_variants())
+def test_no_attribute_is_dropped(name: str, attr: str, value: Any) -> None:
+    """An emitter that ignores an attribute (softplus's threshold did) is caught: each
+    attribute moved off its example value still gives the IR's result in onnxruntime."""
+    ex = examples()[name]
+    model, feeds = _retyped(name, OpExample(ex.inputs, {**ex.attrs, attr: value}, ex.values),
+                            F32)
+    try:
+        proto = to_onnx(model, optimize=False)
+    except ExportError as exc:  # refused on purpose (e.g. needs a newer opset), one line
+        assert "\n" not in str(exc) and "fails the ONNX checker" not in str(exc)
+        return
+    report = verify_onnx(model, proto, feeds)
+    assert report.passed, report.summary()

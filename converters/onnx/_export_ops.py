@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from irbridge.converters.onnx import _export_dynamic
 from irbridge.converters.onnx._common import dtype_to_onnx
 from irbridge.converters.onnx.export import (
     CANONICAL,
@@ -939,6 +940,10 @@ def _resize_gathered(e: NodeEmit) -> None:
 
 
 register("resize", _resize, "Resize")
+
+# run-time slices (interop): converters/onnx/_export_dynamic.py
+register("dynamic_slice", _export_dynamic.dynamic_slice)
+register("dynamic_update_slice", _export_dynamic.dynamic_update_slice)
 
 
 def _slice(e: NodeEmit) -> None:

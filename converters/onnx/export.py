@@ -127,28 +127,34 @@ def _all_nodes(model: Model) -> Iterator[Node]:
 
 
 def to_onnx(model: Model, *, opset: int | None = None, check: bool = True,
-            optimize: bool = True, fold_batch_norm: bool = False) -> ModelProto:
+            optimize: bool = True, fold_batch_norm: bool = False,
+            allow_custom_ops: bool = False) -> ModelProto:
     """The IR model as an ONNX ModelProto of the given opset (default domain); None =
     the lowest that represents the model (see the module doc).
     `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
     `export_onnx` checks the written file instead). `optimize` runs the clean-up pass of
     `_optimize` (constants as initializers, constant folding, no-op removal, shared
     initializers); `fold_batch_norm` also folds BatchNormalization into the Conv before
-    it (a file for inference)."""
+    it (a file for inference). An opaque node of a domain that is not ONNX's (aten,
+    stablehlo, ...: from another front-end) is refused with an ExportError naming it,
+    since runtimes cannot run it, unless `allow_custom_ops` asks for custom-domain nodes;
+    opaque nodes imported from an ONNX file are written back as they were."""
     proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=False,
                                      check=check and _weight_bytes(model)
-                                     < EXTERNAL_DATA_THRESHOLD)
+                                     < EXTERNAL_DATA_THRESHOLD,
+                                     allow_custom_ops=allow_custom_ops)
     _stream.materialize(proto, payloads)
     return proto
 
 
 def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool,
-                   *, stream: bool, check: bool
+                   *, stream: bool, check: bool, allow_custom_ops: bool = False
                    ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
     """`_build`, then the ONNX checker when `check`. Without an explicit opset, a model
     the checker refuses at the lowest opset (an older op version lacking an element type
     the model uses, a shape rule that changed) is built again at its source opset."""
-    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=stream)
+    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=stream,
+                             allow_custom_ops=allow_custom_ops)
     if not check:
         return proto, payloads
     while True:
@@ -162,7 +168,8 @@ def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_n
             if opset is not None or source is None or used is None or source <= used:
                 raise
             retry = _next_version(exc, used, source)
-        proto, payloads = _build(model, retry, optimize, fold_batch_norm, stream=stream)
+        proto, payloads = _build(model, retry, optimize, fold_batch_norm, stream=stream,
+                                 allow_custom_ops=allow_custom_ops)
 
 
 def _next_version(exc: ExportError, used: int, source: int) -> int:
@@ -180,7 +187,8 @@ def _next_version(exc: ExportError, used: int, source: int) -> int:
 
 
 def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool, *,
-           stream: bool) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
+           stream: bool, allow_custom_ops: bool = False
+           ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
     """The ModelProto and, with `stream`, the data of its pending initializers (see
     `_stream`): large weights are left out of the proto until the file is written."""
     newest = max_opset()
@@ -191,7 +199,8 @@ def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: boo
         raise ExportError("model has no graph to export")
     chosen = default_opset(model) if opset is None else opset
     while True:
-        exporter = _ModelExporter(model, chosen, stream=stream)
+        exporter = _ModelExporter(model, chosen, stream=stream,
+                                  allow_custom_ops=allow_custom_ops)
         try:
             proto = exporter.run()
             break
@@ -208,10 +217,11 @@ def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: boo
 
 def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = None, *,
                 external_data: bool | None = None, check: bool = True,
-                optimize: bool = True, fold_batch_norm: bool = False) -> Path:
+                optimize: bool = True, fold_batch_norm: bool = False,
+                allow_custom_ops: bool = False) -> Path:
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
     `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB.
-    `optimize` and `fold_batch_norm` as in `to_onnx`."""
+    `optimize`, `fold_batch_norm` and `allow_custom_ops` as in `to_onnx`."""
     target = Path(path)
     check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
     if target.is_dir():
@@ -223,7 +233,8 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = 
     external = big if external_data is None else external_data
     # the check leaves pending weights out, as it always leaves out large ones
     proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=True,
-                                     check=check and not big)
+                                     check=check and not big,
+                                     allow_custom_ops=allow_custom_ops)
     data_name = target.name + ".data"
     if big and external_data is None:
         warnings.warn(f"{target}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
@@ -300,10 +311,12 @@ class NeedDecompose(Exception):
 
 
 class _ModelExporter:
-    def __init__(self, model: Model, opset: int, *, stream: bool = False) -> None:
+    def __init__(self, model: Model, opset: int, *, stream: bool = False,
+                 allow_custom_ops: bool = False) -> None:
         self.model = model
         self.opset = opset
         self.stream = stream
+        self.allow_custom_ops = allow_custom_ops
         self.payloads: dict[str, Callable[[], np.ndarray]] = {}
         self.used: set[str] = set()
         self.names: dict[int, str] = {}
@@ -583,6 +596,13 @@ class _GraphEmitter:
         if not domain:
             schema = self._schema(node, where)
         else:
+            from_onnx = "onnx" in (node.provenance.source_format, self.ex.model.source_format)
+            if not (from_onnx or self.ex.allow_custom_ops):
+                raise ExportError(f"{where}: opaque op {node.qualified_op} has no ONNX "
+                                  "lowering (onnxruntime cannot run a node of domain "
+                                  f"{node.domain!r}); pass --allow-custom-ops "
+                                  "(allow_custom_ops=True) to write it as a custom-domain "
+                                  "node anyway")
             self.ex.domain_version(domain)
         omitted = node.annotations.values.get("onnx.omitted_outputs", ())
         names = ["" if isinstance(omitted, tuple) and i in omitted else n

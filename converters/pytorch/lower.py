@@ -2,7 +2,7 @@
 
 One engine serves every capture method. Each fx node is looked up in explicit tables keyed
 by the exact target (an ATen `OpOverload`, a Python callable, a `Tensor` method name, or an
-`nn.Module` class; see `_handlers.py`). A node without a table entry is re-traced on its
+`nn.Module` class; see `handlers/`). A node without a table entry is re-traced on its
 own to ATen with `make_fx` and the resulting ATen subgraph is lowered through the same
 tables; what still has no lowering becomes an opaque node (domain "aten" or "torch") with
 its output types taken from the example values, so nothing is dropped.
@@ -373,7 +373,7 @@ class GraphLowerer:
                           location_from_stack(node.meta.get("stack_trace")))
 
     def lower_node(self, node: torch.fx.Node, gm: torch.fx.GraphModule) -> Any:
-        from . import _handlers as H
+        from . import handlers as H
 
         if node.op == "get_attr":
             return self._get_attr(node, gm)

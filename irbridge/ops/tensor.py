@@ -888,7 +888,7 @@ define("scatter_elements", Category.DATA_MOVEMENT, inputs=inputs("x", "indices",
               attr("reduction", AttrKind.STRING, "none", choices=("none", *_SCATTER_UFUNCS))),
        infer=_scatter_infer, cost=_scatter_cost,
        cost_doc="1 per update element when reduction is not none, else 0 (bytes only)",
-       reference=_scatter_ref,
+       reference=_scatter_ref, updates=(0, 2),
        doc="A copy of x with y[indices[i][j]][j] = updates[i][j] for axis 0 (torch.scatter, "
            "ONNX ScatterElements); `reduction` combines with the existing value. Repeated "
            "indices with reduction none: the last update wins.")
@@ -994,7 +994,7 @@ def _expand_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 define("expand", Category.DATA_MOVEMENT, inputs=inputs("x", "shape?"),
        attrs=(attr("shape", AttrKind.INTS, (), "used when input `shape` is absent"),),
        infer=_expand_infer, cost=_no_flops, cost_doc="0 (bytes only)",
-       reference=_expand_ref,
+       reference=_expand_ref, broadcast=True,
        doc="Broadcast x and `shape` against each other (ONNX Expand, so size-1 target dims "
            "keep x's dim); -1 keeps the input dim (torch expand). Input `shape` overrides "
            "the attribute.")

@@ -118,6 +118,7 @@ def _update_ref(xs: Arrays, attrs: dict[str, Any], ctx: RefContext) -> list[np.n
 
 define("dynamic_update_slice", Category.DATA_MOVEMENT, inputs=inputs("x", "update", "starts*"),
        infer=_update_infer, cost=_no_flops, cost_doc="0 (bytes only)", reference=_update_ref,
+       updates=(0, 1),
        doc="x with the window at run-time starts (one integer scalar per dim of x) replaced "
            "by update; each start is clamped to [0, dim - update dim] as StableHLO's "
            "dynamic_update_slice does.")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from irbridge.converters.onnx import _legal
+from irbridge.converters.onnx import _export_dynamic, _legal
 from irbridge.converters.onnx._common import dtype_to_onnx
 from irbridge.converters.onnx.export import (
     CANONICAL,
@@ -23,6 +23,7 @@ from irbridge.converters.onnx.export import (
     Emitter,
     NeedDecompose,
     NodeEmit,
+    OpsetTooOld,
 )
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError
@@ -616,16 +617,16 @@ def _cumprod_unrolled(e: NodeEmit) -> None:
     if e.has(1):
         known = _known_ints(e, 1)
         if known is None:
-            raise ExportError(f"{e.where}: cumprod with a run-time axis needs opset 26 (ONNX "
-                              "CumProd) to export")
+            raise OpsetTooOld(f"{e.where}: cumprod with a run-time axis needs opset 26 "
+                              "(ONNX CumProd) to export", 26)
         a = {**a, "axis": known[0]}
     t = e.in_type(0)
     rank = e.rank(0)
     axis = a["axis"] % rank
     n = t.shape[axis] if t is not None and t.shape is not None else None
     if not isinstance(n, int) or n > 256:
-        raise ExportError(f"{e.where}: cumprod needs opset 26 (ONNX CumProd), or a static "
-                          f"axis of at most 256 elements, to export")
+        raise OpsetTooOld(f"{e.where}: cumprod needs opset 26 (ONNX CumProd), or a static "
+                          f"axis of at most 256 elements, to export", 26)
     dtype = e.in_dtype(0) or DType.FLOAT32
     x = e.input(0)
     pieces = [e.one("Slice", [x, e.i64([i]), e.i64([i + 1]), e.i64([axis])]) for i in range(n)]
@@ -924,11 +925,68 @@ def _resize(e: NodeEmit) -> None:
             sizes = e.one("Concat", [head, e.i64(list(a["sizes"]))], axis=0)
         e.out("Resize", [x, "", "", sizes], **attrs)
         return
+    if a["coordinate_mode"] == "align_corners" and _resize_fractional(e):
+        _resize_gathered(e)
+        return
     scales = e.const(np.array([1.0, 1.0, *a["scales"]], dtype=np.float32), "scales")
     e.out("Resize", [x, "", scales], **attrs)
 
 
+def _resize_fractional(e: NodeEmit) -> bool:
+    """Whether a scale gives a fractional resized length (size 4 at 0.6 is 2.4): ONNX
+    align_corners divides by it, onnxruntime's Resize by the whole output size."""
+    from irbridge.ops.nn import resized_length
+
+    t = e.in_type(0)
+    if t is None or t.shape is None or not all(isinstance(d, int) for d in t.shape[2:]):
+        return False
+    for n, scale in zip(t.shape[2:], e.attrs["scales"], strict=True):
+        assert isinstance(n, int)
+        out = math.floor(n * scale)
+        if resized_length(n, out, 1 / scale) != out:
+            return True
+    return False
+
+
+def _resize_gathered(e: NodeEmit) -> None:
+    """Resize as the registry computes it: per spatial axis, Gathers of each tap's source
+    rows (constant indices) weighted by constant weights and summed."""
+    from irbridge.ops.nn import _resize_taps
+
+    a = e.attrs
+    t = e.in_type(0)
+    assert t is not None and t.shape is not None
+    dtype = e.in_dtype(0) or DType.FLOAT32
+    y = e.input(0)
+    if a["mode"] != "nearest" and not dtype.is_float:
+        y = e.one("Cast", [y], to=dtype_to_onnx(DType.FLOAT32))
+    work = dtype if dtype.is_float else DType.FLOAT32
+    rank = len(t.shape)
+    for axis, (n, scale) in enumerate(zip(t.shape[2:], a["scales"], strict=True), start=2):
+        assert isinstance(n, int)
+        index, weights = _resize_taps(a, n, math.floor(n * scale), 1 / scale)
+        total: str | None = None
+        for tap in range(index.shape[1]):
+            taken = e.one("Gather", [y, e.i64(index[:, tap].tolist())], axis=axis)
+            if a["mode"] == "nearest":
+                total = taken
+                break
+            shape = (len(index), *(1,) * (rank - 1 - axis))
+            w = e.const(weights[:, tap].astype(work.numpy).reshape(shape), "weights")
+            term = e.one("Mul", [taken, w])
+            total = term if total is None else e.one("Add", [total, term])
+        assert total is not None
+        y = total
+    if a["mode"] != "nearest" and not dtype.is_float:
+        y = e.one("Cast", [y], to=dtype_to_onnx(dtype))
+    e.out("Identity", [y])
+
+
 register("resize", _resize, "Resize")
+
+# run-time slices (interop): converters/onnx/_export_dynamic.py
+register("dynamic_slice", _export_dynamic.dynamic_slice)
+register("dynamic_update_slice", _export_dynamic.dynamic_update_slice)
 
 
 def _slice(e: NodeEmit) -> None:

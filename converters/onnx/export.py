@@ -1,6 +1,6 @@
 """irbridge IR -> ONNX.
 
-`to_onnx(model, opset=18)` builds an `onnx.ModelProto` that passes
+`to_onnx(model, opset=None)` builds an `onnx.ModelProto` that passes
 `onnx.checker.check_model(full_check=True)`: model tensors become initializers, neutral
 ops map to ONNX ops of the chosen opset (`_export_ops` holds one emitter per op, some of
 them short sequences of ONNX ops), ops without an emitter are lowered through the
@@ -12,8 +12,14 @@ irbridge.source_op, ...) and in a readable name; the nodes written for one neutr
 share `irbridge.node`, and a multi-node lowering also records the neutral op, its
 attributes and its inputs and outputs, so that `import_onnx` rebuilds the neutral op.
 
-`export_onnx(model, path, opset=18)` writes the file atomically, with external data
+`export_onnx(model, path, opset=None)` writes the file atomically, with external data
 when the weights pass 2 GiB.
+
+Without an opset, the export uses the lowest opset that represents the model
+(`default_opset`): `DEFAULT_OPSET` (18), raised for an ONNX import to the opset that
+introduced each opaque ONNX op's version as read (GridSample read at opset 22 is written
+at 22, not as opset 16's); when a node needs a newer opset (an op introduced later, a
+feature such as float8 casts), the export is redone at the opset that node names.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -75,10 +82,55 @@ INLINE_CONSTANT_BYTES = 1024
 
 # -- public API ----------------------------------------------------------------------------
 
-def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True,
+def default_opset(model: Model) -> int:
+    """The first opset an export without an explicit opset tries: DEFAULT_OPSET, or for
+    an ONNX-imported model with opaque ONNX ops the newest opset at which one of those
+    ops' schema (as of the source opset) was introduced, so that each is written as the
+    version it was read as. Neutral ops mean the same at every opset (the emitters write
+    each for the opset chosen), so they need no newer one unless their emitter says so."""
+    source = _source_opset(model)
+    chosen = DEFAULT_OPSET
+    if source is None:
+        return chosen
+    for op in {n.op for n in _all_nodes(model) if n.domain == OPAQUE_ONNX_DOMAIN}:
+        try:
+            read = onnx.defs.get_schema(op, source, "")
+        except onnx.defs.SchemaError:
+            continue  # the export names the op that does not exist
+        oldest = read  # versions that only widened the element types mean the same
+        while oldest.since_version > 1:
+            try:
+                previous = onnx.defs.get_schema(op, oldest.since_version - 1, "")
+            except onnx.defs.SchemaError:
+                break
+            if not _same_interface(previous, read):
+                break
+            oldest = previous
+        chosen = max(chosen, int(oldest.since_version))
+    return chosen
+
+
+def _source_opset(model: Model) -> int | None:
+    """The default-domain opset an ONNX-imported model was read at, clamped to the
+    exporter's range; None for other models."""
+    source = _parse_opsets(model.metadata.get(MODEL_META_OPSETS, "")).get("")
+    return None if source is None else min(max(source, MIN_EXPORT_OPSET), max_opset())
+
+
+def _all_nodes(model: Model) -> Iterator[Node]:
+    stack = list(model.graphs)
+    while stack:
+        graph = stack.pop()
+        for node in graph.nodes:
+            yield node
+            stack.extend(v for v in node.attrs.values() if isinstance(v, Graph))
+
+
+def to_onnx(model: Model, *, opset: int | None = None, check: bool = True,
             optimize: bool = True, fold_batch_norm: bool = False,
             allow_custom_ops: bool = False) -> ModelProto:
-    """The IR model as an ONNX ModelProto of the given opset (default domain).
+    """The IR model as an ONNX ModelProto of the given opset (default domain); None =
+    the lowest that represents the model (see the module doc).
     `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
     `export_onnx` checks the written file instead). `optimize` runs the clean-up pass of
     `_optimize` (constants as initializers, constant folding, no-op removal, shared
@@ -87,27 +139,75 @@ def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True,
     stablehlo, ...: from another front-end) is refused with an ExportError naming it,
     since runtimes cannot run it, unless `allow_custom_ops` asks for custom-domain nodes;
     opaque nodes imported from an ONNX file are written back as they were."""
-    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=False,
-                             allow_custom_ops=allow_custom_ops)
+    proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=False,
+                                     check=check and _weight_bytes(model)
+                                     < EXTERNAL_DATA_THRESHOLD,
+                                     allow_custom_ops=allow_custom_ops)
     _stream.materialize(proto, payloads)
-    if check and _weight_bytes(model) < EXTERNAL_DATA_THRESHOLD:
-        check_proto(proto)
     return proto
 
 
-def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
+def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool,
+                   *, stream: bool, check: bool, allow_custom_ops: bool = False
+                   ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
+    """`_build`, then the ONNX checker when `check`. Without an explicit opset, a model
+    the checker refuses at the lowest opset (an older op version lacking an element type
+    the model uses, a shape rule that changed) is built again at its source opset."""
+    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=stream,
+                             allow_custom_ops=allow_custom_ops)
+    if not check:
+        return proto, payloads
+    while True:
+        try:
+            check_proto(proto)
+            return proto, payloads
+        except ExportError as exc:
+            source = _source_opset(model)
+            used = next((o.version for o in proto.opset_import
+                         if o.domain in ("", "ai.onnx")), None)
+            if opset is not None or source is None or used is None or source <= used:
+                raise
+            retry = _next_version(exc, used, source)
+        proto, payloads = _build(model, retry, optimize, fold_batch_norm, stream=stream,
+                                 allow_custom_ops=allow_custom_ops)
+
+
+def _next_version(exc: ExportError, used: int, source: int) -> int:
+    """The opset to retry at after the checker refused an export at `used`: the next
+    version of the op the checker names (Cast reads float8 from 19), else `source`."""
+    match = re.search(r"op_type:(\w+)", str(exc))
+    if match is not None:
+        for version in range(used + 1, source):
+            try:
+                if onnx.defs.get_schema(match[1], version, "").since_version > used:
+                    return version
+            except onnx.defs.SchemaError:
+                break
+    return source
+
+
+def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool, *,
            stream: bool, allow_custom_ops: bool = False
            ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
     """The ModelProto and, with `stream`, the data of its pending initializers (see
     `_stream`): large weights are left out of the proto until the file is written."""
     newest = max_opset()
-    if not MIN_EXPORT_OPSET <= opset <= newest:
+    if opset is not None and not MIN_EXPORT_OPSET <= opset <= newest:
         raise ExportError(f"opset {opset} is outside the supported range "
                           f"{MIN_EXPORT_OPSET}..{newest}")
     if not model.graphs:
         raise ExportError("model has no graph to export")
-    exporter = _ModelExporter(model, opset, stream=stream, allow_custom_ops=allow_custom_ops)
-    proto = exporter.run()
+    chosen = default_opset(model) if opset is None else opset
+    while True:
+        exporter = _ModelExporter(model, chosen, stream=stream,
+                                  allow_custom_ops=allow_custom_ops)
+        try:
+            proto = exporter.run()
+            break
+        except OpsetTooOld as exc:  # only when choosing: an explicit opset is kept
+            if opset is not None or not chosen < exc.needed <= newest:
+                raise
+            chosen = exc.needed
     if optimize or fold_batch_norm:
         from irbridge.converters.onnx._optimize import optimize as lean
 
@@ -115,7 +215,7 @@ def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
     return proto, exporter.payloads
 
 
-def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT_OPSET, *,
+def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = None, *,
                 external_data: bool | None = None, check: bool = True,
                 optimize: bool = True, fold_batch_norm: bool = False,
                 allow_custom_ops: bool = False) -> Path:
@@ -131,10 +231,10 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
     weights = _weight_bytes(model)
     big = weights >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
-    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=True,
-                             allow_custom_ops=allow_custom_ops)
-    if check and not big:
-        check_proto(proto)  # pending weights are left out of it, as large ones always are
+    # the check leaves pending weights out, as it always leaves out large ones
+    proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=True,
+                                     check=check and not big,
+                                     allow_custom_ops=allow_custom_ops)
     data_name = target.name + ".data"
     if big and external_data is None:
         warnings.warn(f"{target}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
@@ -197,6 +297,14 @@ def _weight_bytes(model: Model) -> int:
 
 
 # -- the exporter --------------------------------------------------------------------------
+
+class OpsetTooOld(ExportError):
+    """The node being exported needs opset `needed` or newer."""
+
+    def __init__(self, message: str, needed: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+
 
 class NeedDecompose(Exception):
     """An emitter cannot write this node directly; use the registry's decomposition."""
@@ -601,8 +709,12 @@ class _GraphEmitter:
         try:
             schema = onnx.defs.get_schema(node.op, opset, "")
         except onnx.defs.SchemaError as exc:
-            raise ExportError(f"{where}: opaque ONNX op {node.op} does not exist at opset "
-                              f"{opset}") from exc
+            message = f"{where}: opaque ONNX op {node.op} does not exist at opset {opset}"
+            try:
+                since = onnx.defs.get_schema(node.op, max_opset(), "").since_version
+            except onnx.defs.SchemaError:
+                raise ExportError(message) from exc
+            raise OpsetTooOld(message, int(since)) from exc
         source = self.ex.source_opsets.get("")
         if source is not None and source != opset:
             try:
@@ -610,9 +722,12 @@ class _GraphEmitter:
             except onnx.defs.SchemaError:
                 original = None
             if original is None or not _same_interface(original, schema):
-                raise ExportError(f"{where}: opaque ONNX op {node.op} was imported at opset "
-                                  f"{source} and changed by opset {opset}; export at opset "
-                                  f"{source} instead")
+                message = (f"{where}: opaque ONNX op {node.op} was imported at opset "
+                           f"{source} and changed by opset {opset}; export at opset "
+                           f"{source} instead")
+                if source > opset:
+                    raise OpsetTooOld(message, source)
+                raise ExportError(message)
         return schema
 
     def _attribute(self, name: str, value: AttrValue, schema: onnx.defs.OpSchema | None,
@@ -801,8 +916,8 @@ class NodeEmit:
 
     def need_opset(self, opset: int, what: str) -> None:
         if self.opset < opset:
-            raise ExportError(f"{self.where}: {what} needs opset {opset} or newer "
-                              f"(exporting at {self.opset})")
+            raise OpsetTooOld(f"{self.where}: {what} needs opset {opset} or newer "
+                              f"(exporting at {self.opset})", opset)
 
 
 Emitter = Callable[[NodeEmit], None]

@@ -1003,4 +1003,28 @@ def _take(em: Emitter, x: Sym, index: np.ndarray, axis: int) -> Sym:
                  f"slice_sizes = {ints(sizes)}")
 
 
+# -- dynamic_slice / dynamic_update_slice (run-time starts) ------------------------------------
+
+def _starts(lw: Lowering, first: int) -> list[Sym]:
+    """The start operands, all i64 (StableHLO wants one integer type for them all)."""
+    return [lw.em.convert(lw.x(i), DType.INT64) if lw.x(i).dtype != DType.INT64 else lw.x(i)
+            for i in range(first, len(lw.xs))]
+
+
+@lowers("dynamic_slice")
+def _dynamic_slice(lw: Lowering) -> list[Sym]:
+    x = lw.x()
+    sizes = [int(n) for n in lw.attrs["sizes"]]
+    return [lw.em.op("stablehlo.dynamic_slice", [x, *_starts(lw, 1)], x.dtype, sizes,
+                     f"slice_sizes = {ints(sizes)}")]
+
+
+@lowers("dynamic_update_slice")
+def _dynamic_update_slice(lw: Lowering) -> list[Sym]:
+    x = lw.x()
+    update = lw.x(1)
+    return [lw.em.op("stablehlo.dynamic_update_slice", [x, update, *_starts(lw, 2)], x.dtype,
+                     x.shape)]
+
+
 __all__ = ["LOWERINGS", "Lowering", "Unsupported", "convolution", "erf"]

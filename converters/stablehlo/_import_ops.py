@@ -437,12 +437,12 @@ def _dynamic_slice(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     x = imp.materialize(scope, op.operands[0])
     shape = _shape_of(x)
     sizes = _ints(op, "slice_sizes")
-    starts = []
-    for axis, v in enumerate(op.operands[1:]):
-        start = _scalar(imp, scope, v)
-        if start is None:
-            raise Unsupported("start indices that are not constants")
-        starts.append(min(max(int(start), 0), shape[axis] - sizes[axis]))  # clamped
+    known = [_scalar(imp, scope, v) for v in op.operands[1:]]
+    if any(start is None for start in known):  # run-time starts: the registry's op
+        starts = [imp.materialize(scope, v) for v in op.operands[1:]]
+        return [_op(scope, "dynamic_slice", [x, *starts], {"sizes": list(sizes)})]
+    starts = [min(max(int(start), 0), shape[axis] - sizes[axis])  # type: ignore[arg-type]
+              for axis, start in enumerate(known)]  # clamped
     return [_slice_value(scope, x, starts, [s + n for s, n in zip(starts, sizes, strict=True)],
                          [1] * len(sizes))]
 
@@ -454,12 +454,12 @@ def _dynamic_update_slice(imp: _Importer, scope: Scope, op: Any, types: list[Ran
     x = imp.materialize(scope, op.operands[0])
     update = imp.materialize(scope, op.operands[1])
     shape, size = _shape_of(x), _shape_of(update)
-    starts = []
-    for axis, v in enumerate(op.operands[2:]):
-        start = _scalar(imp, scope, v)
-        if start is None:
-            raise Unsupported("start indices that are not constants")
-        starts.append(min(max(int(start), 0), shape[axis] - size[axis]))
+    known = [_scalar(imp, scope, v) for v in op.operands[2:]]
+    if any(start is None for start in known):  # run-time starts: the registry's op
+        starts_v = [imp.materialize(scope, v) for v in op.operands[2:]]
+        return [_op(scope, "dynamic_update_slice", [x, update, *starts_v])]
+    starts = [min(max(int(start), 0), shape[axis] - size[axis])  # type: ignore[arg-type]
+              for axis, start in enumerate(known)]
     rank = len(shape)
     if list(size) == list(shape):
         return [update]

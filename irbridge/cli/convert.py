@@ -39,7 +39,8 @@ def convert(
                                "Without it, only the summary is printed.")] = None,
     to: Annotated[str | None, typer.Option(
         "--to", help="Output format: irb, onnx, stablehlo (default: from the -o suffix).")] = None,
-    opset: Annotated[int | None, typer.Option(help="ONNX opset for --to onnx.")] = None,
+    opset: Annotated[int | None, typer.Option(
+        help="ONNX opset for --to onnx (default: the lowest that represents the model).")] = None,
     frontend: Frontend = "auto",
     no_weights: Annotated[bool, typer.Option(
         "--no-weights", help="Write a shape-only IR (no weight data).")] = False,
@@ -233,7 +234,9 @@ def export(
         "viewers: model-explorer, dot, svg, png, html."))],
     output: Annotated[Path, typer.Option("-o", "--output", help=(
         "File to write (a folder for chakra, scalesim and timeloop)."))],
-    opset: Annotated[int | None, typer.Option(help="ONNX opset (default 18).")] = None,
+    opset: Annotated[int | None, typer.Option(
+        help="ONNX opset (default: the lowest that represents the model, at least an ONNX "
+             "source's own).")] = None,
     optimize: Annotated[bool, typer.Option(help=(
         "ONNX: the lean clean-up pass (constants as initializers, constant folding, no-op "
         "removal); --no-optimize writes the exact lowering."))] = True,
@@ -312,12 +315,10 @@ def export(
 
 def _export_onnx_verified(model: Any, output: Path, **options: Any) -> None:
     """`export --to onnx --verify`: write only when onnxruntime matches the IR; report."""
-    from irbridge.converters.onnx import DEFAULT_OPSET
     from irbridge.converters.onnx.verify import OnnxVerifyError, export_verified
     from irbridge.formats import check_complete
 
-    check_complete(model, "onnx")
-    options["opset"] = options.get("opset") or DEFAULT_OPSET
+    check_complete(model, "onnx")  # opset None: the lowest that represents the model
     try:
         with _status(f"writing and verifying {output}"):
             report = export_verified(model, output, **options)

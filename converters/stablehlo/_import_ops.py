@@ -441,9 +441,9 @@ def _dynamic_slice(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     if any(start is None for start in known):  # run-time starts: the registry's op
         starts = [imp.materialize(scope, v) for v in op.operands[1:]]
         return [_op(scope, "dynamic_slice", [x, *starts], {"sizes": list(sizes)})]
-    starts = [min(max(int(start), 0), shape[axis] - sizes[axis])  # type: ignore[arg-type]
-              for axis, start in enumerate(known)]  # clamped
-    return [_slice_value(scope, x, starts, [s + n for s, n in zip(starts, sizes, strict=True)],
+    clamped = [min(max(int(start), 0), shape[axis] - sizes[axis])  # type: ignore[arg-type]
+               for axis, start in enumerate(known)]
+    return [_slice_value(scope, x, clamped, [s + n for s, n in zip(clamped, sizes, strict=True)],
                          [1] * len(sizes))]
 
 

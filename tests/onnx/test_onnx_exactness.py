@@ -163,6 +163,8 @@ TORCH_CASES = {
     "logical_not": (lambda a, b: torch.logical_not(a), False),
     "clamp_tensor": (lambda a, b: torch.clamp(a, torch.minimum(a, b), b.abs()), False),
     "softplus": (lambda a, b: torch.nn.functional.softplus(a, beta=2.0, threshold=1.0), False),
+    "masked_safe_softmax": (lambda a, b: torch.ops.aten._safe_softmax(
+        a.masked_fill(b > 0.5, float("-inf")), -1), False),
 }
 
 

@@ -165,9 +165,25 @@ def check_cast(opset: int, to: int) -> None:
         raise IllegalType("Cast", "its result type T2", target, accepted)
 
 
-def plan(op: str, opset: int, in_types: Sequence[DType | None]) -> Plan | None:
+def first_legal_opset(op: str, start: int, stop: int, in_types: Sequence[DType | None],
+                      attrs: Mapping[str, Any]) -> int | None:
+    """The first opset in start..stop at which `plan` accepts the node, else None."""
+    for opset in range(start, stop + 1):
+        try:
+            plan(op, opset, in_types, attrs)
+        except IllegalType:
+            continue
+        return opset
+    return None
+
+
+def plan(op: str, opset: int, in_types: Sequence[DType | None],
+         attrs: Mapping[str, Any] | None = None) -> Plan | None:
     """The casts node `op` needs, or None when its input types are accepted as they are.
-    Raises IllegalType when no accepted type holds an input's values."""
+    Raises IllegalType when no accepted type holds an input's values (or, for a Cast,
+    when its target type `attrs["to"]` cannot be produced)."""
+    if op == "Cast" and attrs is not None and "to" in attrs:
+        check_cast(opset, int(attrs["to"]))
     found = schema(op, opset)
     if found is None:
         return None

@@ -471,12 +471,15 @@ class _GraphEmitter:
         fix = None
         if not domain:
             try:
-                fix = _legal.plan(op_type, opset, in_types)
-                if op_type == "Cast":
-                    _legal.check_cast(opset, int(clean["to"]))
+                fix = _legal.plan(op_type, opset, in_types, clean)
             except _legal.IllegalType as exc:
-                raise ExportError(f"{self.where or self.label}: cannot export to ONNX opset "
-                                  f"{opset}: {exc}") from exc
+                message = (f"{self.where or self.label}: cannot export to ONNX opset "
+                           f"{opset}: {exc}")
+                newer = _legal.first_legal_opset(op_type, opset + 1, max_opset(), in_types,
+                                                 clean)
+                if newer is not None:  # a later version of the op takes the type
+                    raise OpsetTooOld(f"{message}; opset {newer} does", newer) from exc
+                raise ExportError(message) from exc
         finals = list(names)
         if fix is not None:  # inputs cast to types the op takes, outputs cast back
             inputs = [self.cast(n, in_types[i], fix.cast_inputs[i])

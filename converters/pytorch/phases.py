@@ -213,3 +213,18 @@ def phase_built(built: Any, phase: str, *, batch: int | None = None,
     return BuiltModel(module=module, args=args, kwargs={}, name=f"{built.name}:{phase}",
                       family=built.family, inputs=specs, source=built.source, task=phase,
                       device=built.device, weights=built.weights)
+
+
+def capture_phase(name: str, phase: str, *, batch: int | None = None,
+                  seq_len: int | None = None, kv_len: int | None = None) -> Any:
+    """A zoo causal LM captured shape-only (meta device, no weights) for one serving phase,
+    with its `llm.*` metadata (`analyze --phase`, `irbridge sweep`)."""
+    from irbridge.converters.pytorch import capture, zoo
+
+    built = zoo.build(name, batch=batch, seq_len=seq_len, device="meta")
+    built = phase_built(built, phase, batch=batch, seq_len=seq_len, kv_len=kv_len)
+    result = capture(built.module, built.args, built.kwargs, weights=False)
+    model = result.model
+    model.name = built.name
+    model.metadata.update(phase_info(built.module, built.args).metadata())
+    return model

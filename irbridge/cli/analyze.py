@@ -128,7 +128,16 @@ def analyze(
     if top < 0:
         raise IrbridgeError(f"--top must be at least 0, got {top}")
     if phase is not None:
-        model = _phase_model(file_or_model, phase, batches[0], seq_len, kv_len)
+        from irbridge.formats import is_model_file
+
+        if is_model_file(file_or_model) or Path(file_or_model).exists():
+            raise IrbridgeError(f"--phase {phase}: {file_or_model} is a file; a phase graph "
+                                "file carries its own phase (capture it with `irbridge "
+                                "convert MODEL --phase`)")
+        from irbridge.converters.pytorch.phases import capture_phase
+
+        model = capture_phase(file_or_model, phase, batch=batches[0], seq_len=seq_len,
+                              kv_len=kv_len)
         batches = [None]
     else:
         model = resolve_model(file_or_model, weights=output is not None)
@@ -182,26 +191,6 @@ def _parse_tp(text: str | None) -> list[int]:
         if n not in ways:
             ways.append(n)
     return ways
-
-
-def _phase_model(spec: str, phase: str, batch: int | None, seq_len: int | None,
-                 kv_len: int | None) -> Model:
-    """A zoo causal LM captured shape-only (meta device) for one serving phase."""
-    from irbridge.formats import is_model_file
-
-    if is_model_file(spec) or Path(spec).exists():
-        raise IrbridgeError(f"--phase {phase}: {spec} is a file; a phase graph file carries "
-                            "its own phase (capture it with `irbridge convert MODEL --phase`)")
-    from irbridge.converters.pytorch import capture, zoo
-    from irbridge.converters.pytorch.phases import phase_built, phase_info
-
-    built = zoo.build(spec, batch=batch, seq_len=seq_len, device="meta")
-    built = phase_built(built, phase, batch=batch, seq_len=seq_len, kv_len=kv_len)
-    result = capture(built.module, built.args, built.kwargs, weights=False)
-    model = result.model
-    model.name = built.name
-    model.metadata.update(phase_info(built.module, built.args).metadata())
-    return model
 
 
 def _serving(model: Model, targets: list, dtype: str | None, tps: list[int],

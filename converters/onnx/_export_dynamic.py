@@ -1,4 +1,5 @@
-"""ONNX emitters of `dynamic_slice` and `dynamic_update_slice` (run-time starts).
+"""ONNX emitters of `dynamic_slice` and `dynamic_update_slice` (run-time starts), and of
+the bitwise ops on integers.
 
 The starts (one integer scalar per dim) become one int64 vector clamped into
 [0, dim - window] as StableHLO defines it (`Max` / `Min`); `dynamic_slice` is then a
@@ -49,3 +50,20 @@ def dynamic_update_slice(e: NodeEmit) -> None:
     grid = np.moveaxis(np.indices(window, dtype=np.int64), 0, -1)  # window + [rank]
     indices = e.one("Add", [e.const(grid, "window"), starts])
     e.out("ScatterND", [e.input(0), indices, e.input(1)])
+
+
+# -- bitwise ops (interop) -------------------------------------------------------------------
+
+_BITWISE = {"bitwise_and": ("BitwiseAnd", "And"), "bitwise_or": ("BitwiseOr", "Or"),
+            "bitwise_xor": ("BitwiseXor", "Xor"), "bitwise_not": ("BitwiseNot", "Not")}
+
+
+def bitwise(e: NodeEmit) -> None:
+    """ONNX's Bitwise* ops (opset 18) on integers, the logical ops on booleans."""
+    integer_op, bool_op = _BITWISE[e.node.op]
+    dtype = e.out_dtype()
+    if dtype is DType.BOOL:
+        e.out(bool_op, [e.as_dtype(i, DType.BOOL) for i in range(len(e.ins))])
+        return
+    e.need_opset(18, f"{e.node.op} of integers (ONNX {integer_op})")
+    e.out(integer_op, [e.as_dtype(i, dtype) for i in range(len(e.ins))])

@@ -944,6 +944,8 @@ register("resize", _resize, "Resize")
 # run-time slices (interop): converters/onnx/_export_dynamic.py
 register("dynamic_slice", _export_dynamic.dynamic_slice)
 register("dynamic_update_slice", _export_dynamic.dynamic_update_slice)
+for _bitwise_op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
+    register(_bitwise_op, _export_dynamic.bitwise)
 
 
 def _slice(e: NodeEmit) -> None:

@@ -999,6 +999,28 @@ def _take(em: Emitter, x: Sym, index: np.ndarray, axis: int) -> Sym:
                  f"slice_sizes = {ints(sizes)}")
 
 
+# -- bitwise ops -------------------------------------------------------------------------------
+
+_BITWISE = {"bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or",
+            "bitwise_xor": "stablehlo.xor", "shift_left": "stablehlo.shift_left",
+            "shift_right_logical": "stablehlo.shift_right_logical",
+            "shift_right_arithmetic": "stablehlo.shift_right_arithmetic"}
+
+
+@lowers(*_BITWISE)
+def _bitwise(lw: Lowering) -> list[Sym]:
+    return [lw.em.binary(_BITWISE[lw.node.op], lw.x(0), lw.x(1), lw.out_dtype)]
+
+
+_BIT_UNARY = {"bitwise_not": "stablehlo.not", "popcnt": "stablehlo.popcnt",
+              "count_leading_zeros": "stablehlo.count_leading_zeros"}
+
+
+@lowers(*_BIT_UNARY)
+def _bit_unary(lw: Lowering) -> list[Sym]:
+    return [lw.em.unary(_BIT_UNARY[lw.node.op], lw.x())]
+
+
 # -- dynamic_slice / dynamic_update_slice (run-time starts) ------------------------------------
 
 def _starts(lw: Lowering, first: int) -> list[Sym]:

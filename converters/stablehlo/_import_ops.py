@@ -237,16 +237,37 @@ def _binary(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
         if name not in _BOOL_BINARY:
             raise Unsupported(f"{name} of booleans")
         return [_keep(op, types, _op(scope, _BOOL_BINARY[name], [a, b]))]
-    if name not in _BINARY:
-        raise Unsupported(f"bitwise {name} of {types[0].element} (no neutral bitwise ops)")
+    if name in _BITWISE:
+        return [_keep(op, types, _op(scope, _BITWISE[name], [a, b]))]
     return [_keep(op, types, _op(scope, _BINARY[name], [a, b]))]
+
+
+_BITWISE = {"stablehlo.and": "bitwise_and", "stablehlo.or": "bitwise_or",
+            "stablehlo.xor": "bitwise_xor", "stablehlo.shift_left": "shift_left",
+            "stablehlo.shift_right_logical": "shift_right_logical",
+            "stablehlo.shift_right_arithmetic": "shift_right_arithmetic"}
+
+
+@handles("stablehlo.shift_left", "stablehlo.shift_right_logical",
+         "stablehlo.shift_right_arithmetic")
+def _shift(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    a, b = (imp.lazy(scope, v) for v in op.operands)
+    return [_keep(op, types, _op(scope, _BITWISE[op.operation.name], [a, b]))]
 
 
 @handles("stablehlo.not")
 def _not(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    x = imp.lazy(scope, op.operands[0])
     if types[0].dtype is not DType.BOOL:
-        raise Unsupported(f"bitwise not of {types[0].element}")
-    return [_keep(op, types, _op(scope, "logical_not", [imp.lazy(scope, op.operands[0])]))]
+        return [_keep(op, types, _op(scope, "bitwise_not", [x]))]
+    return [_keep(op, types, _op(scope, "logical_not", [x]))]
+
+
+@handles("stablehlo.popcnt", "stablehlo.count_leading_zeros")
+def _bit_count(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+               ) -> list[Value | Bound]:
+    name = "popcnt" if op.operation.name == "stablehlo.popcnt" else "count_leading_zeros"
+    return [_keep(op, types, _op(scope, name, [imp.lazy(scope, op.operands[0])]))]
 
 
 @handles("stablehlo.remainder")

@@ -764,7 +764,13 @@ def _pad(lw: Lowering) -> list[Sym]:
     pads, mode, r = lw.attrs["pads"], lw.attrs["mode"], x.rank
     low, high = list(pads[:r]), list(pads[r:])
     if mode == "constant":
-        return [em.pad(x, em.splat(lw.attrs["value"], x.dtype), low, high)]
+        fill = lw.opt(2)
+        if fill is None or fill.const is not None:  # a constant is in the attributes
+            value = em.splat(lw.attrs["value"], x.dtype)
+        else:  # a run-time fill value (a one-element tensor)
+            value = em.convert(em.reshape(fill, ()), x.dtype) if fill.dtype != x.dtype \
+                else em.reshape(fill, ())
+        return [em.pad(x, value, low, high)]
     # crop first (negative pads), then build each padded dim from slices
     x = em.pad(x, em.splat(0, x.dtype), [min(p, 0) for p in low], [min(p, 0) for p in high])
     for axis in range(r):

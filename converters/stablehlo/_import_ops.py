@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from torch_mlir import ir
@@ -460,9 +460,9 @@ def _dynamic_slice(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     sizes = _ints(op, "slice_sizes")
     known = [_scalar(imp, scope, v) for v in op.operands[1:]]
     if any(start is None for start in known):  # run-time starts: the registry's op
-        starts = [imp.materialize(scope, v) for v in op.operands[1:]]
-        return [_op(scope, "dynamic_slice", [x, *starts], {"sizes": list(sizes)})]
-    starts = [min(max(int(start), 0), shape[axis] - sizes[axis])  # type: ignore[arg-type]
+        values = [imp.materialize(scope, v) for v in op.operands[1:]]
+        return [_op(scope, "dynamic_slice", [x, *values], {"sizes": list(sizes)})]
+    starts = [min(max(int(cast(int, start)), 0), shape[axis] - sizes[axis])
               for axis, start in enumerate(known)]  # clamped
     return [_slice_value(scope, x, starts, [s + n for s, n in zip(starts, sizes, strict=True)],
                          [1] * len(sizes))]
@@ -479,7 +479,7 @@ def _dynamic_update_slice(imp: _Importer, scope: Scope, op: Any, types: list[Ran
     if any(start is None for start in known):  # run-time starts: the registry's op
         starts_v = [imp.materialize(scope, v) for v in op.operands[2:]]
         return [_op(scope, "dynamic_update_slice", [x, update, *starts_v])]
-    starts = [min(max(int(start), 0), shape[axis] - size[axis])  # type: ignore[arg-type]
+    starts = [min(max(int(cast(int, start)), 0), shape[axis] - size[axis])
               for axis, start in enumerate(known)]
     rank = len(shape)
     if list(size) == list(shape):

@@ -43,7 +43,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
 from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
-from irbridge.converters.onnx import _stream
+from irbridge.converters.onnx import _legal, _stream
 from irbridge.converters.onnx._common import (
     DEFAULT_OPSET,
     META_ATTRS,
@@ -323,6 +323,7 @@ class _ModelExporter:
         self.initializers: list[onnx.TensorProto] = []
         self.domains: dict[str, int] = {}
         self.source_opsets = _parse_opsets(model.metadata.get(MODEL_META_OPSETS, ""))
+        self.types: dict[str, DType] = {}  # element type of each ONNX value named (_legal)
         self._node_names: set[str] = set()
         self._counter = 0
 
@@ -346,8 +347,12 @@ class _ModelExporter:
         for value in [*graph.inputs, *(v for n in graph.nodes for v in n.outputs)]:
             if id(value) not in self.names:
                 self.names[id(value)] = self.fresh(value.name)
+            if value.type is not None:
+                self.types.setdefault(self.names[id(value)], value.type.dtype)
         for value in graph.parameters:
             self.names[id(value)] = value.name
+            if value.type is not None:
+                self.types.setdefault(value.name, value.type.dtype)
         for node in graph.nodes:
             for sub in node.subgraphs():
                 self._assign(sub)
@@ -366,6 +371,7 @@ class _ModelExporter:
         model = self.model
         for tensor in model.tensors.values():
             self.used.add(tensor.name)
+            self.types[tensor.name] = tensor.dtype
             if self.stream and tensor.data is not None and _stream.streamable(tensor.data):
                 self.initializers.append(_stream.pending(tensor.name, tensor.shape,
                                                          tensor.data.dtype))
@@ -452,6 +458,7 @@ class _GraphEmitter:
         self.nodes: list[NodeProto] = []
         self.meta: dict[str, str] = {}
         self.label = ""
+        self.where = ""  # the IR node being written, for errors
 
     # -- emitting ONNX nodes --------------------------------------------------------------------
     def emit(self, op_type: str, inputs: Sequence[str | None], outputs: int | Sequence[str] = 1,
@@ -459,6 +466,24 @@ class _GraphEmitter:
         names = [self.ex.fresh(f"{self.label or op_type}/{op_type}")
                  for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
         clean = {k: v for k, v in attrs.items() if v is not None}
+        opset = self.ex.opset
+        in_types = [self.ex.types.get(n) if n else None for n in inputs]
+        fix = None
+        if not domain:
+            try:
+                fix = _legal.plan(op_type, opset, in_types)
+                if op_type == "Cast":
+                    _legal.check_cast(opset, int(clean["to"]))
+            except _legal.IllegalType as exc:
+                raise ExportError(f"{self.where or self.label}: cannot export to ONNX opset "
+                                  f"{opset}: {exc}") from exc
+        finals = list(names)
+        if fix is not None:  # inputs cast to types the op takes, outputs cast back
+            inputs = [self.cast(n, in_types[i], fix.cast_inputs[i])
+                      if n and i in fix.cast_inputs else n for i, n in enumerate(inputs)]
+            in_types = [fix.cast_inputs.get(i, t) for i, t in enumerate(in_types)]
+            names = [self.ex.fresh(f"{n}_{fix.computed[i].short}") if i in fix.computed and n
+                     else n for i, n in enumerate(names)]
         node = helper.make_node(op_type, [n or "" for n in inputs], names,
                                 name=self.ex.node_name(f"{self.label or 'node'}/{op_type}"
                                                        if self.label else op_type),
@@ -467,7 +492,16 @@ class _GraphEmitter:
             prop = node.metadata_props.add()
             prop.key, prop.value = key, value
         self.nodes.append(node)
-        return names
+        if not domain:
+            for name, dtype in zip(names, _legal.output_types(op_type, opset, in_types,
+                                                              len(names), clean), strict=True):
+                if name and dtype is not None:
+                    self.ex.types.setdefault(name, dtype)
+        if fix is not None:
+            for index, (name, final) in enumerate(zip(names, finals, strict=True)):
+                if index in fix.back and name:
+                    self.one("Cast", [name], final, to=dtype_to_onnx(fix.back[index]))
+        return finals
 
     def one(self, op_type: str, inputs: Sequence[str | None], output: str | None = None,
             **attrs: Any) -> str:
@@ -476,6 +510,7 @@ class _GraphEmitter:
     def const(self, array: np.ndarray, base: str = "const") -> str:
         array = np.asarray(array)
         name = self.ex.fresh(f"{self.label}/{base}" if self.label else base)
+        self.ex.types[name] = DType.from_numpy(array.dtype)
         if array.nbytes > INLINE_CONSTANT_BYTES:
             self.ex.initializers.append(array_to_proto(array, name))
             return name
@@ -501,11 +536,12 @@ class _GraphEmitter:
 
     def emit_node(self, node: Node, ins: list[str | None], outs: list[str],
                   nested: bool = False) -> None:
-        saved = (self.meta, self.label)
+        saved = (self.meta, self.label, self.where)
         start = len(self.nodes)
         if not nested:
             self.meta = _node_meta(node)
             self.label = _node_label(node)
+            self.where = registry.node_where(node)
         try:
             if node.is_opaque:
                 self._emit_opaque(node, ins, outs)
@@ -518,7 +554,7 @@ class _GraphEmitter:
                               f"{self.ex.opset}: {_first_line(exc)}") from exc
         if not nested:
             self._mark_group(node, start, ins, outs)
-            self.meta, self.label = saved
+            self.meta, self.label, self.where = saved
 
     def _mark_group(self, node: Node, start: int, ins: list[str | None],
                     outs: list[str]) -> None:
@@ -542,6 +578,9 @@ class _GraphEmitter:
         schema = registry.get(node.op)
         where = registry.node_where(node)
         attrs = schema.resolve_attrs(node.attrs, where)
+        if node.op in FLOAT_MATH and _data_dtype(node) not in (None, *_FLOATS):
+            self._emit_in_float(node, ins, outs, where)
+            return
         emitter = EMITTERS.get(node.op)
         if emitter is not None:
             try:
@@ -588,6 +627,54 @@ class _GraphEmitter:
                            [names[id(v)] for v in sub.outputs], nested=True)
         for source, out in pending_identity:
             self.one("Identity", [source], out)
+
+    def _emit_in_float(self, node: Node, ins: list[str | None], outs: list[str],
+                       where: str) -> None:
+        """A float-math op (FLOAT_MATH) on integer or bool data: its data inputs cast to a
+        float that holds them exactly, the op written on those, each output cast back to
+        the node's type once at the end, as the reference computes it (an ONNX lowering of
+        several nodes would otherwise round every intermediate to the integer type)."""
+        data = _data_dtype(node)
+        start, weights = len(self.nodes), len(self.ex.initializers)
+        for wide in (DType.FLOAT64, DType.FLOAT32):  # float32 where a kernel lacks float64
+            try:
+                self._float_node(node, ins, outs, where, data, wide)
+                return
+            except ExportError:
+                if wide is DType.FLOAT32:
+                    raise
+                del self.nodes[start:], self.ex.initializers[weights:]
+
+    def _float_node(self, node: Node, ins: list[str | None], outs: list[str], where: str,
+                    data: DType | None, wide: DType) -> None:
+        scratch = Graph(f"float_{node.op}")
+        stand_ins: list[Value | None] = []
+        names: list[str | None] = []
+        for index, (value, name) in enumerate(zip(node.inputs, ins, strict=True)):
+            if value is None or value.type is None or name is None:
+                stand_ins.append(None if value is None else
+                                 scratch.add_input(f"in{index}", value.type))
+                names.append(name)
+                continue
+            cast = value.type.dtype == data
+            stand_ins.append(scratch.add_input(f"in{index}", TensorType(
+                wide if cast else value.type.dtype, value.type.shape)))
+            names.append(self.cast(name, value.type.dtype, wide) if cast else name)
+        try:
+            results = GraphBuilder(scratch).op_multi(node.op, stand_ins, node.attrs,
+                                                     num_outputs=len(node.outputs))
+        except IrbridgeError as exc:
+            raise ExportError(f"{where}: cannot export to ONNX: {exc.message}") from exc
+        temps = [self.ex.fresh(f"{self.label}/{node.op}_{wide.short}") for _ in results]
+        for temp, value in zip(temps, results, strict=True):
+            if value.type is not None:
+                self.ex.types[temp] = value.type.dtype
+        self.emit_node(scratch.nodes[-1], names, temps, nested=True)
+        for temp, out, value in zip(temps, outs, node.outputs, strict=True):
+            target = value.type.dtype if value.type is not None else data
+            if target is None:
+                raise ExportError(f"{where}: output {value.name!r} has no type")
+            self.one("Cast", [temp], out, to=dtype_to_onnx(target))
 
     def _emit_opaque(self, node: Node, ins: list[str | None], outs: list[str]) -> None:
         domain = "" if node.domain == OPAQUE_ONNX_DOMAIN else node.domain
@@ -681,6 +768,15 @@ class _GraphEmitter:
         outputs = [_value_info(self.ex.name_of(v), _rank_free(v.type), v.name)
                    for v in graph.outputs]
         return helper.make_graph(emitter.nodes, graph.name or "body", inputs, outputs)
+
+
+_FLOATS = (DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64)
+
+
+def _data_dtype(node: Node) -> DType | None:
+    """The element type of a node's first input (its data)."""
+    value = node.inputs[0] if node.inputs else None
+    return None if value is None or value.type is None else value.type.dtype
 
 
 def _same_interface(a: onnx.defs.OpSchema, b: onnx.defs.OpSchema) -> bool:
@@ -826,6 +922,9 @@ class NodeEmit:
 
 Emitter = Callable[[NodeEmit], None]
 EMITTERS: dict[str, Emitter] = {}
+FLOAT_MATH: set[str] = set()
+"""Neutral ops whose math is float (normalisations, smooth activations, means): on
+integer or bool data they are written in float and cast back once (`_emit_in_float`)."""
 CANONICAL: set[tuple[str, str]] = set()
 """(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
 

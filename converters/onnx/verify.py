@@ -31,7 +31,7 @@ import onnx
 
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError
-from irbridge.ir import Model, Value
+from irbridge.ir import Graph, Model, Value
 from irbridge.tolerance import EXACT, TOLERANCES, OutputCheck, VerifyReport, compare_output
 
 __all__ = ["OnnxVerifyError", "export_verified", "reference_feeds", "verify_onnx"]
@@ -97,15 +97,19 @@ def _first_line(exc: BaseException) -> str:
         else text[:300]
 
 
-def verify_onnx(model: Model, onnx_file: str | os.PathLike[str] | onnx.ModelProto,
+def verify_onnx(model: Model | Graph, onnx_file: str | os.PathLike[str] | onnx.ModelProto,
                 inputs: Inputs | None = None, *, rtol: float | None = None,
                 atol: float | None = None, seed: int = 0) -> VerifyReport:
     """Run `onnx_file` (a path, or an in-memory ModelProto) in onnxruntime (CPU) and the
-    IR `model` in the reference executor on the same inputs; compare each output of the
-    model's last graph with the ONNX graph's output at the same position. `seed` picks
-    other random inputs (0: those of `irbridge compare` / `reference_feeds`)."""
+    IR `model` (or one graph, its weights as parameters) in the reference executor on the
+    same inputs; compare each output of the model's last graph with the ONNX graph's
+    output at the same position. `seed` picks other random inputs (0: those of `irbridge
+    compare` / `reference_feeds`)."""
     from irbridge.executor import run_graphs
 
+    if isinstance(model, Graph):
+        model = Model(graphs=[model], tensors={v.tensor.name: v.tensor for v in
+                                               model.parameters if v.tensor is not None})
     report = VerifyReport()
     start = time.perf_counter()
     what = "the ONNX model" if isinstance(onnx_file, onnx.ModelProto) else str(onnx_file)

@@ -502,7 +502,11 @@ def _softmax(lw: Lowering) -> list[Sym]:
     total = em.expand_reduced(em.reduce(exp, [axis], "add"), x.shape, [axis])
     if lw.node.op == "log_softmax":
         return [em.sub(shifted, em.unary("stablehlo.log", total))]
-    return [em.div(exp, total)]
+    y = em.div(exp, total)
+    if lw.attrs.get("safe", False):  # rows of all -inf: 0, not NaN
+        empty = em.compare("EQ", peak, em.scalar_like(-np.inf, peak))
+        y = em.select(empty, em.scalar_like(0, y), y)
+    return [y]
 
 
 # -- reductions ----------------------------------------------------------------------------------

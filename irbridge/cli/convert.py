@@ -133,6 +133,10 @@ def convert(
                          decompose=decompose, strict=strict)
     ir = result.model
     ir.name = built.name
+    if phase is not None:
+        from irbridge.converters.pytorch.phases import phase_info
+
+        ir.metadata.update(phase_info(built.module, built.args).metadata())  # type: ignore[arg-type]
     for method, outcome in result.attempts:
         console.print(f"  {method}: {clean(outcome)}", markup=False)
     report = None

@@ -1208,15 +1208,22 @@ def _softmax(name: str, log: bool, doc: str) -> None:
         wide = widen(x)
         shifted = wide - np.max(wide, axis=axis, keepdims=True)
         exp_sum = np.sum(np.exp(shifted), axis=axis, keepdims=True)
-        y = shifted - np.log(exp_sum) if log else np.exp(shifted) / exp_sum
+        with np.errstate(invalid="ignore"):
+            y = shifted - np.log(exp_sum) if log else np.exp(shifted) / exp_sum
+        if not log and attrs["safe"]:  # rows of all -inf: 0, not NaN (torch's _safe_softmax)
+            y = np.where(np.all(np.isneginf(wide), axis=axis, keepdims=True), 0, y)
         return [y.astype(_out_dtype(ctx, 0, x.dtype))]
 
+    safe = () if log else (attr(
+        "safe", AttrKind.BOOL, False, "rows (along `axis`) whose elements are all -inf give "
+        "0 instead of NaN (torch's _safe_softmax, used for fully masked attention rows)"),)
     define(name, Category.SOFTMAX, inputs=inputs("x"),
-           attrs=(attr("axis", AttrKind.INT, -1),),
+           attrs=(attr("axis", AttrKind.INT, -1), *safe),
            infer=infer, cost=_per_input_element(5),
            cost_doc="5 per element: max, subtract, exp, sum, divide (log_softmax: log "
                     "and subtract in place of the divide, counted the same)",
-           reference=reference, doc=doc + " along `axis`, computed stably (max subtracted).")
+           reference=reference, doc=doc + " along `axis`, computed stably (max subtracted)"
+           + ("." if log else "; with `safe`, rows of all -inf give 0."))
 
 
 _softmax("softmax", False, "exp(x) / sum(exp(x))")

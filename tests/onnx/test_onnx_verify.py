@@ -65,6 +65,7 @@ def test_verify_passes_on_a_correct_file_and_reports_every_output(tmp_path: Path
     assert verify_onnx(model, path, {"x": x}).passed
     assert verify_onnx(model, path, [x], rtol=1e-3, atol=1e-4).outputs[0].rtol == 1e-3
     assert verify_onnx(model, path, seed=7).passed
+    assert verify_onnx(model.graph, path).passed  # a graph, its weights as parameters
 
 
 def test_verify_fails_on_a_file_that_computes_something_else(tmp_path: Path) -> None:

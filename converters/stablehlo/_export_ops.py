@@ -248,7 +248,12 @@ def _prelu(lw: Lowering) -> list[Sym]:
 
 _BINARY = {"add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
            "div": "stablehlo.divide", "pow": "stablehlo.power", "maximum": "stablehlo.maximum",
-           "minimum": "stablehlo.minimum"}
+           "minimum": "stablehlo.minimum",
+           # bitwise ops (irbridge/ops/bitwise.py): StableHLO's own semantics
+           "bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or",
+           "bitwise_xor": "stablehlo.xor", "shift_left": "stablehlo.shift_left",
+           "shift_right_logical": "stablehlo.shift_right_logical",
+           "shift_right_arithmetic": "stablehlo.shift_right_arithmetic"}
 
 
 @lowers(*_BINARY)
@@ -1010,17 +1015,6 @@ def _take(em: Emitter, x: Sym, index: np.ndarray, axis: int) -> Sym:
 
 
 # -- bitwise ops -------------------------------------------------------------------------------
-
-_BITWISE = {"bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or",
-            "bitwise_xor": "stablehlo.xor", "shift_left": "stablehlo.shift_left",
-            "shift_right_logical": "stablehlo.shift_right_logical",
-            "shift_right_arithmetic": "stablehlo.shift_right_arithmetic"}
-
-
-@lowers(*_BITWISE)
-def _bitwise(lw: Lowering) -> list[Sym]:
-    return [lw.em.binary(_BITWISE[lw.node.op], lw.x(0), lw.x(1), lw.out_dtype)]
-
 
 _BIT_UNARY = {"bitwise_not": "stablehlo.not", "popcnt": "stablehlo.popcnt",
               "count_leading_zeros": "stablehlo.count_leading_zeros"}

@@ -62,20 +62,20 @@ def _binary_ref(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
     return reference
 
 
-def _shift_left(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    bits = a.dtype.itemsize * 8
-    ua, ub = _unsigned(a), _unsigned(b)
-    big = ub >= bits
-    out = np.left_shift(ua, np.where(big, 0, ub).astype(ua.dtype))
-    return np.where(big, 0, out).astype(ua.dtype).view(a.dtype)
+def _logical_shift(shift: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                   ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A shift of the bits read unsigned; 0 where the amount is at least the bit width."""
+    def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        bits = a.dtype.itemsize * 8
+        ua, ub = _unsigned(a), _unsigned(b)
+        big = ub >= bits
+        out = shift(ua, np.where(big, 0, ub).astype(ua.dtype))
+        return np.where(big, 0, out).astype(ua.dtype).view(a.dtype)
+    return fn
 
 
-def _shift_right_logical(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    bits = a.dtype.itemsize * 8
-    ua, ub = _unsigned(a), _unsigned(b)
-    big = ub >= bits
-    out = np.right_shift(ua, np.where(big, 0, ub).astype(ua.dtype))
-    return np.where(big, 0, out).astype(ua.dtype).view(a.dtype)
+_shift_left = _logical_shift(np.left_shift)
+_shift_right_logical = _logical_shift(np.right_shift)
 
 
 def _shift_right_arithmetic(a: np.ndarray, b: np.ndarray) -> np.ndarray:

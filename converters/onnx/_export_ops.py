@@ -987,6 +987,12 @@ register("resize", _resize, "Resize")
 # run-time slices (interop): converters/onnx/_export_dynamic.py
 register("dynamic_slice", _export_dynamic.dynamic_slice)
 register("dynamic_update_slice", _export_dynamic.dynamic_update_slice)
+for _bitwise_op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
+    register(_bitwise_op, _export_dynamic.bitwise)
+for _bitwise_op in ("shift_left", "shift_right_logical", "shift_right_arithmetic"):
+    register(_bitwise_op, _export_dynamic.shift)
+register("popcnt", _export_dynamic.popcnt)
+register("count_leading_zeros", _export_dynamic.count_leading_zeros)
 
 
 def _slice(e: NodeEmit) -> None:

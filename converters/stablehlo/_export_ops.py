@@ -248,7 +248,12 @@ def _prelu(lw: Lowering) -> list[Sym]:
 
 _BINARY = {"add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
            "div": "stablehlo.divide", "pow": "stablehlo.power", "maximum": "stablehlo.maximum",
-           "minimum": "stablehlo.minimum"}
+           "minimum": "stablehlo.minimum",
+           # bitwise ops (irbridge/ops/bitwise.py): StableHLO's own semantics
+           "bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or",
+           "bitwise_xor": "stablehlo.xor", "shift_left": "stablehlo.shift_left",
+           "shift_right_logical": "stablehlo.shift_right_logical",
+           "shift_right_arithmetic": "stablehlo.shift_right_arithmetic"}
 
 
 @lowers(*_BINARY)
@@ -768,7 +773,13 @@ def _pad(lw: Lowering) -> list[Sym]:
     pads, mode, r = lw.attrs["pads"], lw.attrs["mode"], x.rank
     low, high = list(pads[:r]), list(pads[r:])
     if mode == "constant":
-        return [em.pad(x, em.splat(lw.attrs["value"], x.dtype), low, high)]
+        fill = lw.opt(2)
+        if fill is None or fill.const is not None:  # a constant is in the attributes
+            value = em.splat(lw.attrs["value"], x.dtype)
+        else:  # a run-time fill value (a one-element tensor)
+            value = em.convert(em.reshape(fill, ()), x.dtype) if fill.dtype != x.dtype \
+                else em.reshape(fill, ())
+        return [em.pad(x, value, low, high)]
     # crop first (negative pads), then build each padded dim from slices
     x = em.pad(x, em.splat(0, x.dtype), [min(p, 0) for p in low], [min(p, 0) for p in high])
     for axis in range(r):
@@ -1001,6 +1012,17 @@ def _take(em: Emitter, x: Sym, index: np.ndarray, axis: int) -> Sym:
     return em.op("stablehlo.gather", [x, idx], x.dtype, _with(x.shape, axis, len(index)),
                  f"dimension_numbers = {dims}, indices_are_sorted = false, "
                  f"slice_sizes = {ints(sizes)}")
+
+
+# -- bitwise ops -------------------------------------------------------------------------------
+
+_BIT_UNARY = {"bitwise_not": "stablehlo.not", "popcnt": "stablehlo.popcnt",
+              "count_leading_zeros": "stablehlo.count_leading_zeros"}
+
+
+@lowers(*_BIT_UNARY)
+def _bit_unary(lw: Lowering) -> list[Sym]:
+    return [lw.em.unary(_BIT_UNARY[lw.node.op], lw.x())]
 
 
 # -- dynamic_slice / dynamic_update_slice (run-time starts) ------------------------------------

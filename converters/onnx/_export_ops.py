@@ -1188,3 +1188,36 @@ def _loop(e: NodeEmit) -> None:
 
 register("if", _if, "If")
 register("loop", _loop, "Loop")
+
+
+# -- elementwise math (issue 13; helper "math") ----------------------------------------------------
+# Direct ONNX ops where they exist. trunc, erfc, signbit, atan2, copysign, fmin, fmax and hypot
+# have no emitter: the exporter writes their registry decomposition (irbridge/ops/
+# elementwise.py). The special functions (erfinv, lgamma, digamma, polygamma, Bessel, ndtri,
+# erfcx, zeta, nextafter, ...) have neither: export refuses them naming the node, as ONNX has
+# no exact form for them.
+
+def _math_unary(onnx_op: str) -> Emitter:
+    def emit(e: NodeEmit) -> None:
+        source, out = e.in_dtype(0), e.out_dtype()
+        if source is None or source.is_float:
+            e.out(onnx_op, [e.input(0)])
+            return
+        y = e.one(onnx_op, [e.ge.cast(e.input(0), source, DType.FLOAT32)])
+        e.out("Cast", [y], to=dtype_to_onnx(out or source))
+    return emit
+
+
+for _op, _onnx in {"acos": "Acos", "asin": "Asin", "atan": "Atan", "sinh": "Sinh",
+                   "cosh": "Cosh", "asinh": "Asinh", "acosh": "Acosh",
+                   "atanh": "Atanh"}.items():
+    register(_op, _math_unary(_onnx), _onnx)
+
+
+def _fmod(e: NodeEmit) -> None:
+    """C fmod (sign of the dividend) is ONNX Mod with fmod=1, for floats and integers."""
+    dtype = e.out_dtype()
+    e.out("Mod", [e.as_dtype(0, dtype), e.as_dtype(1, dtype)], fmod=1)
+
+
+register("fmod", _fmod)

@@ -224,8 +224,14 @@ def _row(key: tuple[Any, ...], **values: Any) -> dict[str, Any]:
 
 
 def _one_line(exc: BaseException) -> str:
+    """irbridge's own errors as their message (without the hint), others with their type."""
+    from irbridge.sanitize import clean
+
+    if isinstance(exc, IrbridgeError):
+        text = (exc.args[0] if exc.args else str(exc)).strip().splitlines()
+        return clean(text[0] if text else type(exc).__name__)[:300]
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+    return clean(f"{type(exc).__name__}: {text[0] if text else ''}")[:300]
 
 
 # -- engines ---------------------------------------------------------------------------------

@@ -522,6 +522,7 @@ class TrainVerifyReport:
     ir_matmul_flops: int  # forward + backward (+ optimizer: none are matmul-like)
     torch_matmul_flops: int  # FlopCounterMode over the eager forward + loss + backward
     error: str = ""
+    torch_raw_flops: int = 0  # the same without the grouped-conv correction
 
     @property
     def flops_match(self) -> bool:
@@ -550,7 +551,33 @@ class TrainVerifyReport:
         text += (f"; matmul FLOPs forward+backward: IR {self.ir_matmul_flops:,} vs "
                  f"FlopCounterMode {self.torch_matmul_flops:,} "
                  f"({'equal' if self.flops_match else 'DIFFERENT'})")
+        if self.torch_raw_flops != self.torch_matmul_flops:
+            text += (f" (FlopCounterMode's own count {self.torch_raw_flops:,} includes "
+                     "grouped-conv weight gradients `groups` times)")
         return text
+
+
+def _grouped_conv_backward_flop(grad_out_shape: Any, x_shape: Any, w_shape: Any, bias: Any,
+                                stride: Any, padding: Any, dilation: Any, transposed: bool,
+                                output_padding: Any, groups: int, output_mask: Any,
+                                out_shape: Any = None, **kwargs: Any) -> int:
+    """FlopCounterMode's formula for `convolution_backward` with its weight-gradient term
+    divided by `groups`: torch (2.9-2.10) counts grad_weight as a convolution of
+    transposed shapes that drops the groups, i.e. `groups` times the multiply-adds a
+    grouped (depthwise: groups = channels) convolution does: for each of Cout output
+    channels, a weight gradient sums over Cin / groups input channels, not Cin."""
+    from torch.utils.flop_counter import conv_backward_flop, conv_flop_count
+
+    formula = getattr(conv_backward_flop, "__wrapped__", conv_backward_flop)  # on shapes
+    total = int(formula(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation,
+                        transposed, output_padding, groups, output_mask, out_shape))
+    if output_mask[1] and groups > 1 and not transposed and out_shape is not None:
+        def t(shape: Any) -> list[int]:
+            return [shape[1], shape[0], *shape[2:]]
+
+        weight = int(conv_flop_count(t(x_shape), t(grad_out_shape), t(list(out_shape[1]))))
+        total -= weight - weight // groups
+    return total
 
 
 def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
@@ -577,11 +604,14 @@ def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
                                       eps=spec.eps, weight_decay=spec.weight_decay,
                                       foreach=False)
     optimizer.zero_grad(set_to_none=True)
-    counter = FlopCounterMode(display=False)
-    with train_mode(ref), _math_attention(), torch.enable_grad(), counter:
+    counter = FlopCounterMode(display=False, custom_mapping={
+        torch.ops.aten.convolution_backward: _grouped_conv_backward_flop})
+    raw = FlopCounterMode(display=False)
+    with train_mode(ref), _math_attention(), torch.enable_grad(), counter, raw:
         loss = compute_loss(spec, ref(*result.args, **result.kwargs), result.target)
         loss.backward()
     flops = int(counter.get_total_flops())
+    result.model.metadata["train.flop_counter_raw"] = str(int(raw.get_total_flops()))
     found: list[tuple[str, str, torch.Tensor]] = [("loss", "loss", loss.detach())]
     for n, p in zip(result.params, params, strict=True):
         grad = p.grad if p.grad is not None else torch.zeros_like(p)
@@ -641,4 +671,5 @@ def verify_train(result: TrainCaptureResult, module: torch.nn.Module) -> TrainVe
         err = float(np.max(np.abs(have - want))) if want.size else 0.0
         checks.append(TensorCheck(name, kind, err, scale, tol,
                                   bool(np.isfinite(err) and err <= tol)))
-    return TrainVerifyReport(checks, ir_flops, torch_flops)
+    raw = int(result.model.metadata.pop("train.flop_counter_raw", torch_flops))
+    return TrainVerifyReport(checks, ir_flops, torch_flops, torch_raw_flops=raw)

@@ -506,6 +506,17 @@ batch norm has a zero gradient that both sides compute as a float32 cancellation
 of ~1e-7 (measured: 6e-8 eager, 1e-7 IR on the default-suite CNN)."""
 
 
+NOISE_FACTOR = 10.0
+"""The reference is the same step in float64 (model, inputs and target widened), and a
+tensor may be up to NOISE_FACTOR times further from it than eager float32 autograd is,
+on top of RTOL/ATOL. Why: a step through many training-mode batch norms is ill-conditioned
+(on mobilenet_v2 at 224x224, eager float32's first-layer gradient is 1% away from
+float64's; at 64x64, where batch norm sees 2x2 maps, 2%), so a fixed float32 tolerance
+either fails a correct lowering there or hides errors elsewhere. Scaling with eager's own
+rounding error keeps well-conditioned tensors at ~1e-4 and still fails a wrong formula,
+which is off by the tensor's own magnitude."""
+
+
 @dataclass
 class TensorCheck:
     name: str
@@ -581,18 +592,27 @@ def _grouped_conv_backward_flop(grad_out_shape: Any, x_shape: Any, w_shape: Any,
 
 
 def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
-               grads: list[np.ndarray] | None = None
+               grads: list[np.ndarray] | None = None, *, float64: bool = False
                ) -> tuple[list[tuple[str, str, torch.Tensor]], int]:
     """One eager training step on a copy of `module` with autograd and torch.optim:
     [(name, kind, tensor)] in the IR's output order, and FlopCounterMode's total FLOPs of
     the forward, loss and backward. With `grads`, torch.optim steps from those gradients
-    instead of autograd's (the loss and gradients listed are still autograd's)."""
+    instead of autograd's (the loss and gradients listed are still autograd's). float64:
+    the same step with the model, inputs and target's floating-point tensors in float64
+    (the near-exact reference)."""
     import copy
 
     from torch.utils.flop_counter import FlopCounterMode
 
     spec = result.spec
     ref = copy.deepcopy(module)
+    args, kwargs, target = result.args, result.kwargs, result.target
+    if float64:
+        def wide(t: Any) -> Any:
+            return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+        ref = ref.double()
+        args, kwargs, target = pytree.tree_map(wide, (args, kwargs, target))
     named = dict(ref.named_parameters())
     named.update(dict(ref.named_buffers()))
     params = [named[n] for n in result.params]
@@ -608,7 +628,7 @@ def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
         torch.ops.aten.convolution_backward: _grouped_conv_backward_flop})
     raw = FlopCounterMode(display=False)
     with train_mode(ref), _math_attention(), torch.enable_grad(), counter, raw:
-        loss = compute_loss(spec, ref(*result.args, **result.kwargs), result.target)
+        loss = compute_loss(spec, ref(*args, **kwargs), target)
         loss.backward()
     flops = int(counter.get_total_flops())
     result.model.metadata["train.flop_counter_raw"] = str(int(raw.get_total_flops()))
@@ -618,8 +638,7 @@ def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
         found.append((f"grad.{n}", "gradient", grad.detach().clone()))
     if grads is not None:
         for p, g in zip(params, grads, strict=True):
-            p.grad = torch.from_numpy(np.array(g, dtype=np.float32 if p.dtype == torch.float32
-                                               else None)).to(p.dtype).reshape(p.shape)
+            p.grad = torch.from_numpy(np.array(g)).to(p.dtype).reshape(p.shape)
     optimizer.step()
     found += [(n, "parameter", p.detach()) for n, p in zip(result.params, params, strict=True)]
     found += [(n, "buffer", named[n].detach()) for n in result.buffers]
@@ -652,6 +671,8 @@ def verify_train(result: TrainCaptureResult, module: torch.nn.Module) -> TrainVe
     n_p = len(result.params)
     try:
         expected, torch_flops = eager_step(result, module, got[1:1 + n_p])
+        raw = int(result.model.metadata.pop("train.flop_counter_raw", torch_flops))
+        exact, _ = eager_step(result, module, got[1:1 + n_p], float64=True)
     except Exception as exc:
         return TrainVerifyReport([], ir_flops, 0, f"eager step failed: {one_line(exc)}")
     if len(got) != len(expected):
@@ -659,17 +680,20 @@ def verify_train(result: TrainCaptureResult, module: torch.nn.Module) -> TrainVe
                                  f"the IR has {len(got)} outputs, the eager step "
                                  f"{len(expected)}")
     checks = []
-    for (name, kind, ref), value in zip(expected, got, strict=True):
-        want = ref.detach().to(torch.float64).cpu().numpy()
+    for (name, kind, ref), (_, _, ref64), value in zip(expected, exact, got, strict=True):
+        want = ref64.detach().to(torch.float64).cpu().numpy()
+        eager = ref.detach().to(torch.float64).cpu().numpy()
         have = np.asarray(value, dtype=np.float64)
-        rtol = RTOL.get(ref.dtype, 1e-4) if ref.is_floating_point() else 0.0
+        floating = ref.is_floating_point()
+        rtol = RTOL.get(ref.dtype, 1e-4) if floating else 0.0
         scale = float(np.max(np.abs(want))) if want.size else 0.0
-        tol = rtol * scale + (ATOL if ref.is_floating_point() else 0.0)
         if have.shape != want.shape:
-            checks.append(TensorCheck(name, kind, float("inf"), scale, tol, False))
+            checks.append(TensorCheck(name, kind, float("inf"), scale, 0.0, False))
             continue
+        # eager's own distance from the float64 step: how ill-conditioned this tensor is
+        noise = float(np.max(np.abs(eager - want))) if want.size and floating else 0.0
+        tol = rtol * scale + (ATOL if floating else 0.0) + NOISE_FACTOR * noise
         err = float(np.max(np.abs(have - want))) if want.size else 0.0
         checks.append(TensorCheck(name, kind, err, scale, tol,
                                   bool(np.isfinite(err) and err <= tol)))
-    raw = int(result.model.metadata.pop("train.flop_counter_raw", torch_flops))
     return TrainVerifyReport(checks, ir_flops, torch_flops, torch_raw_flops=raw)

@@ -123,7 +123,8 @@ class TrainCaptureResult:
 
 def _trainable(module: torch.nn.Module) -> tuple[list[str], list[str]]:
     """(trainable parameter names, frozen parameter + buffer names), first names only."""
-    params, others = [], []
+    params: list[str] = []
+    others: list[str] = []
     for name, p in module.named_parameters():
         (params if p.requires_grad else others).append(name)
     others.extend(name for name, _ in module.named_buffers())
@@ -203,7 +204,8 @@ def adamw_update(spec: TrainSpec, p: torch.Tensor, g: torch.Tensor, step: torch.
 
 
 def _model_call(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any],
-                leaves: list[Any], spec_tree: Any) -> Callable[[list[torch.Tensor]], Any]:
+                leaves: list[Any], spec_tree: Any
+                ) -> Callable[[dict[str, torch.Tensor], list[torch.Tensor]], Any]:
     positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
 
     def call(state: dict[str, torch.Tensor], tensors: list[torch.Tensor]) -> Any:
@@ -213,7 +215,7 @@ def _model_call(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str
         a, kw = pytree.tree_unflatten(new, spec_tree)
         return torch.func.functional_call(module, state, tuple(a), kw)
 
-    return call  # type: ignore[return-value]
+    return call
 
 
 @contextmanager
@@ -291,7 +293,7 @@ def _capture_train(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
                    weights: bool) -> TrainCaptureResult:
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    named = dict(module.named_parameters())
+    named: dict[str, torch.Tensor] = dict(module.named_parameters())
     named.update(dict(module.named_buffers()))
     param_values = [named[n].detach() for n in params]
     other_values = [named[n].detach() for n in others]
@@ -346,7 +348,8 @@ def _capture_train(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
 
     def trace() -> Any:
         return make_fx(torch.func.functionalize(step, remove="mutations_and_views"),
-                       decomposition_table=_DECOMPOSITIONS, tracing_mode="real")(*examples)
+                       decomposition_table=_DECOMPOSITIONS,  # type: ignore[arg-type]
+                       tracing_mode="real")(*examples)
 
     try:
         gm = trace()
@@ -613,7 +616,7 @@ def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
 
         ref = ref.double()
         args, kwargs, target = pytree.tree_map(wide, (args, kwargs, target))
-    named = dict(ref.named_parameters())
+    named: dict[str, torch.Tensor] = dict(ref.named_parameters())
     named.update(dict(ref.named_buffers()))
     params = [named[n] for n in result.params]
     optimizer: torch.optim.Optimizer

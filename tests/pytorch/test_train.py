@@ -138,8 +138,9 @@ def test_kinds_phases_and_memory_by_kind(tmp_path: Path) -> None:
     assert phases == {"forward", "backward", "optimizer"}
     # a saved activation is a forward value that a backward node reads
     for node in ir.graph.nodes:
-        for value, kind in zip(node.outputs, node.annotations.values["train.kinds"],
-                               strict=True):
+        node_kinds = node.annotations.values["train.kinds"]
+        assert isinstance(node_kinds, tuple)
+        for value, kind in zip(node.outputs, node_kinds, strict=True):
             readers = {u.annotations.values["train.phase"] for u, _ in value.uses}
             if kind == "saved_activation":
                 assert node.annotations.values["train.phase"] == "forward"

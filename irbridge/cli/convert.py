@@ -39,7 +39,8 @@ def convert(
                                "Without it, only the summary is printed.")] = None,
     to: Annotated[str | None, typer.Option(
         "--to", help="Output format: irb, onnx, stablehlo (default: from the -o suffix).")] = None,
-    opset: Annotated[int | None, typer.Option(help="ONNX opset for --to onnx.")] = None,
+    opset: Annotated[int | None, typer.Option(
+        help="ONNX opset for --to onnx (default: the lowest that represents the model).")] = None,
     frontend: Frontend = "auto",
     no_weights: Annotated[bool, typer.Option(
         "--no-weights", help="Write a shape-only IR (no weight data).")] = False,
@@ -150,6 +151,10 @@ def convert(
                          decompose=decompose, strict=strict)
     ir = result.model
     ir.name = built.name
+    if phase is not None:
+        from irbridge.converters.pytorch.phases import phase_info
+
+        ir.metadata.update(phase_info(built.module, built.args).metadata())  # type: ignore[arg-type]
     for method, outcome in result.attempts:
         console.print(f"  {method}: {clean(outcome)}", markup=False)
     report = None
@@ -308,7 +313,9 @@ def export(
         "viewers: model-explorer, dot, svg, png, html."))],
     output: Annotated[Path, typer.Option("-o", "--output", help=(
         "File to write (a folder for chakra, scalesim and timeloop)."))],
-    opset: Annotated[int | None, typer.Option(help="ONNX opset (default 18).")] = None,
+    opset: Annotated[int | None, typer.Option(
+        help="ONNX opset (default: the lowest that represents the model, at least an ONNX "
+             "source's own).")] = None,
     optimize: Annotated[bool, typer.Option(help=(
         "ONNX: the lean clean-up pass (constants as initializers, constant folding, no-op "
         "removal); --no-optimize writes the exact lowering."))] = True,
@@ -335,8 +342,19 @@ def export(
         "Chakra training step: micro-batches per step (default 1)."))] = None,
     zero: Annotated[int | None, typer.Option(help=(
         "Chakra training step: ZeRO stage 0-3 (default 0: all-reduce)."))] = None,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="ONNX: run the written file in onnxruntime and the IR in the "
+                         "reference executor on the same (seeded random) inputs and compare "
+                         "every output; the file is written only when they match (exit 1 "
+                         "otherwise).")] = False,
+    allow_custom_ops: Annotated[bool, typer.Option(
+        "--allow-custom-ops", help="ONNX: write opaque nodes of non-ONNX domains (aten, "
+                                   "stablehlo, ...) as custom-domain nodes, which "
+                                   "onnxruntime cannot run; by default they are refused.")
+    ] = False,
 ) -> None:
-    """Export a model to another format."""
+    """Export a model to another format. With --verify (ONNX), the output is written only
+    when onnxruntime's results match the IR's."""
     fmt = output_format(output, to)
     parallel = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "zero": zero}
     if not getattr(WRITERS[fmt], "accepts_devices", False):
@@ -356,14 +374,47 @@ def export(
         check_target_version(target_version)
     if fmt != "onnx" and (fold_batch_norm or not optimize):
         raise IrbridgeError(f"--fold-batch-norm and --no-optimize apply to --to onnx, not {fmt}")
+    if fmt != "onnx" and (verify or allow_custom_ops):
+        option = "--verify" if verify else "--allow-custom-ops"
+        raise IrbridgeError(f"{option} applies to --to onnx, not {fmt}")
     with _status(f"reading {file}"):
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
+    if verify:
+        _export_onnx_verified(model, output, opset=opset, optimize=optimize,
+                              fold_batch_norm=fold_batch_norm,
+                              allow_custom_ops=allow_custom_ops)
+        return
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
                     weights_as_args=weights_as_args, hardware=hardware, devices=devices,
                     optimize=optimize, fold_batch_norm=fold_batch_norm,
-                    **parallel)
+                    allow_custom_ops=allow_custom_ops, **parallel)
     console.print(f"wrote {output} ({fmt})", markup=False)
+
+
+def _export_onnx_verified(model: Any, output: Path, **options: Any) -> None:
+    """`export --to onnx --verify`: write only when onnxruntime matches the IR; report."""
+    from irbridge.converters.onnx.verify import OnnxVerifyError, export_verified
+    from irbridge.formats import check_complete
+
+    check_complete(model, "onnx")  # opset None: the lowest that represents the model
+    try:
+        with _status(f"writing and verifying {output}"):
+            report = export_verified(model, output, **options)
+    except OnnxVerifyError as exc:
+        report = exc.report
+        console.print(f"verify: {clean(report.summary())}", markup=False)
+        for check in report.outputs:
+            if not check.passed:
+                console.print(f"  output {check.index} ({clean(check.name or '-')}): max abs "
+                              f"{check.max_abs_error:.3g} > atol {check.atol:g} + rtol "
+                              f"{check.rtol:g} x scale {clean(check.note)}".rstrip(),
+                              markup=False)
+        console.print(f"not written: {clean(str(output))} (verification failed; export "
+                      "without --verify to write it anyway)", markup=False)
+        raise typer.Exit(1) from None
+    console.print(f"wrote {clean(str(output))} (onnx)", markup=False)
+    console.print(f"verify: {clean(report.summary())}", markup=False)
 
 
 def models(

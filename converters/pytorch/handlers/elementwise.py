@@ -173,6 +173,119 @@ def _prelu(em: Emitter, a: Args) -> Value:
     return em.op("prelu", [x, w])
 
 
+# -- elementwise math and special functions (issue 13) ---------------------------------
+# Each exact ATen overload maps to one neutral op of irbridge/ops/elementwise.py (inputs
+# promoted to the result dtype torch reports, as torch does for integer and bool inputs).
+
+_MATH_UNARY: dict[str, list[Any]] = {
+    "acos": [aten.acos.default, _op("acos_")], "asin": [aten.asin.default, _op("asin_")],
+    "atan": [aten.atan.default, _op("atan_")], "sinh": [aten.sinh.default, _op("sinh_")],
+    "cosh": [aten.cosh.default, _op("cosh_")], "asinh": [aten.asinh.default, _op("asinh_")],
+    "acosh": [aten.acosh.default, _op("acosh_")], "atanh": [aten.atanh.default, _op("atanh_")],
+    "trunc": [aten.trunc.default, _op("trunc_")], "erfc": [aten.erfc.default, _op("erfc_")],
+    "erfinv": [aten.erfinv.default, _op("erfinv_")],
+    "lgamma": [aten.lgamma.default, _op("lgamma_")],
+    "digamma": [aten.digamma.default, _op("digamma_")],
+    "i0": [aten.i0.default, _op("i0_"), _op("special_modified_bessel_i0")],
+    "i0e": [_op("special_i0e")], "i1": [_op("special_i1"), _op("special_modified_bessel_i1")],
+    "i1e": [_op("special_i1e")], "k0": [_op("special_modified_bessel_k0")],
+    "k1": [_op("special_modified_bessel_k1")], "k0e": [_op("special_scaled_modified_bessel_k0")],
+    "k1e": [_op("special_scaled_modified_bessel_k1")],
+    "bessel_j0": [_op("special_bessel_j0")], "bessel_j1": [_op("special_bessel_j1")],
+    "bessel_y0": [_op("special_bessel_y0")], "bessel_y1": [_op("special_bessel_y1")],
+    "spherical_bessel_j0": [_op("special_spherical_bessel_j0")],
+    "ndtri": [_op("special_ndtri")], "erfcx": [_op("special_erfcx")],
+    "airy_ai": [_op("special_airy_ai")],
+}
+
+
+
+def _math_unary(name: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        x = em.value(a["self"] if "self" in a else a["x"])  # special_* name it `x`
+        return em.op(name, [em.cast(x, em.out_dtype())])
+    return fn
+
+
+for _name, _ops in _MATH_UNARY.items():
+    _aten_fn(*[o for o in _ops if o is not None])(_math_unary(_name))
+
+
+@_aten_fn(aten.signbit.default)
+def _signbit(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    if em.type(x).dtype == DType.BOOL:
+        x = em.cast(x, DType.INT32)
+    return em.op("signbit", [x])
+
+
+@_aten_fn(aten.polygamma.default, _op("polygamma_"))
+def _polygamma(em: Emitter, a: Args) -> Value:
+    n = int(a["n"])
+    if n < 0:
+        raise Unsupported(f"polygamma of negative order {n}")
+    return em.op("polygamma", [em.cast(em.value(a["self"]), em.out_dtype())], n=n)
+
+
+_MATH_BINARY: dict[str, list[Any]] = {
+    "atan2": [aten.atan2.default, _op("atan2_"), _op("arctan2")],
+    "copysign": [aten.copysign.Tensor, aten.copysign.Scalar, _op("copysign_", "Tensor"),
+                 _op("copysign_", "Scalar")],
+    "fmod": [aten.fmod.Tensor, aten.fmod.Scalar, _op("fmod_", "Tensor"),
+             _op("fmod_", "Scalar")],
+    "fmin": [aten.fmin.default], "fmax": [aten.fmax.default],
+    "hypot": [aten.hypot.default, _op("hypot_")],
+    "nextafter": [aten.nextafter.default, _op("nextafter_")],
+    "zeta": [_op("special_zeta"), _op("special_zeta", "self_scalar"),
+             _op("special_zeta", "other_scalar")],
+}
+
+
+def _math_binary(name: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        return _binary(em, name, a["self"], a["other"], em.out_dtype())
+    return fn
+
+
+for _name, _ops in _MATH_BINARY.items():
+    _aten_fn(*[o for o in _ops if o is not None])(_math_binary(_name))
+
+
+@_aten_fn(aten.log10.default, _op("log10_"))
+def _log10(em: Emitter, a: Args) -> Value:
+    return _binary(em, "div", em.op("log", [em.cast(em.value(a["self"]), em.out_dtype())]),
+                   math.log(10.0))
+
+
+@_aten_fn(aten.exp2.default, _op("exp2_"))
+def _exp2(em: Emitter, a: Args) -> Value:
+    out = em.out_dtype()
+    return em.op("pow", [em.scalar(2.0, out), em.cast(em.value(a["self"]), out)])
+
+
+@_aten_fn(aten.ldexp.Tensor, _op("ldexp_"))
+def _ldexp(em: Emitter, a: Args) -> Value:
+    """torch: self * 2 ** other, in the result dtype."""
+    out = em.out_dtype()
+    scale = em.op("pow", [em.scalar(2.0, out), _operand(em, a["other"], out)])
+    return em.op("mul", [_operand(em, a["self"], out), scale])
+
+
+@_aten_fn(aten.round.decimals, _op("round_", "decimals"))
+def _round_decimals(em: Emitter, a: Args) -> Value:
+    """torch's kernel: nearbyint(x * 10^d) / 10^d for d > 0, else
+    nearbyint(x / 10^-d) * 10^-d, with 10^|d| in the tensor's dtype."""
+    x = em.value(a["self"])
+    decimals = int(a["decimals"])
+    dtype = em.type(x).dtype
+    if not dtype.is_float:
+        raise Unsupported("round with decimals of an integer tensor")
+    factor = em.scalar(10.0 ** abs(decimals), dtype)
+    if decimals > 0:
+        return em.op("div", [em.op("round", [em.op("mul", [x, factor])]), factor])
+    return em.op("mul", [em.op("round", [em.op("div", [x, factor])]), factor])
+
+
 # -- elementwise: binary --------------------------------------------------------------
 
 

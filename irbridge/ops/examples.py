@@ -90,6 +90,15 @@ def examples() -> dict[str, OpExample]:
     ex["clip"] = _unary(min=0.0, max=6.0)
     ex["where"] = OpExample([t((2, 3), B), t((2, 3)), t((3,))])
     ex["cast"] = OpExample([t((2, 3))], {"dtype": DType.FLOAT16})
+    # elementwise math and special functions (issue 13)
+    ex |= {name: _unary() for name in (
+        "acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "trunc", "signbit",
+        "erfc", "erfinv", "erfcx", "lgamma", "digamma", "ndtri", "i0", "i0e", "i1", "i1e",
+        "k0", "k1", "k0e", "k1e", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+        "spherical_bessel_j0", "airy_ai")}
+    ex["polygamma"] = _unary(n=1)
+    ex |= {name: _binary() for name in ("atan2", "copysign", "fmod", "fmin", "fmax", "hypot",
+                                        "nextafter", "zeta")}
     # nn
     ex["matmul"] = OpExample([t((4, 2, 8, 16)), t((16, 32))])
     ex["gemm"] = OpExample([t((16, 8)), t((32, 16)), t((32,))],

@@ -232,6 +232,7 @@ def test_cli_train_verify_writes(tmp_path: Path) -> None:
     (["--train", "--frontend", "fx"], "--frontend does not apply to --train"),
     (["--train", "--meta"], "--meta does not apply to --train"),
     (["--train", "--lr", "-1"], "learning rate -1.0"),
+    (["--train", "--no-weights", "--verify"], "needs real weights; drop --no-weights"),
 ])
 def test_cli_train_bad_options(tmp_path: Path, args: list[str], message: str) -> None:
     source = tmp_path / "net.py"

@@ -4,6 +4,7 @@ from irbridge.ops import (  # noqa: F401  (register on import)
     bitwise,
     dynamic,
     elementwise,
+    indexing,
     nn,
     tensor,
 )

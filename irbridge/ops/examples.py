@@ -89,6 +89,8 @@ def examples() -> dict[str, OpExample]:
     ex["gelu"] = _unary(approximate="tanh")
     ex["clip"] = _unary(min=0.0, max=6.0)
     ex["where"] = OpExample([t((2, 3), B), t((2, 3)), t((3,))])
+    ex["index_put"] = OpExample([t((2, 3, 4)), t((4,)), t((2,), I64)], {"index_axes": [1]},
+                                values={2: np.array([0, 2], np.int64)})
     ex["cast"] = OpExample([t((2, 3))], {"dtype": DType.FLOAT16})
     # nn
     ex["matmul"] = OpExample([t((4, 2, 8, 16)), t((16, 32))])

@@ -248,7 +248,12 @@ def _prelu(lw: Lowering) -> list[Sym]:
 
 _BINARY = {"add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
            "div": "stablehlo.divide", "pow": "stablehlo.power", "maximum": "stablehlo.maximum",
-           "minimum": "stablehlo.minimum"}
+           "minimum": "stablehlo.minimum",
+           # bitwise ops (irbridge/ops/bitwise.py): StableHLO's own semantics
+           "bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or",
+           "bitwise_xor": "stablehlo.xor", "shift_left": "stablehlo.shift_left",
+           "shift_right_logical": "stablehlo.shift_right_logical",
+           "shift_right_arithmetic": "stablehlo.shift_right_arithmetic"}
 
 
 @lowers(*_BINARY)
@@ -502,7 +507,11 @@ def _softmax(lw: Lowering) -> list[Sym]:
     total = em.expand_reduced(em.reduce(exp, [axis], "add"), x.shape, [axis])
     if lw.node.op == "log_softmax":
         return [em.sub(shifted, em.unary("stablehlo.log", total))]
-    return [em.div(exp, total)]
+    y = em.div(exp, total)
+    if lw.attrs.get("safe", False):  # rows of all -inf: 0, not NaN
+        empty = em.compare("EQ", peak, em.scalar_like(-np.inf, peak))
+        y = em.select(empty, em.scalar_like(0, y), y)
+    return [y]
 
 
 # -- reductions ----------------------------------------------------------------------------------
@@ -764,7 +773,13 @@ def _pad(lw: Lowering) -> list[Sym]:
     pads, mode, r = lw.attrs["pads"], lw.attrs["mode"], x.rank
     low, high = list(pads[:r]), list(pads[r:])
     if mode == "constant":
-        return [em.pad(x, em.splat(lw.attrs["value"], x.dtype), low, high)]
+        fill = lw.opt(2)
+        if fill is None or fill.const is not None:  # a constant is in the attributes
+            value = em.splat(lw.attrs["value"], x.dtype)
+        else:  # a run-time fill value (a one-element tensor)
+            value = em.convert(em.reshape(fill, ()), x.dtype) if fill.dtype != x.dtype \
+                else em.reshape(fill, ())
+        return [em.pad(x, value, low, high)]
     # crop first (negative pads), then build each padded dim from slices
     x = em.pad(x, em.splat(0, x.dtype), [min(p, 0) for p in low], [min(p, 0) for p in high])
     for axis in range(r):
@@ -997,6 +1012,173 @@ def _take(em: Emitter, x: Sym, index: np.ndarray, axis: int) -> Sym:
     return em.op("stablehlo.gather", [x, idx], x.dtype, _with(x.shape, axis, len(index)),
                  f"dimension_numbers = {dims}, indices_are_sorted = false, "
                  f"slice_sizes = {ints(sizes)}")
+
+
+# -- bitwise ops -------------------------------------------------------------------------------
+
+_BIT_UNARY = {"bitwise_not": "stablehlo.not", "popcnt": "stablehlo.popcnt",
+              "count_leading_zeros": "stablehlo.count_leading_zeros"}
+
+
+@lowers(*_BIT_UNARY)
+def _bit_unary(lw: Lowering) -> list[Sym]:
+    return [lw.em.unary(_BIT_UNARY[lw.node.op], lw.x())]
+
+
+# -- dynamic_slice / dynamic_update_slice (run-time starts) ------------------------------------
+
+def _starts(lw: Lowering, first: int) -> list[Sym]:
+    """The start operands, all i64 (StableHLO wants one integer type for them all)."""
+    return [lw.em.convert(lw.x(i), DType.INT64) if lw.x(i).dtype != DType.INT64 else lw.x(i)
+            for i in range(first, len(lw.xs))]
+
+
+@lowers("dynamic_slice")
+def _dynamic_slice(lw: Lowering) -> list[Sym]:
+    x = lw.x()
+    sizes = [int(n) for n in lw.attrs["sizes"]]
+    return [lw.em.op("stablehlo.dynamic_slice", [x, *_starts(lw, 1)], x.dtype, sizes,
+                     f"slice_sizes = {ints(sizes)}")]
+
+
+@lowers("dynamic_update_slice")
+def _dynamic_update_slice(lw: Lowering) -> list[Sym]:
+    x = lw.x()
+    update = lw.x(1)
+    return [lw.em.op("stablehlo.dynamic_update_slice", [x, update, *_starts(lw, 2)], x.dtype,
+                     x.shape)]
+
+
+# -- elementwise math (issue 13; helper "math") ------------------------------------------------
+# StableHLO proper has atan2, log_plus_one and exponential_minus_one; the inverse trigonometric
+# and hyperbolic functions are written in those (the formulas of CHLO's own legalisation).
+# trunc, erfc, copysign, fmin, fmax and hypot go through their registry decompositions; the
+# special functions (lgamma, digamma, erfinv, Bessel, zeta, nextafter, ...) have no lowering
+# and no decomposition, so export refuses them naming the node.
+
+
+def _float_operand(lw: Lowering, index: int = 0) -> Sym:
+    x = lw.x(index)
+    return x if x.dtype.is_float else lw.em.convert(x, DType.FLOAT32)
+
+
+def _math(fn: Callable[[Emitter, Sym], Sym]) -> LowerFn:
+    def lower(lw: Lowering) -> list[Sym]:
+        return [lw.em.convert(fn(lw.em, _float_operand(lw)), lw.out_dtype)]
+    return lower
+
+
+def _atan2(em: Emitter, y: Sym, x: Sym) -> Sym:
+    return em.binary("stablehlo.atan2", y, x)
+
+
+def _one_minus_square(em: Emitter, x: Sym) -> Sym:
+    """(1 - x) * (1 + x): no cancellation near |x| = 1."""
+    one = em.scalar_like(1.0, x)
+    return em.mul(em.sub(one, x), em.add(one, x))
+
+
+def _asin(em: Emitter, x: Sym) -> Sym:
+    """2 * atan2(x, 1 + sqrt(1 - x^2))."""
+    root = em.unary("stablehlo.sqrt", _one_minus_square(em, x))
+    return em.mul_scalar(_atan2(em, x, em.add_scalar(root, 1.0)), 2.0)
+
+
+def _acos(em: Emitter, x: Sym) -> Sym:
+    """2 * atan2(sqrt(1 - x^2), 1 + x), and pi at x = -1."""
+    root = em.unary("stablehlo.sqrt", _one_minus_square(em, x))
+    y = em.mul_scalar(_atan2(em, root, em.add_scalar(x, 1.0)), 2.0)
+    return em.select(em.compare("EQ", x, em.scalar_like(-1.0, x)),
+                     em.scalar_like(math.pi, x), y)
+
+
+def _atan(em: Emitter, x: Sym) -> Sym:
+    return _atan2(em, x, em.scalar_like(1.0, x))
+
+
+def _exp_half(em: Emitter, x: Sym) -> Sym:
+    """exp(x) / 2 as exp(x - log 2): finite wherever the result is."""
+    return em.unary("stablehlo.exponential", em.add_scalar(x, -math.log(2.0)))
+
+
+def _sinh(em: Emitter, x: Sym) -> Sym:
+    """|x| < 1: (e + e / (e + 1)) / 2 with e = expm1(x) (no cancellation near 0); else
+    exp(x) / 2 - exp(-x) / 2."""
+    e = em.unary("stablehlo.exponential_minus_one", x)
+    small = em.mul_scalar(em.add(e, em.div(e, em.add_scalar(e, 1.0))), 0.5)
+    large = em.sub(_exp_half(em, x), _exp_half(em, em.unary("stablehlo.negate", x)))
+    near_zero = em.compare("LT", em.unary("stablehlo.abs", x), em.scalar_like(1.0, x))
+    return em.select(near_zero, small, large)
+
+
+def _cosh(em: Emitter, x: Sym) -> Sym:
+    return em.add(_exp_half(em, x), _exp_half(em, em.unary("stablehlo.negate", x)))
+
+
+def _huge(x: Sym) -> float:
+    """Above this, x^2 would overflow: the formulas switch to log(x) + log(2)."""
+    return float(np.sqrt(np.finfo(x.dtype.numpy).max)) / 4
+
+
+def _asinh(em: Emitter, x: Sym) -> Sym:
+    """sign(x) * log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|; log(a) + log 2 for huge a."""
+    a = em.unary("stablehlo.abs", x)
+    root = em.unary("stablehlo.sqrt", em.add_scalar(em.mul(a, a), 1.0))
+    y = em.unary("stablehlo.log_plus_one",
+                 em.add(a, em.div(em.mul(a, a), em.add_scalar(root, 1.0))))
+    big = em.add_scalar(em.unary("stablehlo.log", a), math.log(2.0))
+    y = em.select(em.compare("GT", a, em.scalar_like(_huge(x), a)), big, y)
+    return em.mul(em.unary("stablehlo.sign", x), y)
+
+
+def _acosh(em: Emitter, x: Sym) -> Sym:
+    """log1p(y + sqrt(y * (y + 2))), y = x - 1 (accurate near 1); log(x) + log 2 for huge
+    x; NaN below 1 (sqrt of a negative)."""
+    y = em.add_scalar(x, -1.0)
+    z = em.unary("stablehlo.log_plus_one",
+                 em.add(y, em.unary("stablehlo.sqrt", em.mul(y, em.add_scalar(y, 2.0)))))
+    big = em.add_scalar(em.unary("stablehlo.log", x), math.log(2.0))
+    return em.select(em.compare("GT", x, em.scalar_like(_huge(x), x)), big, z)
+
+
+def _atanh(em: Emitter, x: Sym) -> Sym:
+    """(log1p(x) - log1p(-x)) / 2: +-inf at +-1, NaN beyond."""
+    return em.mul_scalar(em.sub(em.unary("stablehlo.log_plus_one", x),
+                                em.unary("stablehlo.log_plus_one",
+                                         em.unary("stablehlo.negate", x))), 0.5)
+
+
+for _name, _fn in {"asin": _asin, "acos": _acos, "atan": _atan, "sinh": _sinh,
+                   "cosh": _cosh, "asinh": _asinh, "acosh": _acosh, "atanh": _atanh}.items():
+    LOWERINGS[_name] = _math(_fn)
+
+
+@lowers("atan2")
+def _atan2_op(lw: Lowering) -> list[Sym]:
+    y, x = lw.em.to_common([lw.x(0), lw.x(1)], lw.out_dtype)
+    return [_atan2(lw.em, y, x)]
+
+
+@lowers("fmod")
+def _fmod(lw: Lowering) -> list[Sym]:
+    """stablehlo.remainder is C's fmod (the sign of the dividend), integers included."""
+    a, b = lw.em.to_common([lw.x(0), lw.x(1)], lw.out_dtype)
+    return [lw.em.binary("stablehlo.remainder", a, b)]
+
+
+_SAME_WIDTH_INT = {2: DType.INT16, 4: DType.INT32, 8: DType.INT64}
+
+
+@lowers("signbit")
+def _signbit(lw: Lowering) -> list[Sym]:
+    """The sign bit itself (bit cast to the integer of the same width): exact for -0.0 and
+    negative NaNs too."""
+    em, x = lw.em, lw.x()
+    if x.dtype == DType.BOOL:
+        return [em.splat(False, DType.BOOL, x.shape)]
+    if x.dtype.is_float:
+        x = em.op("stablehlo.bitcast_convert", [x], _SAME_WIDTH_INT[x.dtype.itemsize], x.shape)
+    return [em.compare("LT", x, em.scalar_like(0, x))]
 
 
 __all__ = ["LOWERINGS", "Lowering", "Unsupported", "convolution", "erf"]

@@ -1,0 +1,115 @@
+"""Matmul family and convolutions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from irbridge.ir import Value
+
+from ..lower import Emitter, Unsupported
+from ._base import (
+    Args,
+    _aten_fn,
+    _binary,
+    _op,
+    _tuple,
+    aten,
+)
+from .elementwise import (
+    _scaled,
+)
+
+# -- matmul family ----------------------------------------------------------------------
+
+
+@_aten_fn(aten.linear.default)
+def _linear(em: Emitter, a: Args) -> Value:
+    b = a["bias"]
+    return em.op("linear", [em.value(a["input"]), em.value(a["weight"]),
+                            None if b is None else em.value(b)])
+
+
+@_aten_fn(aten.addmm.default)
+def _addmm(em: Emitter, a: Args) -> Value:
+    return em.op("gemm", [em.value(a["mat1"]), em.value(a["mat2"]), em.value(a["self"])],
+                 alpha=float(a["alpha"]), beta=float(a["beta"]))
+
+
+@_aten_fn(aten.mm.default, aten.bmm.default, aten.matmul.default)
+def _matmul(em: Emitter, a: Args) -> Value:
+    x = a["self"]
+    y = a.get("mat2", a.get("other"))
+    return em.op("matmul", [em.value(x), em.value(y)])
+
+
+@_aten_fn(aten.baddbmm.default)
+def _baddbmm(em: Emitter, a: Args) -> Value:
+    out = em.out_dtype()
+    prod = em.op("matmul", [em.value(a["batch1"]), em.value(a["batch2"])])
+    prod = _scaled(em, prod, a["alpha"], out)
+    if float(a["beta"]) == 0.0:
+        return prod
+    return _binary(em, "add", _scaled(em, em.value(a["self"]), a["beta"], out), prod, out)
+
+
+@_aten_fn(aten.t.default, _op("numpy_T"))
+def _t(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    rank = em.rank(x)
+    if rank < 2:
+        return x
+    return em.op("permute", [x], perm=tuple(reversed(range(rank))))
+
+
+# -- convolution -------------------------------------------------------------------------
+
+
+def conv(em: Emitter, x: Any, w: Any, b: Any, stride: Any, padding: Any, dilation: Any,
+         groups: int, transposed: bool = False, output_padding: Any = 0) -> Value:
+    xv, wv = em.value(x), em.value(w)
+    bv = None if b is None else em.value(b)
+    spatial = em.rank(wv) - 2
+    unbatched = em.rank(xv) == spatial + 1
+    if unbatched:
+        xv = em.op("unsqueeze", [xv], axes=(0,))
+    strides, dilations = _tuple(stride, spatial), _tuple(dilation, spatial)
+    if isinstance(padding, str):
+        if padding == "valid":
+            pads: tuple[int, ...] = (0,) * (2 * spatial)
+        elif padding == "same":
+            kernel = em.static_shape(wv)[2:]
+            totals = [d * (k - 1) for d, k in zip(dilations, kernel, strict=True)]
+            pads = tuple(t // 2 for t in totals) + tuple(t - t // 2 for t in totals)
+        else:
+            raise Unsupported(f"padding {padding!r}")
+    else:
+        p = _tuple(padding, spatial)
+        pads = p + p
+    if transposed:
+        y = em.op("conv_transpose", [xv, wv, bv], strides=strides, pads=pads,
+                  dilations=dilations, groups=int(groups),
+                  output_padding=_tuple(output_padding, spatial))
+    else:
+        y = em.op("conv", [xv, wv, bv], strides=strides, pads=pads, dilations=dilations,
+                  groups=int(groups))
+    return em.op("squeeze", [y], axes=(0,)) if unbatched else y
+
+
+@_aten_fn(aten.conv1d.default, aten.conv2d.default, aten.conv3d.default,
+          _op("conv1d", "padding"), _op("conv2d", "padding"), _op("conv3d", "padding"))
+def _conv_nd(em: Emitter, a: Args) -> Value:
+    return conv(em, a["input"], a["weight"], a["bias"], a["stride"], a["padding"],
+                a["dilation"], a["groups"])
+
+
+@_aten_fn(aten.convolution.default, aten._convolution.default)
+def _convolution(em: Emitter, a: Args) -> Value:
+    return conv(em, a["input"], a["weight"], a["bias"], a["stride"], a["padding"],
+                a["dilation"], a["groups"], bool(a["transposed"]), a["output_padding"])
+
+
+@_aten_fn(aten.conv_transpose1d.default, aten.conv_transpose2d.input,
+          aten.conv_transpose3d.input)
+def _conv_transpose(em: Emitter, a: Args) -> Value:
+    return conv(em, a["input"], a["weight"], a["bias"], a["stride"], a["padding"],
+                a["dilation"], a["groups"], True, a["output_padding"])

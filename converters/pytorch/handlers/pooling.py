@@ -1,0 +1,209 @@
+"""Pooling and resizing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from irbridge.ir import Value
+
+from ..lower import Deferred, Emitter, Unsupported
+from ._base import (
+    Args,
+    AtenFn,
+    _aten_fn,
+    _op,
+    _tuple,
+    aten,
+)
+from .attention import (
+    _unsupported,
+)
+
+# -- pooling and resizing --------------------------------------------------------------
+
+
+def _batched(em: Emitter, x: Value, spatial: int) -> tuple[Value, bool]:
+    if em.rank(x) == spatial + 1:
+        return em.op("unsqueeze", [x], axes=(0,)), True
+    return x, False
+
+
+def _unbatch(em: Emitter, y: Value, unbatched: bool) -> Value:
+    return em.op("squeeze", [y], axes=(0,)) if unbatched else y
+
+
+def max_pool(em: Emitter, x: Any, spatial: int, kernel: Any, stride: Any, padding: Any,
+             dilation: Any, ceil_mode: bool) -> Value:
+    xv, unbatched = _batched(em, em.value(x), spatial)
+    k = _tuple(kernel, spatial)
+    s = _tuple(stride, spatial) if stride else k
+    p = _tuple(padding, spatial)
+    y = em.op("max_pool", [xv], kernel=k, strides=s, pads=p + p,
+              dilations=_tuple(dilation, spatial), ceil_mode=bool(ceil_mode))
+    return _unbatch(em, y, unbatched)
+
+
+def _max_pool_fn(spatial: int) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        return max_pool(em, a["self"], spatial, a["kernel_size"], a["stride"], a["padding"],
+                        a["dilation"], a["ceil_mode"])
+    return fn
+
+
+def _max_pool_indices_fn(spatial: int) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Any:
+        from .backward import max_pool_indices  # the indices feed max-pool backward
+
+        y = _max_pool_fn(spatial)(em, a)
+        out = em.static_shape(y)[-spatial:] if em.type(y).is_static else None
+        if out is None:
+            return y, Deferred(lambda: _unsupported("max-pool indices of a symbolic shape"))
+        return y, Deferred(lambda: max_pool_indices(
+            em, a["self"], spatial, a["kernel_size"], a["stride"], a["padding"],
+            a["dilation"], tuple(out)))
+    return fn
+
+
+_aten_fn(aten.max_pool1d.default)(_max_pool_fn(1))
+_aten_fn(aten.max_pool2d.default)(_max_pool_fn(2))
+_aten_fn(aten.max_pool3d.default)(_max_pool_fn(3))
+_aten_fn(aten.max_pool2d_with_indices.default)(_max_pool_indices_fn(2))
+_aten_fn(aten.max_pool3d_with_indices.default)(_max_pool_indices_fn(3))
+_aten_fn(_op("max_pool1d_with_indices"))(_max_pool_indices_fn(1))
+
+
+def avg_pool(em: Emitter, x: Any, spatial: int, kernel: Any, stride: Any, padding: Any,
+             ceil_mode: bool, count_include_pad: bool, divisor: Any = None) -> Value:
+    if divisor is not None:
+        raise Unsupported("avg_pool divisor_override")
+    xv, unbatched = _batched(em, em.value(x), spatial)
+    k = _tuple(kernel, spatial)
+    s = _tuple(stride, spatial) if stride else k
+    p = _tuple(padding, spatial)
+    y = em.op("avg_pool", [xv], kernel=k, strides=s, pads=p + p, ceil_mode=bool(ceil_mode),
+              count_include_pad=bool(count_include_pad))
+    return _unbatch(em, y, unbatched)
+
+
+def _avg_pool_fn(spatial: int) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        return avg_pool(em, a["self"], spatial, a["kernel_size"], a["stride"], a["padding"],
+                        a["ceil_mode"], a["count_include_pad"], a.get("divisor_override"))
+    return fn
+
+
+_aten_fn(aten.avg_pool1d.default)(_avg_pool_fn(1))
+_aten_fn(aten.avg_pool2d.default)(_avg_pool_fn(2))
+_aten_fn(aten.avg_pool3d.default)(_avg_pool_fn(3))
+
+
+def _adaptive_avg_fn(spatial: int) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        return _adaptive(em, a["self"], spatial, a["output_size"], "adaptive_avg_pool")
+    return fn
+
+
+def _adaptive(em: Emitter, x: Any, spatial: int, output_size: Any, op: str) -> Value:
+    xv, unbatched = _batched(em, em.value(x), spatial)
+    shape = em.shape(xv)
+    sizes = [output_size] * spatial if isinstance(output_size, int) else list(output_size)
+    if len(sizes) == 1 and spatial > 1:
+        sizes = sizes * spatial
+    resolved: list[int] = []
+    for i, s in enumerate(sizes):
+        d = shape[2 + i] if s is None else s
+        if not isinstance(d, int):
+            raise Unsupported("adaptive pooling to a symbolic size")
+        resolved.append(int(d))
+    y = em.op(op, [xv], output_size=tuple(resolved))
+    return _unbatch(em, y, unbatched)
+
+
+_aten_fn(aten.adaptive_avg_pool1d.default)(_adaptive_avg_fn(1))
+_aten_fn(aten.adaptive_avg_pool2d.default, aten._adaptive_avg_pool2d.default)(
+    _adaptive_avg_fn(2))
+_aten_fn(aten.adaptive_avg_pool3d.default, aten._adaptive_avg_pool3d.default)(
+    _adaptive_avg_fn(3))
+
+
+def _adaptive_max_fn(spatial: int) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Any:
+        y = _adaptive(em, a["self"], spatial, a["output_size"], "adaptive_max_pool")
+        return y, Deferred(lambda: _unsupported("adaptive max-pool indices"))
+    return fn
+
+
+_aten_fn(aten.adaptive_max_pool1d.default)(_adaptive_max_fn(1))
+_aten_fn(aten.adaptive_max_pool2d.default)(_adaptive_max_fn(2))
+_aten_fn(aten.adaptive_max_pool3d.default)(_adaptive_max_fn(3))
+
+
+def resize(em: Emitter, x: Any, mode: str, scale_factors: Any,
+           align_corners: bool | None) -> Value:
+    """torch's interpolate. `scale_factors` only when torch maps coordinates with them
+    (else, and for integer factors, the output sizes say the same)."""
+    xv = em.value(x)
+    spatial = em.rank(xv) - 2
+    attrs: dict[str, Any] = {}
+    if mode in ("nearest", "nearest-exact"):
+        attrs["mode"] = "nearest"
+        if mode == "nearest":
+            attrs.update(coordinate_mode="asymmetric", nearest_mode="floor")
+        else:
+            attrs.update(coordinate_mode="half_pixel", nearest_mode="round_prefer_ceil")
+    elif mode in ("linear", "bilinear", "trilinear", "bicubic"):
+        attrs["mode"] = "cubic" if mode == "bicubic" else "linear"
+        attrs["coordinate_mode"] = "align_corners" if align_corners else "half_pixel"
+    else:
+        raise Unsupported(f"interpolation mode {mode!r}")
+    out_shape = em.out_shape()
+    in_shape = em.shape(xv)
+    if scale_factors is not None and not align_corners:
+        scales = _float_tuple(scale_factors, spatial)
+        sizes = [in_shape[2 + i] for i in range(spatial)]
+        exact = all(isinstance(s, int) and float(sc).is_integer() for s, sc in
+                    zip(sizes, scales, strict=True))
+        if exact:  # torch uses in/out for integer factors: sizes say the same
+            attrs["sizes"] = tuple(int(d) for d in out_shape[2:])  # type: ignore[arg-type]
+        else:
+            attrs["scales"] = scales
+    else:
+        dims = out_shape[2:]
+        if not all(isinstance(d, int) for d in dims):
+            raise Unsupported("resize to a symbolic size")
+        attrs["sizes"] = tuple(int(d) for d in dims)  # type: ignore[arg-type]
+    return em.op("resize", [xv], **attrs)
+
+
+def _float_tuple(value: Any, count: int) -> tuple[float, ...]:
+    if isinstance(value, int | float):
+        return (float(value),) * count
+    items = tuple(float(v) for v in value)
+    return items * count if len(items) == 1 and count > 1 else items
+
+
+def _upsample(mode: str, spatial: int, vec: bool) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        x = a["input"] if "input" in a else a["self"]
+        align = a.get("align_corners")
+        if vec:
+            scales = a["scale_factors"] if a["output_size"] is None else None
+            return resize(em, x, mode, scales, align)
+        given = [a[k] for k in ("scales_d", "scales_h", "scales_w", "scales") if k in a]
+        use = given if given and all(g is not None for g in given) else None
+        return resize(em, x, mode, use, align)
+    return fn
+
+
+for _mode, _sp, _packet in (("nearest", 1, "upsample_nearest1d"),
+                            ("nearest", 2, "upsample_nearest2d"),
+                            ("nearest", 3, "upsample_nearest3d"),
+                            ("nearest-exact", 1, "_upsample_nearest_exact1d"),
+                            ("nearest-exact", 2, "_upsample_nearest_exact2d"),
+                            ("nearest-exact", 3, "_upsample_nearest_exact3d"),
+                            ("linear", 1, "upsample_linear1d"),
+                            ("bilinear", 2, "upsample_bilinear2d"),
+                            ("trilinear", 3, "upsample_trilinear3d"),
+                            ("bicubic", 2, "upsample_bicubic2d")):
+    _aten_fn(_op(_packet, "vec"))(_upsample(_mode, _sp, True))
+    _aten_fn(_op(_packet, "default"))(_upsample(_mode, _sp, False))

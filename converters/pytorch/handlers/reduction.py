@@ -1,0 +1,215 @@
+"""Reductions and softmax."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from irbridge.dtypes import DType
+from irbridge.ir import Value
+
+from ..lower import Deferred, Emitter, Unsupported
+from ._base import (
+    Args,
+    AtenFn,
+    _aten_fn,
+    _axis,
+    _dims,
+    _op,
+    aten,
+)
+
+# -- reductions and softmax ---------------------------------------------------------------
+
+
+def _lift_0d(fn: AtenFn) -> AtenFn:
+    """torch lets a 0-d tensor stand for a 1-element vector in every dim-taking op (dim 0
+    or -1, keepdim or not) and gives 0-d results. The IR's ops want a real axis: a 0-d
+    `self` is reshaped to [1], the op runs along axis 0, and each tensor result is reshaped
+    back to 0-d."""
+    def lifted(em: Emitter, a: Args) -> Any:
+        x = a.get("self")
+        if not isinstance(x, Value) or em.rank(x) != 0:
+            return fn(em, a)
+        result = fn(em, {**a, "self": em.op("reshape", [x], shape=(1,))})
+
+        def scalar(v: Any) -> Any:
+            if isinstance(v, Deferred):
+                return Deferred(lambda: scalar(v.resolve()))
+            if isinstance(v, Value) and em.rank(v) != 0:
+                return em.op("reshape", [v], shape=())
+            return v
+        if isinstance(result, tuple):
+            return tuple(scalar(v) for v in result)
+        return scalar(result)
+    return lifted
+
+
+
+def _reduce(name: str, dim_key: str = "dim") -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        x = em.value(a["self"])
+        dtype = a.get("dtype")
+        out = em.out_dtype()
+        if dtype is not None or (name in ("reduce_mean",) and out != em.type(x).dtype) or (name == "reduce_sum" and out != em.type(x).dtype):
+            x = em.cast(x, out)
+        axes = _dims(a.get(dim_key), em.rank(x))
+        return em.op(name, [x], axes=axes, keepdims=bool(a.get("keepdim", False)))
+    return fn
+
+
+_aten_fn(aten.sum.dim_IntList, aten.sum.default)(_lift_0d(_reduce("reduce_sum")))
+_aten_fn(aten.mean.dim, aten.mean.default)(_lift_0d(_reduce("reduce_mean")))
+_aten_fn(aten.amax.default)(_lift_0d(_reduce("reduce_max")))
+_aten_fn(aten.amin.default)(_lift_0d(_reduce("reduce_min")))
+_aten_fn(aten.prod.dim_int, aten.prod.default)(_lift_0d(_reduce("reduce_prod")))
+_aten_fn(aten.logsumexp.default)(_lift_0d(_reduce("reduce_log_sum_exp")))
+
+
+@_aten_fn(aten.max.default, aten.min.default)
+def _max_all(em: Emitter, a: Args) -> Value:
+    name = "reduce_max" if a["__op__"] is aten.max.default else "reduce_min"
+    return em.op(name, [em.value(a["self"])], axes=(), keepdims=False)
+
+
+def _max_dim(name: str, arg: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Any:
+        x = em.value(a["self"])
+        axis = _axis(int(a["dim"]), em.rank(x))
+        keep = bool(a["keepdim"])
+        values = em.op(name, [x], axes=(axis,), keepdims=keep)
+        indices = Deferred(lambda: em.op(arg, [x], axis=axis, keepdims=keep))
+        return values, indices
+    return fn
+
+
+_aten_fn(aten.max.dim)(_lift_0d(_max_dim("reduce_max", "argmax")))
+_aten_fn(aten.min.dim)(_lift_0d(_max_dim("reduce_min", "argmin")))
+
+
+def _arg_fn(name: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        x = em.value(a["self"])
+        keep = bool(a["keepdim"])
+        if a["dim"] is None:
+            flat = em.op("reshape", [x], shape=(-1,))
+            y = em.op(name, [flat], axis=0, keepdims=False)
+            if keep:
+                y = em.op("reshape", [y], shape=(1,) * em.rank(x))
+            return y
+        return em.op(name, [x], axis=_axis(int(a["dim"]), em.rank(x)), keepdims=keep)
+    return fn
+
+
+_aten_fn(aten.argmax.default)(_lift_0d(_arg_fn("argmax")))
+_aten_fn(aten.argmin.default)(_lift_0d(_arg_fn("argmin")))
+
+
+@_aten_fn(aten.var.correction, aten.var.dim, aten.std.correction, aten.std.dim,
+          aten.var_mean.correction)
+@_lift_0d
+def _var(em: Emitter, a: Args) -> Any:
+    x = em.cast(em.value(a["self"]), em.out_dtype())
+    rank = em.rank(x)
+    axes = _dims(a.get("dim"), rank)
+    keep = bool(a.get("keepdim", False))
+    correction = a.get("correction")
+    if correction is None:
+        correction = 1 if a.get("unbiased", True) else 0
+    shape = em.shape(x)
+    n = 1
+    for i in axes:
+        if not isinstance(shape[i], int):
+            raise Unsupported("variance over a symbolic dim")
+        n *= shape[i]  # type: ignore[operator]
+    dtype = em.type(x).dtype
+    mean = em.op("reduce_mean", [x], axes=axes, keepdims=True)
+    c = em.op("sub", [x, mean])
+    total = em.op("reduce_sum", [em.op("mul", [c, c])], axes=axes, keepdims=keep)
+    var = em.op("div", [total, em.scalar(max(n - float(correction), 0.0), dtype)])
+    target = a.get("__op__")
+    if target in (aten.std.correction, aten.std.dim):
+        return em.op("sqrt", [var])
+    if target is aten.var_mean.correction:
+        m = mean if keep else em.op("squeeze", [mean], axes=axes)
+        return var, m
+    return var
+
+
+@_aten_fn(aten.linalg_vector_norm.default)
+@_lift_0d
+def _vector_norm(em: Emitter, a: Args) -> Value:
+    x = em.cast(em.value(a["self"]), em.out_dtype())
+    axes = _dims(a.get("dim"), em.rank(x))
+    keep = bool(a["keepdim"])
+    order = float(a["ord"])
+    if order == 2:
+        return em.op("reduce_l2", [x], axes=axes, keepdims=keep)
+    if order == 1:
+        return em.op("reduce_sum", [em.op("abs", [x])], axes=axes, keepdims=keep)
+    if math.isinf(order):
+        return em.op("reduce_max" if order > 0 else "reduce_min", [em.op("abs", [x])],
+                     axes=axes, keepdims=keep)
+    raise Unsupported(f"vector norm of order {order}")
+
+
+def _softmax_fn(name: str, **extra: bool) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        x = em.cast(em.value(a["self"]), em.out_dtype())
+        return em.op(name, [x], axis=_axis(int(a["dim"]), max(em.rank(x), 1)), **extra)
+    return fn
+
+
+_aten_fn(aten.softmax.int, aten._softmax.default)(_lift_0d(_softmax_fn("softmax")))
+# _safe_softmax (SDPA's masked softmax): rows of all -inf give 0, not softmax's NaN
+_aten_fn(_op("_safe_softmax"))(_lift_0d(_softmax_fn("softmax", safe=True)))
+_aten_fn(aten.log_softmax.int, aten._log_softmax.default)(_lift_0d(_softmax_fn("log_softmax")))
+
+
+@_aten_fn(aten.cumsum.default, aten.cumsum_.default if hasattr(aten, "cumsum_") else None)
+@_lift_0d
+def _cumsum(em: Emitter, a: Args) -> Value:
+    x = em.cast(em.value(a["self"]), em.out_dtype())
+    return em.op("cumsum", [x], axis=_axis(int(a["dim"]), em.rank(x)))
+
+
+@_aten_fn(aten.topk.default)
+@_lift_0d
+def _topk(em: Emitter, a: Args) -> Any:
+    x = em.value(a["self"])
+    values, indices = em.ops("topk", [x], k=int(a["k"]), axis=_axis(int(a["dim"]), em.rank(x)),
+                             largest=bool(a["largest"]), sorted=bool(a["sorted"]))
+    return values, indices
+
+
+@_aten_fn(aten.sort.default, aten.sort.stable)
+@_lift_0d
+def _sort(em: Emitter, a: Args) -> Any:
+    x = em.value(a["self"])
+    values, indices = em.ops("sort", [x], axis=_axis(int(a["dim"]), em.rank(x)),
+                             descending=bool(a["descending"]))
+    return values, indices
+
+
+@_aten_fn(aten.argsort.default, _op("argsort", "stable"))
+@_lift_0d
+def _argsort(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    _, indices = em.ops("sort", [x], axis=_axis(int(a["dim"]), em.rank(x)),
+                        descending=bool(a["descending"]))
+    return indices
+
+
+@_aten_fn(aten.any.default, aten.any.dim, _op("any", "dims"), aten.all.default, aten.all.dim,
+          _op("all", "dims"))
+@_lift_0d
+def _any_all(em: Emitter, a: Args) -> Value:
+    x = em.cast(em.value(a["self"]), DType.BOOL)
+    target = a.get("__op__")
+    is_any = target in (aten.any.default, aten.any.dim, _op("any", "dims"))
+    ints = em.cast(x, DType.INT32)
+    dims = a.get("dim")
+    axes = _dims(dims, em.rank(x))
+    r = em.op("reduce_max" if is_any else "reduce_min", [ints], axes=axes,
+              keepdims=bool(a.get("keepdim", False)))
+    return em.cast(r, DType.BOOL)

@@ -1,0 +1,504 @@
+"""Shapes: views, reshapes, slicing, concatenation, indexing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.fx
+
+from irbridge.dtypes import DType
+from irbridge.ir import Value
+
+from ..lower import Emitter, Sym, Unsupported
+from ._base import (
+    INT64_MAX,
+    Args,
+    AtenFn,
+    _aten_fn,
+    _axis,
+    _expand_to,
+    _is_python_number,
+    _op,
+    _operand,
+    _reshape_to,
+    aten,
+)
+
+# -- shapes ----------------------------------------------------------------------------------
+
+
+@_aten_fn(aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+          _op("view_copy"))
+def _view(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    sizes: Any = a.get("size", a.get("shape"))
+    if isinstance(sizes, int | Sym):
+        sizes = [sizes]
+    return _reshape_to(em, x, _sizes_from_meta(em, list(sizes)))
+
+
+def _sizes_from_meta(em: Emitter, sizes: list[Any]) -> list[Any]:
+    """Use the static output dims where torch knows them (fewer runtime shape ops)."""
+    try:
+        out = em.out_shape()
+    except Unsupported:
+        return sizes
+    if len(out) != len(sizes):
+        return sizes
+    resolved = []
+    for s, d in zip(sizes, out, strict=True):
+        resolved.append(d if isinstance(d, int) and not isinstance(s, int) else s)
+    return resolved
+
+
+@_aten_fn(aten.flatten.using_ints)
+def _flatten(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    rank = em.rank(x)
+    if rank == 0:
+        return em.op("reshape", [x], shape=(1,))
+    return em.op("flatten", [x], start_axis=_axis(int(a["start_dim"]), rank),
+                 end_axis=_axis(int(a["end_dim"]), rank))
+
+
+@_aten_fn(aten.unflatten.int)
+def _unflatten(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    out = em.out_shape()
+    if all(isinstance(d, int) for d in out):
+        return em.op("reshape", [x], shape=tuple(int(d) for d in out))  # type: ignore[arg-type]
+    rank = em.rank(x)
+    dim = _axis(int(a["dim"]), rank)
+    sizes = list(a["sizes"])
+    items: list[Any] = [0] * dim + sizes + [0] * (rank - dim - 1)
+    if 0 in sizes:
+        raise Unsupported("unflatten with a zero size")
+    return em.op("reshape", [x], shape=tuple(int(i) for i in items)) if all(
+        isinstance(i, int) for i in items) else _reshape_to(em, x, items)
+
+
+@_aten_fn(aten.permute.default, _op("permute_copy"))
+def _permute(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    rank = em.rank(x)
+    perm = tuple(_axis(int(d), rank) for d in a["dims"])
+    if perm == tuple(range(rank)):
+        return x
+    return em.op("permute", [x], perm=perm)
+
+
+@_aten_fn(aten.transpose.int, _op("transpose_copy", "int"), _op("swapaxes"), _op("swapdims"))
+def _transpose(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    rank = em.rank(x)
+    d0 = _axis(int(_first(a, "dim0", "axis0")), rank)
+    d1 = _axis(int(_first(a, "dim1", "axis1")), rank)
+    if d0 == d1:
+        return x
+    perm = list(range(rank))
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return em.op("permute", [x], perm=tuple(perm))
+
+
+def _first(a: Args, *keys: str) -> Any:
+    for key in keys:
+        if a.get(key) is not None:
+            return a[key]
+    raise Unsupported(f"missing argument {keys[0]}")
+
+
+@_aten_fn(aten.unsqueeze.default, _op("unsqueeze_copy"))
+def _unsqueeze(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    return em.op("unsqueeze", [x], axes=(_axis(int(a["dim"]), em.rank(x) + 1),))
+
+
+@_aten_fn(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, _op("squeeze_copy", "dim"),
+          _op("squeeze_copy", "dims"))
+def _squeeze(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    shape = em.shape(x)
+    rank = len(shape)
+    dims = a.get("dim")
+    candidates: list[int]
+    if dims is None:
+        candidates = list(range(rank))
+    elif isinstance(dims, int):
+        candidates = [_axis(dims, max(rank, 1))] if rank else []
+    else:
+        candidates = [_axis(int(d), max(rank, 1)) for d in dims] if rank else []
+    axes = tuple(i for i in candidates if shape[i] == 1)
+    if any(not isinstance(shape[i], int) for i in candidates):
+        raise Unsupported("squeeze of a symbolic dim")
+    if not axes:
+        return x
+    return em.op("squeeze", [x], axes=axes)
+
+
+@_aten_fn(aten.expand.default, _op("expand_copy"))
+def _expand(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    return _expand_to(em, x, _sizes_from_meta(em, list(a["size"])))
+
+
+@_aten_fn(aten.expand_as.default)
+def _expand_as(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    return _expand_to(em, x, list(em.out_shape()))
+
+
+@_aten_fn(aten.slice.Tensor, _op("slice_copy", "Tensor"))
+def _slice(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    rank = em.rank(x)
+    dim = _axis(int(a["dim"]), rank)
+    start, end, step = a["start"], a["end"], a["step"]
+    start = 0 if start is None else start
+    end = INT64_MAX if end is None else end
+    step = 1 if step is None else step
+    size = em.shape(x)[dim]
+    if isinstance(end, Sym | torch.SymInt) or isinstance(start, Sym | torch.SymInt):
+        # a symbolic bound equal to the whole dim is a no-op
+        if start in (0, None) and isinstance(end, Sym) and em.out_shape()[dim] == size:
+            return x
+        raise Unsupported("slice with symbolic bounds")
+    start, end, step = int(start), int(end), int(step)
+    if start == 0 and step == 1 and (end >= INT64_MAX or (isinstance(size, int)
+                                                          and end >= size)):
+        return x
+    return em.op("slice", [x], starts=(start,), ends=(min(end, INT64_MAX),), axes=(dim,),
+                 steps=(step,))
+
+
+@_aten_fn(aten.narrow.default)
+def _narrow(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    dim = _axis(int(a["dim"]), em.rank(x))
+    start, length = int(a["start"]), int(a["length"])
+    if start < 0:
+        size = em.shape(x)[dim]
+        if not isinstance(size, int):
+            raise Unsupported("narrow from the back of a symbolic dim")
+        start += size
+    return em.op("slice", [x], starts=(start,), ends=(start + length,), axes=(dim,))
+
+
+@_aten_fn(aten.select.int, _op("select_copy", "int"))
+def _select(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    dim = _axis(int(a["dim"]), em.rank(x))
+    index = a["index"]
+    if not isinstance(index, int):
+        raise Unsupported("select with a symbolic index")
+    return _select_index(em, x, dim, int(index))
+
+
+def _select_index(em: Emitter, x: Value, dim: int, index: int) -> Value:
+    end = INT64_MAX if index == -1 else index + 1
+    part = em.op("slice", [x], starts=(index,), ends=(end,), axes=(dim,))
+    return em.op("squeeze", [part], axes=(dim,))
+
+
+@_aten_fn(aten.cat.default, _op("concat"), _op("concatenate"))
+def _cat(em: Emitter, a: Args) -> Value:
+    tensors = [em.value(t) for t in a["tensors"]]
+    out = em.out_dtype()
+    kept = [em.cast(t, out) for t in tensors
+            if not (em.type(t).shape == (0,) and em.rank(tensors[0]) != 1)]
+    rank = em.rank(kept[0])
+    axis = _axis(int(a["dim"]), rank)
+    if len(kept) == 1:
+        return kept[0]
+    return em.op("concat", kept, axis=axis)
+
+
+@_aten_fn(aten.stack.default)
+def _stack(em: Emitter, a: Args) -> Value:
+    tensors = [em.value(t) for t in a["tensors"]]
+    out = em.out_dtype()
+    rank = em.rank(tensors[0]) + 1
+    axis = _axis(int(a["dim"]), rank)
+    parts = [em.op("unsqueeze", [em.cast(t, out)], axes=(axis,)) for t in tensors]
+    return parts[0] if len(parts) == 1 else em.op("concat", parts, axis=axis)
+
+
+def _split_sizes(em: Emitter, x: Value, dim: int, sizes: Sequence[int]) -> list[Value]:
+    if len(sizes) == 1:
+        return [x]
+    return em.ops("split", [x], count=len(sizes), axis=dim, sizes=tuple(int(s) for s in sizes))
+
+
+@_aten_fn(aten.split.Tensor, aten.split_with_sizes.default, _op("split_with_sizes_copy"),
+          _op("split_copy", "Tensor"))
+def _split(em: Emitter, a: Args) -> list[Value]:
+    x = em.value(a["self"])
+    dim = _axis(int(a["dim"]), em.rank(x))
+    size = em.shape(x)[dim]
+    if "split_sizes" in a and a["split_sizes"] is not None:
+        sizes = [int(s) for s in a["split_sizes"]]
+    else:
+        if not isinstance(size, int):
+            raise Unsupported("split of a symbolic dim")
+        step = int(a["split_size"])
+        sizes = [min(step, size - i) for i in range(0, size, step)] if size else [0]
+    return _split_sizes(em, x, dim, sizes)
+
+
+@_aten_fn(aten.chunk.default)
+def _chunk(em: Emitter, a: Args) -> list[Value]:
+    x = em.value(a["self"])
+    dim = _axis(int(a["dim"]), em.rank(x))
+    size = em.shape(x)[dim]
+    if not isinstance(size, int):
+        raise Unsupported("chunk of a symbolic dim")
+    step = -(-size // int(a["chunks"]))
+    sizes = [min(step, size - i) for i in range(0, size, step)]
+    return _split_sizes(em, x, dim, sizes)
+
+
+@_aten_fn(aten.unbind.int, _op("unbind_copy", "int"))
+def _unbind(em: Emitter, a: Args) -> list[Value]:
+    x = em.value(a["self"])
+    dim = _axis(int(a["dim"]), em.rank(x))
+    size = em.shape(x)[dim]
+    if not isinstance(size, int):
+        raise Unsupported("unbind of a symbolic dim")
+    parts = _split_sizes(em, x, dim, [1] * size)
+    return [em.op("squeeze", [p], axes=(dim,)) for p in parts]
+
+
+@_aten_fn(aten.index_select.default)
+def _index_select(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    return em.op("gather", [x, em.value(a["index"])], axis=_axis(int(a["dim"]), em.rank(x)))
+
+
+@_aten_fn(aten.gather.default)
+def _gather(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    return em.op("gather_elements", [x, em.value(a["index"])],
+                 axis=_axis(int(a["dim"]), em.rank(x)))
+
+
+@_aten_fn(aten.scatter.src, aten.scatter.value, aten.scatter_add.default,
+          aten.scatter.reduce, aten.scatter.value_reduce)
+def _scatter(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    out = em.type(x).dtype
+    updates = a.get("src", a.get("value"))
+    idx = em.value(a["index"])
+    if _is_python_number(updates):
+        updates = _expand_to(em, em.scalar(updates, out), list(em.shape(idx)))  # type: ignore[arg-type]
+    target = a.get("__op__")
+    reduction = "add" if target is aten.scatter_add.default else {
+        None: "none", "add": "add", "multiply": "mul"}.get(a.get("reduce"), "none")
+    return em.op("scatter_elements", [x, idx, _operand(em, updates, out)],
+                 axis=_axis(int(a["dim"]), em.rank(x)), reduction=reduction)
+
+
+@_aten_fn(aten.index_put.default, aten.index_put_.default, _op("_unsafe_index_put"),
+          _op("_index_put_impl_"), _op("_index_put_impl"))
+def _index_put(em: Emitter, a: Args) -> Value:
+    """x[indices] = values (or += with accumulate): the registry's index_put, the index
+    tensors placed on the axes they start at (a bool mask spans its rank of axes)."""
+    x = em.value(a["self"])
+    values = em.value(a["values"])
+    dtype = em.type(x).dtype
+    if em.type(values).dtype != dtype:
+        values = em.cast(values, dtype)
+    axes: list[int] = []
+    tensors: list[Value] = []
+    axis = 0
+    for index in a["indices"]:
+        if index is None:
+            axis += 1
+            continue
+        v = em.value(index)
+        axes.append(axis)
+        tensors.append(v)
+        rank = len(em.shape(v))
+        axis += rank if em.type(v).dtype == DType.BOOL else 1
+    if not tensors:
+        raise Unsupported("index_put without index tensors")
+    return em.op("index_put", [x, values, *tensors], index_axes=axes,
+                 accumulate=bool(a.get("accumulate", False)))
+
+
+@_aten_fn(aten.index.Tensor, _op("_unsafe_index", "Tensor"))
+def _index(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    indices = list(a["indices"])
+    used = [i for i, t in enumerate(indices) if t is not None]
+    if not used:
+        return x
+    values = [em.value(indices[i]) for i in used]
+    if any(em.type(v).dtype == DType.BOOL for v in values):
+        raise Unsupported("boolean mask indexing (data-dependent shape)")
+    if used != list(range(used[0], used[0] + len(used))):
+        raise Unsupported("advanced indexing over non-adjacent dims")
+    first = used[0]
+    if len(values) == 1:
+        return em.op("gather", [x, values[0]], axis=first)
+    # several adjacent index tensors: merge the indexed dims and combine the indices
+    flat_index: Value | None = None
+    for v, dim in zip(values, used, strict=True):
+        v = em.cast(v, DType.INT64)
+        size = em.size_of(x, dim)
+        size_v = em.value(size, DType.INT64)
+        v = em.op("where", [em.op("less", [v, em.scalar(0, DType.INT64)]),
+                            em.op("add", [v, size_v]), v])
+        flat_index = v if flat_index is None else em.op(
+            "add", [em.op("mul", [flat_index, size_v]), v])
+    merged = em.op("flatten", [x], start_axis=first, end_axis=first + len(used) - 1)
+    shape = em.shape(x)
+    em.set_shape(merged, (*shape[:first], em.lowerer.owner.product_dim(
+        shape[first:first + len(used)]), *shape[first + len(used):]))
+    assert flat_index is not None
+    return em.op("gather", [merged, flat_index], axis=first)
+
+
+@_aten_fn(aten.embedding.default)
+def _embedding(em: Emitter, a: Args) -> Value:
+    return em.op("embedding", [em.value(a["weight"]), em.value(a["indices"])])
+
+
+@_aten_fn(aten.repeat.default)
+def _repeat(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    repeats = [int(r) for r in a["repeats"]]
+    rank = em.rank(x)
+    if len(repeats) > rank:
+        x = em.op("reshape", [x], shape=(*([1] * (len(repeats) - rank)), *em.static_shape(x)))
+    return em.op("tile", [x], repeats=tuple(repeats))
+
+
+@_aten_fn(aten.constant_pad_nd.default)
+def _constant_pad(em: Emitter, a: Args) -> Value:
+    return pad(em, a["self"], a["pad"], "constant", a["value"])
+
+
+@_aten_fn(aten.pad.default)
+def _pad(em: Emitter, a: Args) -> Value:
+    mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge",
+            "circular": "wrap"}.get(str(a["mode"]))
+    if mode is None:
+        raise Unsupported(f"pad mode {a['mode']!r}")
+    return pad(em, a["self"], a["pad"], mode, a["value"])
+
+
+def pad(em: Emitter, x: Any, torch_pads: Sequence[int], mode: str, value: Any) -> Value:
+    xv = em.value(x)
+    rank = em.rank(xv)
+    pads = [int(p) for p in torch_pads]
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pads) // 2):
+        dim = rank - 1 - i
+        begins[dim], ends[dim] = pads[2 * i], pads[2 * i + 1]
+    if not any(begins) and not any(ends):
+        return xv
+    return em.op("pad", [xv], pads=tuple(begins + ends), mode=mode,
+                 value=float(value) if value is not None else 0.0)
+
+
+def _pad_mode(mode: str, spatial: int) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        return pad(em, a["self"], a["padding"], mode, 0.0)
+    return fn
+
+
+for _sp in (1, 2, 3):
+    _aten_fn(_op(f"reflection_pad{_sp}d"))(_pad_mode("reflect", _sp))
+    _aten_fn(_op(f"replication_pad{_sp}d"))(_pad_mode("edge", _sp))
+
+
+@_aten_fn(aten.tril.default, aten.triu.default, _op("tril_"), _op("triu_"))
+def _trilu(em: Emitter, a: Args) -> Value:
+    upper = a.get("__op__") in (aten.triu.default, _op("triu_"))
+    return em.op("trilu", [em.value(a["self"])], upper=upper, k=int(a["diagonal"]))
+
+
+@_aten_fn(aten.flip.default)
+def _flip(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    rank = em.rank(x)
+    dims = tuple(_axis(int(d), rank) for d in a["dims"])
+    if not dims:
+        return x
+    return em.op("slice", [x], starts=(-1,) * len(dims), ends=(-INT64_MAX,) * len(dims),
+                 axes=dims, steps=(-1,) * len(dims))
+
+
+@_aten_fn(aten.roll.default)
+def _roll(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    shifts = [int(s) for s in (a["shifts"] if not isinstance(a["shifts"], int)
+                               else [a["shifts"]])]
+    dims = a["dims"]
+    if not dims:
+        raise Unsupported("roll over the flattened tensor")
+    dims = [_axis(int(d), em.rank(x)) for d in (dims if not isinstance(dims, int) else [dims])]
+    shape = em.shape(x)
+    for shift, dim in zip(shifts, dims, strict=True):
+        size = shape[dim]
+        if not isinstance(size, int):
+            raise Unsupported("roll of a symbolic dim")
+        s = shift % size
+        if s == 0:
+            continue
+        tail = em.op("slice", [x], starts=(size - s,), ends=(size,), axes=(dim,))
+        head = em.op("slice", [x], starts=(0,), ends=(size - s,), axes=(dim,))
+        x = em.op("concat", [tail, head], axis=dim)
+    return x
+
+
+@_aten_fn(aten.slice_scatter.default)
+def _slice_scatter(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    src = em.cast(em.value(a["src"]), em.type(x).dtype)
+    rank = em.rank(x)
+    dim = _axis(int(a["dim"]), rank)
+    size = em.shape(x)[dim]
+    if not isinstance(size, int):
+        raise Unsupported("slice_scatter on a symbolic dim")
+    start = 0 if a["start"] is None else int(a["start"])
+    end = size if a["end"] is None else min(int(a["end"]), size)
+    step = int(a["step"] or 1)
+    start = start + size if start < 0 else start
+    end = end + size if end < 0 else end
+    if step != 1:
+        # strided: scatter the rows start, start+step, ... of `dim`
+        src_shape = em.static_shape(src)
+        rows = np.arange(start, end, step, dtype=np.int64)
+        if len(rows) != src_shape[dim]:
+            raise Unsupported("slice_scatter source does not fit the slice")
+        index = rows.reshape([-1 if d == dim else 1 for d in range(rank)])
+        index = np.broadcast_to(index, src_shape).copy()
+        return em.op("scatter_elements", [x, em.const(index, DType.INT64), src], axis=dim)
+    parts = []
+    if start > 0:
+        parts.append(em.op("slice", [x], starts=(0,), ends=(start,), axes=(dim,)))
+    parts.append(src)
+    if end < size:
+        parts.append(em.op("slice", [x], starts=(end,), ends=(size,), axes=(dim,)))
+    return parts[0] if len(parts) == 1 else em.op("concat", parts, axis=dim)
+
+
+@_aten_fn(aten.select_scatter.default)
+def _select_scatter(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    dim = _axis(int(a["dim"]), em.rank(x))
+    src = em.op("unsqueeze", [em.cast(em.value(a["src"]), em.type(x).dtype)], axes=(dim,))
+    size = em.shape(x)[dim]
+    if not isinstance(size, int):
+        raise Unsupported("select_scatter on a symbolic dim")
+    index = int(a["index"]) % size
+    parts = []
+    if index > 0:
+        parts.append(em.op("slice", [x], starts=(0,), ends=(index,), axes=(dim,)))
+    parts.append(src)
+    if index + 1 < size:
+        parts.append(em.op("slice", [x], starts=(index + 1,), ends=(size,), axes=(dim,)))
+    return parts[0] if len(parts) == 1 else em.op("concat", parts, axis=dim)

@@ -65,11 +65,12 @@ def _write_irb(model: Model, path: Path, **options: Any) -> Path:
 
 
 def _write_onnx(model: Model, path: Path, **options: Any) -> Path:
-    from irbridge.converters.onnx import DEFAULT_OPSET, export_onnx
+    from irbridge.converters.onnx import export_onnx
 
-    return export_onnx(model, path, opset=options.get("opset") or DEFAULT_OPSET,
+    return export_onnx(model, path, opset=options.get("opset"),
                        optimize=options.get("optimize", True),
-                       fold_batch_norm=options.get("fold_batch_norm", False))
+                       fold_batch_norm=options.get("fold_batch_norm", False),
+                       allow_custom_ops=options.get("allow_custom_ops", False))
 
 
 def _write_stablehlo(model: Model, path: Path, **options: Any) -> Path:

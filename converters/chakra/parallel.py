@@ -29,9 +29,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from irbridge.analysis.roofline import Roof
 from irbridge.converters.chakra.plan import ComputeNode, Plan, min_bytes, split_balanced
 from irbridge.errors import IrbridgeError
-from irbridge.ir import Value
+from irbridge.ir import Node, Value
 from irbridge.ops import registry
 from irbridge.ops.registry import Category
 
@@ -395,7 +396,7 @@ def _category(op: str) -> Category | None:
     return schema.category if schema is not None else None
 
 
-def _tensor_parallel(ctx: _Context) -> None:
+def _tensor_parallel(ctx: _Context, units: Sequence[_Unit] | None = None) -> None:
     """Megatron-style splits, from the dataflow of the compute nodes (topological order):
 
     - a node whose matmul-like op reads a trainable weight is **column**-parallel when its
@@ -405,14 +406,21 @@ def _tensor_parallel(ctx: _Context) -> None:
       vocabulary-parallel, i.e. row (partial output, all-reduce);
     - a node without weights that reads a split activation runs **split** (heads or
       channels divided), unless it also reads a whole activation at least as large as the
-      split one (a residual add, a layer norm's input): then it **gathers** the split
+      split one (a residual add, a layer norm's input; float tensors only: integer and bool
+      indices and masks are replicated): then it **gathers** the split
       inputs first (all-gather; reduce-scatter of their gradient in the backward);
     - anything else is replicated on every TP rank.
-    Split nodes run 1/T of their FLOPs and bytes; their weights' gradients are 1/T."""
-    producer = {id(v): n.index for n in ctx.nodes for p in n.partitions for m in p.nodes
-                for v in m.outputs}
-    for n in ctx.nodes:
-        members = [m for p in n.partitions for m in p.nodes]
+    Split nodes run 1/T of their FLOPs and bytes; their weights' gradients are 1/T.
+
+    `units` classifies other units than the trace's compute nodes (e.g. single kernels:
+    `shard_forward`), given as (index, IR nodes, values read from other units, values
+    that leave the unit)."""
+    if units is None:
+        units = [_Unit(n.index, [m for p in n.partitions for m in p.nodes], n.reads, n.outputs)
+                 for n in ctx.nodes]
+    producer = {id(v): n.index for n in units for m in n.members for v in m.outputs}
+    for n in units:
+        members = n.members
         weighted = [m for m in members if (cat := _category(m.op)) is not None
                     and cat.matmul_like and any(v is not None and trainable(v)
                                                 for v in m.inputs)]
@@ -422,7 +430,10 @@ def _tensor_parallel(ctx: _Context) -> None:
         split_in = [v for v in reads if id(v) in ctx.sharded]
         whole_in = [v for v in reads if id(v) not in ctx.sharded]
         if weighted or table:
-            kind = "row" if (split_in or (table and not weighted)) else "col"
+            # Row-parallel when what the matmul itself multiplies is split (an epilogue
+            # reading a split tensor does not make it so).
+            split_mm = any(_reads_split(m, n.index, producer, ctx.sharded) for m in weighted)
+            kind = "row" if (split_mm or (table and not weighted)) else "col"
             for m in weighted + table:
                 for v in m.inputs:
                     if v is not None and trainable(v):
@@ -430,7 +441,8 @@ def _tensor_parallel(ctx: _Context) -> None:
         elif split_in:
             largest = max(_value_bytes(v) for v in split_in) / ctx.tp
             kind = "gather" if any(_value_bytes(v) >= largest * ctx.tp and producer.get(id(v))
-                                   is not None for v in whole_in) else "split"
+                                   is not None and _is_activation(v) for v in whole_in) \
+                else "split"
         else:
             kind = "rep"
         ctx.split[n.index] = kind
@@ -439,7 +451,79 @@ def _tensor_parallel(ctx: _Context) -> None:
         ctx.tp_in_bytes[n.index] = sum(
             math.ceil(_value_bytes(v) / ctx.tp) if kind == "gather" else _value_bytes(v)
             for v in (split_in if kind == "gather" else reads))
-        ctx.tp_out_bytes[n.index] = sum(_value_bytes(v) for v in n.outputs)
+        # A row-parallel unit all-reduces what its matmul (or lookup) makes: the partial sums,
+        # before any epilogue; other units' outputs are what leaves them.
+        made = [v for m in weighted + table for v in m.outputs] if kind == "row" else n.outputs
+        ctx.tp_out_bytes[n.index] = sum(_value_bytes(v) for v in made)
+
+
+@dataclass
+class _Unit:
+    """What the tensor-parallel rules look at: a compute node of a trace, or one kernel."""
+
+    index: int
+    members: list[Node]
+    reads: dict[int, Value]  # id(value) -> value produced by another unit
+    outputs: list[Value]  # values another unit (or the graph's caller) reads
+
+
+@dataclass(frozen=True)
+class ShardedKernel:
+    """One kernel of a forward pass split over `tp` ranks by the rules of the traces."""
+
+    roof: Roof
+    share: int  # TP ranks dividing its FLOPs and bytes (1: every rank runs all of it)
+    gather_bytes: int  # all-gather of its split inputs before it (bytes of one rank's shard)
+    reduce_bytes: int  # all-reduce of its partial output after it (bytes)
+
+
+def shard_forward(plan: Plan, tp: int) -> tuple[list[ShardedKernel], dict[str, int]]:
+    """The forward pass of `plan`, kernel by kernel, split `tp` ways with the Megatron-style
+    rules of `_tensor_parallel`, and the parameters (by tensor name) split -> ways. Kernels,
+    not the trace's compute nodes (which fold zero-FLOP kernels into their neighbours), so
+    each kernel's own dataflow decides its split."""
+    if tp < 1:
+        raise IrbridgeError(f"--tp {tp}: must be at least 1")
+    roofs = [r for n in plan.nodes for r in n.roofs]
+    kernel_of: dict[int, int] = {}
+    for k, r in enumerate(roofs):
+        for m in r.partition.nodes:
+            kernel_of[id(m)] = k
+
+    def source(value: Value) -> Value:
+        """The kernel output a value aliases (through views and other free nodes)."""
+        seen = 0
+        while value.producer is not None and id(value.producer) not in kernel_of \
+                and value.producer.inputs and value.producer.inputs[0] is not None \
+                and seen < 10_000:
+            value = value.producer.inputs[0]
+            seen += 1
+        return value
+
+    units = [_Unit(k, list(r.partition.nodes), {}, []) for k, r in enumerate(roofs)]
+    leaving: set[int] = {id(source(v)) for g in plan.model.graphs for v in g.outputs}
+    for unit in units:
+        for m in unit.members:
+            for v in m.inputs:
+                if v is None:
+                    continue
+                root = source(v)
+                owner = kernel_of.get(id(root.producer)) if root.producer is not None else None
+                if owner is not None and owner != unit.index:
+                    unit.reads[id(root)] = root
+                    leaving.add(id(root))
+    for unit in units:
+        unit.outputs = [v for m in unit.members for v in m.outputs if id(v) in leaving]
+    ctx = _Context(plan, 1, 1, 1, 0, plan.nodes, [], {}, {}, [], [], tp=tp)
+    if tp > 1:
+        _tensor_parallel(ctx, units)
+    out = []
+    for k, r in enumerate(roofs):
+        kind = ctx.split.get(k, "rep")
+        out.append(ShardedKernel(r, ctx.share(k),
+                                 ctx.tp_in_bytes.get(k, 0) if kind == "gather" else 0,
+                                 ctx.tp_out_bytes.get(k, 0) if kind == "row" else 0))
+    return out, dict(ctx.divisor)
 
 
 def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: int = 1,
@@ -494,6 +578,31 @@ def schedule(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]
 
 def _tag(transfer: int, mb: int, direction: int, microbatches: int) -> int:
     return 1 + (transfer * microbatches + mb) * 2 + direction
+
+
+def _reads_split(node: Node, unit: int, producer: dict[int, int], sharded: set[int]) -> bool:
+    """Whether a non-weight input of `node` comes from a split tensor: through the nodes of
+    its own unit, and through free nodes (views) between units."""
+    stack, seen = [v for v in node.inputs if v is not None and not trainable(v)], 0
+    while stack and seen < 10_000:
+        value = stack.pop()
+        seen += 1
+        if id(value) in sharded:
+            return True
+        owner = producer.get(id(value))
+        if owner is not None and owner != unit:
+            continue  # another unit's whole output
+        if value.producer is not None:
+            stack.extend(v for v in (value.producer.inputs if owner == unit
+                                     else value.producer.inputs[:1])
+                         if v is not None and not trainable(v))
+    return False
+
+
+def _is_activation(value: Value) -> bool:
+    """A float tensor: indices, positions and masks (integers, bools) are replicated
+    metadata that a split node reads whole without gathering anything."""
+    return value.type is not None and value.type.dtype.is_float
 
 
 def _value_bytes(value: Value) -> int:

@@ -2,7 +2,7 @@
 
 Public API:
 
-* `export_onnx(model, path, opset=18) -> Path`: write an IR model as an ONNX file
+* `export_onnx(model, path, opset=None) -> Path`: write an IR model as an ONNX file (opset: the lowest that represents it)
   (atomically; weights as initializers, external data beyond 2 GiB).
 * `import_onnx(path) -> Model`: read an ONNX file into an IR model.
 

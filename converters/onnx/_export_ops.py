@@ -14,8 +14,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from irbridge.converters.onnx import _export_dynamic, _legal
 from irbridge.converters.onnx._common import dtype_to_onnx
-from irbridge.converters.onnx.export import CANONICAL, EMITTERS, Emitter, NeedDecompose, NodeEmit
+from irbridge.converters.onnx.export import (
+    CANONICAL,
+    EMITTERS,
+    FLOAT_MATH,
+    Emitter,
+    NeedDecompose,
+    NodeEmit,
+    OpsetTooOld,
+)
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError
 from irbridge.ops import registry
@@ -61,20 +70,15 @@ def _shaped(e: NodeEmit, index: int, rank: int, dtype: DType | None = None) -> s
 
 # -- elementwise ---------------------------------------------------------------------------
 
-_FLOAT_ONLY = {"Exp", "Log", "Sqrt", "Reciprocal", "Sin", "Cos", "Tan", "Erf", "Floor", "Ceil",
-               "Round", "Tanh", "Sigmoid", "IsNaN", "IsInf", "Softplus", "Elu", "LeakyRelu",
-               "HardSigmoid", "HardSwish", "Mish", "Gelu"}
-
+FLOAT_MATH.update({  # float math: on integer / bool data, written in float and cast back once
+    "exp", "log", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "erf", "floor", "ceil",
+    "round", "tanh", "sigmoid", "isnan", "isinf", "silu", "gelu", "mish", "hardswish",
+    "hardsigmoid", "leaky_relu", "elu", "softplus", "batch_norm", "layer_norm", "group_norm",
+    "rms_norm", "reduce_mean", "reduce_l2", "reduce_log_sum_exp", "avg_pool",
+    "adaptive_avg_pool", "attention"})
 
 def _unary(onnx_op: str) -> Emitter:
     def emit(e: NodeEmit) -> None:
-        source = e.in_dtype(0)
-        if onnx_op in _FLOAT_ONLY and source is not None and not source.is_float:
-            wide = e.ge.cast(e.input(0), source, DType.FLOAT64)
-            y = e.one(onnx_op, [wide])
-            out = e.out_dtype()
-            e.out("Cast", [y], to=dtype_to_onnx(out or source))
-            return
         e.out(onnx_op, [e.input(0)])
     return emit
 
@@ -83,9 +87,20 @@ for _op, _onnx in {"neg": "Neg", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt
                    "reciprocal": "Reciprocal", "sin": "Sin", "cos": "Cos", "tan": "Tan",
                    "erf": "Erf", "floor": "Floor", "ceil": "Ceil", "round": "Round",
                    "sign": "Sign", "logical_not": "Not", "isnan": "IsNaN", "isinf": "IsInf",
-                   "tanh": "Tanh", "sigmoid": "Sigmoid", "relu": "Relu", "identity": "Identity",
+                   "tanh": "Tanh", "sigmoid": "Sigmoid", "identity": "Identity",
                    "non_zero": "NonZero"}.items():
     register(_op, _unary(_onnx), _onnx)
+
+
+def _relu(e: NodeEmit) -> None:
+    dtype = e.in_dtype(0)
+    if dtype is not None and dtype not in _legal.allowed("Relu", e.opset).get("T", {dtype}):
+        e.out("Max", [e.input(0), e.scalar(0, dtype)])  # exact where Relu has no kernel
+        return
+    e.out("Relu", [e.input(0)])
+
+
+register("relu", _relu, "Relu")
 
 
 def _hardswish(e: NodeEmit) -> None:
@@ -162,15 +177,21 @@ register("elu", _elu, "Elu")
 
 
 def _softplus(e: NodeEmit) -> None:
-    """ONNX Softplus is log(1 + exp(x)): beta scales around it; the neutral op's linear
-    tail above `threshold` differs from it by less than exp(-threshold)."""
-    beta = e.attrs["beta"]
-    x = e.input(0)
-    if beta == 1.0:
+    """torch's softplus: x where beta * x > threshold, else log(1 + exp(beta * x)) / beta.
+    ONNX Softplus has neither beta nor threshold: with the defaults (1, 20) it is the op
+    itself (above 20 the two differ by less than exp(-20) = 2e-9, under float32's
+    rounding of x); otherwise the exact form with `Where`."""
+    beta, threshold = e.attrs["beta"], e.attrs["threshold"]
+    x, dtype = e.input(0), e.in_dtype(0)
+    if beta == 1.0 and threshold >= 20.0:
         e.out("Softplus", [x])
         return
-    b = e.scalar(beta, e.in_dtype(0))
-    e.out("Div", [e.one("Softplus", [e.one("Mul", [x, b])]), b])
+    scaled = x if beta == 1.0 else e.one("Mul", [x, e.scalar(beta, dtype)])
+    soft = e.one("Softplus", [scaled])
+    if beta != 1.0:
+        soft = e.one("Div", [soft, e.scalar(beta, dtype)])
+    linear = e.one("Greater", [scaled, e.scalar(threshold, dtype)])
+    e.out("Where", [linear, x, soft])
 
 
 register("softplus", _softplus, "Softplus")
@@ -179,6 +200,18 @@ register("softplus", _softplus, "Softplus")
 def _clip(e: NodeEmit) -> None:
     dtype = e.in_dtype(0)
     x = e.input(0)
+    tensors = [i for i in (1, 2) if e.has(i)]
+    if any((t := e.in_type(i)) is None or t.rank != 0 for i in tensors):
+        # bounds that are tensors (torch.clamp(x, min_tensor, max_tensor)): ONNX Clip takes
+        # scalars only; min(max(x, lo), hi) is torch's clamp, broadcasting included
+        y = x
+        for slot, op in ((1, "Max"), (2, "Min")):
+            if e.has(slot):
+                y = e.one(op, [y, e.as_dtype(slot, e.out_dtype())])
+            elif math.isfinite(e.attrs["min" if slot == 1 else "max"]):
+                y = e.one(op, [y, e.scalar(e.attrs["min" if slot == 1 else "max"], dtype)])
+        e.out("Identity", [y])
+        return
     bounds: list[str | None] = [None, None]
     for slot, key in ((1, "min"), (2, "max")):
         if e.has(slot):
@@ -211,6 +244,10 @@ register("cast", _cast, "Cast")
 def _binary(onnx_op: str, compare: bool = False) -> Emitter:
     def emit(e: NodeEmit) -> None:
         dtype = _operand_dtype(e, (0, 1)) if compare else e.out_dtype()
+        if onnx_op == "Div" and dtype is DType.BOOL:  # true division, as the reference
+            y = e.one("Div", [e.as_dtype(0, DType.FLOAT32), e.as_dtype(1, DType.FLOAT32)])
+            e.out("Cast", [y], to=dtype_to_onnx(DType.BOOL))
+            return
         e.out(onnx_op, [e.as_dtype(0, dtype), e.as_dtype(1, dtype)])
     return emit
 
@@ -503,7 +540,15 @@ register("group_norm", _group_norm, "GroupNormalization")
 
 def _softmax(onnx_op: str) -> Emitter:
     def emit(e: NodeEmit) -> None:
-        e.out(onnx_op, [e.input(0)], axis=e.attrs["axis"])
+        if not e.attrs.get("safe", False):
+            e.out(onnx_op, [e.input(0)], axis=e.attrs["axis"])
+            return
+        # safe: rows of all -inf give 0 (ONNX Softmax gives NaN there)
+        x, dtype = e.input(0), e.in_dtype(0)
+        y = e.one(onnx_op, [x], axis=e.attrs["axis"])
+        peak = _reduce_op(e, "ReduceMax", x, [e.attrs["axis"]], True)
+        empty = e.one("Equal", [peak, e.scalar(-np.inf, dtype)])
+        e.out("Where", [empty, e.scalar(0, dtype), y])
     return emit
 
 
@@ -572,16 +617,16 @@ def _cumprod_unrolled(e: NodeEmit) -> None:
     if e.has(1):
         known = _known_ints(e, 1)
         if known is None:
-            raise ExportError(f"{e.where}: cumprod with a run-time axis needs opset 26 (ONNX "
-                              "CumProd) to export")
+            raise OpsetTooOld(f"{e.where}: cumprod with a run-time axis needs opset 26 "
+                              "(ONNX CumProd) to export", 26)
         a = {**a, "axis": known[0]}
     t = e.in_type(0)
     rank = e.rank(0)
     axis = a["axis"] % rank
     n = t.shape[axis] if t is not None and t.shape is not None else None
     if not isinstance(n, int) or n > 256:
-        raise ExportError(f"{e.where}: cumprod needs opset 26 (ONNX CumProd), or a static "
-                          f"axis of at most 256 elements, to export")
+        raise OpsetTooOld(f"{e.where}: cumprod needs opset 26 (ONNX CumProd), or a static "
+                          f"axis of at most 256 elements, to export", 26)
     dtype = e.in_dtype(0) or DType.FLOAT32
     x = e.input(0)
     pieces = [e.one("Slice", [x, e.i64([i]), e.i64([i + 1]), e.i64([axis])]) for i in range(n)]
@@ -797,8 +842,14 @@ def _scatter_elements(e: NodeEmit) -> None:
     if reduction != "none":
         e.need_opset(18 if reduction in ("max", "min") else 16,
                      f"scatter_elements with reduction {reduction}")
-    e.out("ScatterElements", [e.input(0), e.input(1), e.input(2)], axis=e.attrs["axis"],
-          reduction=None if reduction == "none" else reduction)
+    dtype = e.in_dtype(0)
+    attrs = {"axis": e.attrs["axis"], "reduction": None if reduction == "none" else reduction}
+    if dtype in (DType.FLOAT16, DType.BFLOAT16):  # onnxruntime's kernel refuses them at run
+        y = e.one("ScatterElements", [e.as_dtype(0, DType.FLOAT32), e.input(1),
+                                      e.as_dtype(2, DType.FLOAT32)], **attrs)
+        e.out("Cast", [y], to=dtype_to_onnx(dtype))
+        return
+    e.out("ScatterElements", [e.input(0), e.input(1), e.input(2)], **attrs)
 
 
 register("gather", _gather, "Gather")
@@ -874,11 +925,74 @@ def _resize(e: NodeEmit) -> None:
             sizes = e.one("Concat", [head, e.i64(list(a["sizes"]))], axis=0)
         e.out("Resize", [x, "", "", sizes], **attrs)
         return
+    if a["coordinate_mode"] == "align_corners" and _resize_fractional(e):
+        _resize_gathered(e)
+        return
     scales = e.const(np.array([1.0, 1.0, *a["scales"]], dtype=np.float32), "scales")
     e.out("Resize", [x, "", scales], **attrs)
 
 
+def _resize_fractional(e: NodeEmit) -> bool:
+    """Whether a scale gives a fractional resized length (size 4 at 0.6 is 2.4): ONNX
+    align_corners divides by it, onnxruntime's Resize by the whole output size."""
+    from irbridge.ops.nn import resized_length
+
+    t = e.in_type(0)
+    if t is None or t.shape is None or not all(isinstance(d, int) for d in t.shape[2:]):
+        return False
+    for n, scale in zip(t.shape[2:], e.attrs["scales"], strict=True):
+        assert isinstance(n, int)
+        out = math.floor(n * scale)
+        if resized_length(n, out, 1 / scale) != out:
+            return True
+    return False
+
+
+def _resize_gathered(e: NodeEmit) -> None:
+    """Resize as the registry computes it: per spatial axis, Gathers of each tap's source
+    rows (constant indices) weighted by constant weights and summed."""
+    from irbridge.ops.nn import _resize_taps
+
+    a = e.attrs
+    t = e.in_type(0)
+    assert t is not None and t.shape is not None
+    dtype = e.in_dtype(0) or DType.FLOAT32
+    y = e.input(0)
+    if a["mode"] != "nearest" and not dtype.is_float:
+        y = e.one("Cast", [y], to=dtype_to_onnx(DType.FLOAT32))
+    work = dtype if dtype.is_float else DType.FLOAT32
+    rank = len(t.shape)
+    for axis, (n, scale) in enumerate(zip(t.shape[2:], a["scales"], strict=True), start=2):
+        assert isinstance(n, int)
+        index, weights = _resize_taps(a, n, math.floor(n * scale), 1 / scale)
+        total: str | None = None
+        for tap in range(index.shape[1]):
+            taken = e.one("Gather", [y, e.i64(index[:, tap].tolist())], axis=axis)
+            if a["mode"] == "nearest":
+                total = taken
+                break
+            shape = (len(index), *(1,) * (rank - 1 - axis))
+            w = e.const(weights[:, tap].astype(work.numpy).reshape(shape), "weights")
+            term = e.one("Mul", [taken, w])
+            total = term if total is None else e.one("Add", [total, term])
+        assert total is not None
+        y = total
+    if a["mode"] != "nearest" and not dtype.is_float:
+        y = e.one("Cast", [y], to=dtype_to_onnx(dtype))
+    e.out("Identity", [y])
+
+
 register("resize", _resize, "Resize")
+
+# run-time slices (interop): converters/onnx/_export_dynamic.py
+register("dynamic_slice", _export_dynamic.dynamic_slice)
+register("dynamic_update_slice", _export_dynamic.dynamic_update_slice)
+for _bitwise_op in ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not"):
+    register(_bitwise_op, _export_dynamic.bitwise)
+for _bitwise_op in ("shift_left", "shift_right_logical", "shift_right_arithmetic"):
+    register(_bitwise_op, _export_dynamic.shift)
+register("popcnt", _export_dynamic.popcnt)
+register("count_leading_zeros", _export_dynamic.count_leading_zeros)
 
 
 def _slice(e: NodeEmit) -> None:
@@ -1107,3 +1221,51 @@ def _fmod(e: NodeEmit) -> None:
 
 
 register("fmod", _fmod)
+
+
+# -- index_put ----------------------------------------------------------------------------------
+def _index_put(e: NodeEmit) -> None:
+    """Integer index tensors on consecutive axes a..a+k-1 as one ScatterND: x transposed so
+    those axes lead, coordinates = the broadcast indices stacked (negatives wrapped), the
+    values broadcast to the indexed shape (pre + B + post, NumPy's rule for consecutive
+    advanced indices) and moved to B + pre + post; accumulate is reduction add (opset 16)."""
+    axes = list(e.attrs["index_axes"])
+    count = len(axes)
+    shape = e.static(0)
+    index_types = [e.in_type(2 + j) for j in range(count)]
+    if any(t is None or t.dtype == DType.BOOL for t in index_types):
+        raise ExportError(f"{e.where}: index_put with a bool mask has no exact ONNX form here "
+                          "(a data-dependent number of positions)")
+    if axes != list(range(axes[0], axes[0] + count)):
+        raise ExportError(f"{e.where}: index_put on non-adjacent axes {axes} is not exported "
+                          "to ONNX")
+    if e.attrs["accumulate"]:
+        e.need_opset(16, "index_put with accumulate (ScatterND reduction add)")
+    index_shapes = [e.static(2 + j) for j in range(count)]
+    batch = tuple(int(d) for d in np.broadcast_shapes(*index_shapes))
+    first = axes[0]
+    pre, post = list(shape[:first]), list(shape[first + count:])
+    coords = []
+    for j in range(count):
+        i = e.as_dtype(2 + j, DType.INT64)
+        size = e.i64([shape[first + j]])
+        wrapped = e.one("Where", [e.one("Less", [i, e.i64(0)]), e.one("Add", [i, size]), i])
+        full = e.one("Expand", [wrapped, e.i64(list(batch))])
+        coords.append(e.one("Unsqueeze", [full, e.i64([-1])]))
+    index = coords[0] if count == 1 else e.one("Concat", coords, axis=-1)
+    rank = len(shape)
+    lead = list(range(first, first + count))
+    perm = lead + [d for d in range(rank) if d not in lead]
+    xt = e.one("Transpose", [e.input(0)], perm=perm)
+    target = [*pre, *batch, *post]
+    values = e.one("Expand", [e.as_dtype(1, e.in_dtype(0)), e.i64(target)])
+    nb, npre = len(batch), len(pre)
+    vperm = list(range(npre, npre + nb)) + list(range(npre)) + list(
+        range(npre + nb, len(target)))
+    vt = e.one("Transpose", [values], perm=vperm)
+    yt = e.one("ScatterND", [xt, index, vt],
+               reduction="add" if e.attrs["accumulate"] else None)
+    e.out("Transpose", [yt], perm=[perm.index(d) for d in range(rank)])
+
+
+register("index_put", _index_put)

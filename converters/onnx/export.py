@@ -1,6 +1,6 @@
 """irbridge IR -> ONNX.
 
-`to_onnx(model, opset=18)` builds an `onnx.ModelProto` that passes
+`to_onnx(model, opset=None)` builds an `onnx.ModelProto` that passes
 `onnx.checker.check_model(full_check=True)`: model tensors become initializers, neutral
 ops map to ONNX ops of the chosen opset (`_export_ops` holds one emitter per op, some of
 them short sequences of ONNX ops), ops without an emitter are lowered through the
@@ -12,8 +12,15 @@ irbridge.source_op, ...) and in a readable name; the nodes written for one neutr
 share `irbridge.node`, and a multi-node lowering also records the neutral op, its
 attributes and its inputs and outputs, so that `import_onnx` rebuilds the neutral op.
 
-`export_onnx(model, path, opset=18)` writes the file atomically, with external data
+`export_onnx(model, path, opset=None)` writes the file atomically, with external data
 when the weights pass 2 GiB.
+
+Without an opset, the export uses the lowest opset that represents the model
+(`default_opset`): `DEFAULT_OPSET` (18) for other front-ends; for an ONNX import its
+source opset, clamped to the newest onnxruntime loads (26 with onnxruntime 1.31) and
+raised to the opset that introduced each opaque ONNX op's version as read; when a node
+needs a newer opset (an op introduced later, a feature such as float8 casts, an element
+type an older op version lacks), the export is redone at the opset that node names.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import contextlib
 import functools
 import json
 import os
+import re
 import shutil
 import tempfile
 import warnings
@@ -36,7 +44,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
 from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
-from irbridge.converters.onnx import _stream
+from irbridge.converters.onnx import _legal, _stream
 from irbridge.converters.onnx._common import (
     DEFAULT_OPSET,
     META_ATTRS,
@@ -75,33 +83,173 @@ INLINE_CONSTANT_BYTES = 1024
 
 # -- public API ----------------------------------------------------------------------------
 
-def to_onnx(model: Model, *, opset: int = DEFAULT_OPSET, check: bool = True,
-            optimize: bool = True, fold_batch_norm: bool = False) -> ModelProto:
-    """The IR model as an ONNX ModelProto of the given opset (default domain).
+def default_opset(model: Model) -> int:
+    """The first opset an export without an explicit opset tries: DEFAULT_OPSET for a
+    model of another front-end; for an ONNX import its source opset (the ops as they were
+    written, e.g. an Attention or a GridSample version), clamped to the newest opset
+    onnxruntime loads, and raised to the version each opaque ONNX op was read as."""
+    source = _source_opset(model)
+    if source is None:
+        return DEFAULT_OPSET
+    chosen = max(min(source, runtime_max_opset()), MIN_EXPORT_OPSET)
+    for op in {n.op for n in _all_nodes(model) if n.domain == OPAQUE_ONNX_DOMAIN}:
+        try:
+            read = onnx.defs.get_schema(op, source, "")
+        except onnx.defs.SchemaError:
+            continue  # the export names the op that does not exist
+        oldest = read  # versions that only widened the element types mean the same
+        while oldest.since_version > 1:
+            try:
+                previous = onnx.defs.get_schema(op, oldest.since_version - 1, "")
+            except onnx.defs.SchemaError:
+                break
+            if not _same_interface(previous, read):
+                break
+            oldest = previous
+        chosen = max(chosen, int(oldest.since_version))
+    return chosen
+
+
+@functools.cache
+def runtime_max_opset() -> int:
+    """The newest default-domain opset the installed onnxruntime loads (probed once with a
+    one-Relu model), at most the installed onnx's; onnx's newest without onnxruntime."""
+    newest = max_opset()
+    try:
+        import onnxruntime as ort
+    except ImportError:  # pragma: no cover - a dependency of irbridge
+        return newest
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    for version in range(newest, MIN_EXPORT_OPSET - 1, -1):
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("x", 1, [1])],
+                                  [helper.make_tensor_value_info("y", 1, [1])])
+        opsets = [helper.make_opsetid("", version)]
+        probe = helper.make_model(graph, opset_imports=opsets)
+        probe.ir_version = helper.find_min_ir_version_for(opsets)
+        try:
+            ort.InferenceSession(probe.SerializeToString(), options,
+                                 providers=["CPUExecutionProvider"])
+        except Exception:
+            continue
+        return version
+    return DEFAULT_OPSET
+
+
+def _source_opset(model: Model) -> int | None:
+    """The default-domain opset an ONNX-imported model was read at, clamped to the
+    exporter's range; None for other models."""
+    source = _parse_opsets(model.metadata.get(MODEL_META_OPSETS, "")).get("")
+    return None if source is None else min(max(source, MIN_EXPORT_OPSET), max_opset())
+
+
+def _all_nodes(model: Model) -> Iterator[Node]:
+    stack = list(model.graphs)
+    while stack:
+        graph = stack.pop()
+        for node in graph.nodes:
+            yield node
+            stack.extend(v for v in node.attrs.values() if isinstance(v, Graph))
+
+
+def to_onnx(model: Model, *, opset: int | None = None, check: bool = True,
+            optimize: bool = True, fold_batch_norm: bool = False,
+            allow_custom_ops: bool = False) -> ModelProto:
+    """The IR model as an ONNX ModelProto of the given opset (default domain); None =
+    the lowest that represents the model (see the module doc).
     `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
     `export_onnx` checks the written file instead). `optimize` runs the clean-up pass of
     `_optimize` (constants as initializers, constant folding, no-op removal, shared
     initializers); `fold_batch_norm` also folds BatchNormalization into the Conv before
-    it (a file for inference)."""
-    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=False)
+    it (a file for inference). An opaque node of a domain that is not ONNX's (aten,
+    stablehlo, ...: from another front-end) is refused with an ExportError naming it,
+    since runtimes cannot run it, unless `allow_custom_ops` asks for custom-domain nodes;
+    opaque nodes imported from an ONNX file are written back as they were."""
+    proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=False,
+                                     check=check and _weight_bytes(model)
+                                     < EXTERNAL_DATA_THRESHOLD,
+                                     allow_custom_ops=allow_custom_ops)
     _stream.materialize(proto, payloads)
-    if check and _weight_bytes(model) < EXTERNAL_DATA_THRESHOLD:
-        check_proto(proto)
     return proto
 
 
-def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
-           stream: bool) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
+def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool,
+                   *, stream: bool, check: bool, allow_custom_ops: bool = False
+                   ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
+    """`_build`, then the ONNX checker when `check`. Without an explicit opset, a model
+    the checker refuses at the lowest opset (an older op version lacking an element type
+    the model uses, a shape rule that changed) is built again at its source opset."""
+    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=stream,
+                             allow_custom_ops=allow_custom_ops)
+    if not check:
+        return proto, payloads
+    while True:
+        try:
+            check_proto(proto)
+            return proto, payloads
+        except ExportError as exc:
+            source = _source_opset(model)
+            used = next((o.version for o in proto.opset_import
+                         if o.domain in ("", "ai.onnx")), None)
+            if opset is not None or source is None or used is None or source <= used:
+                raise
+            retry = _next_version(exc, used, source)
+        proto, payloads = _build(model, retry, optimize, fold_batch_norm, stream=stream,
+                                 allow_custom_ops=allow_custom_ops)
+
+
+def _needed_opset(exc: ExportError, used: int, model: Model) -> int | None:
+    """The opset an export refused at `used` needs: the one a node names (OpsetTooOld),
+    or, for an element type the op's version at `used` lacks (Cast of float8 before 19),
+    its next version up to the source opset of an ONNX import; None when neither."""
+    if isinstance(exc, OpsetTooOld):
+        return exc.needed
+    source = _source_opset(model)
+    if isinstance(exc.__cause__, _legal.IllegalType) and source is not None and source > used:
+        return _next_version(exc, used, source)
+    return None
+
+
+def _next_version(exc: ExportError, used: int, source: int) -> int:
+    """The opset to retry at after the checker or the type legalisation refused an export
+    at `used`: the next version of the op named (Cast reads float8 from 19), else
+    `source`."""
+    match = re.search(r"op_type:(\w+)|ONNX (\w+) takes no", str(exc))
+    if match is not None:
+        for version in range(used + 1, source):
+            try:
+                if onnx.defs.get_schema(match[1] or match[2], version,
+                                        "").since_version > used:
+                    return version
+            except onnx.defs.SchemaError:
+                break
+    return source
+
+
+def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool, *,
+           stream: bool, allow_custom_ops: bool = False
+           ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
     """The ModelProto and, with `stream`, the data of its pending initializers (see
     `_stream`): large weights are left out of the proto until the file is written."""
     newest = max_opset()
-    if not MIN_EXPORT_OPSET <= opset <= newest:
+    if opset is not None and not MIN_EXPORT_OPSET <= opset <= newest:
         raise ExportError(f"opset {opset} is outside the supported range "
                           f"{MIN_EXPORT_OPSET}..{newest}")
     if not model.graphs:
         raise ExportError("model has no graph to export")
-    exporter = _ModelExporter(model, opset, stream=stream)
-    proto = exporter.run()
+    chosen = default_opset(model) if opset is None else opset
+    while True:
+        exporter = _ModelExporter(model, chosen, stream=stream,
+                                  allow_custom_ops=allow_custom_ops)
+        try:
+            proto = exporter.run()
+            break
+        except ExportError as exc:  # only when choosing: an explicit opset is kept
+            needed = _needed_opset(exc, chosen, model)
+            if opset is not None or needed is None or not chosen < needed <= newest:
+                raise
+            chosen = needed
     if optimize or fold_batch_norm:
         from irbridge.converters.onnx._optimize import optimize as lean
 
@@ -109,12 +257,13 @@ def _build(model: Model, opset: int, optimize: bool, fold_batch_norm: bool, *,
     return proto, exporter.payloads
 
 
-def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT_OPSET, *,
+def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = None, *,
                 external_data: bool | None = None, check: bool = True,
-                optimize: bool = True, fold_batch_norm: bool = False) -> Path:
+                optimize: bool = True, fold_batch_norm: bool = False,
+                allow_custom_ops: bool = False) -> Path:
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
     `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB.
-    `optimize` and `fold_batch_norm` as in `to_onnx`."""
+    `optimize`, `fold_batch_norm` and `allow_custom_ops` as in `to_onnx`."""
     target = Path(path)
     check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
     if target.is_dir():
@@ -124,9 +273,10 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int = DEFAULT
     weights = _weight_bytes(model)
     big = weights >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
-    proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=True)
-    if check and not big:
-        check_proto(proto)  # pending weights are left out of it, as large ones always are
+    # the check leaves pending weights out, as it always leaves out large ones
+    proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=True,
+                                     check=check and not big,
+                                     allow_custom_ops=allow_custom_ops)
     data_name = target.name + ".data"
     if big and external_data is None:
         warnings.warn(f"{target}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
@@ -190,21 +340,32 @@ def _weight_bytes(model: Model) -> int:
 
 # -- the exporter --------------------------------------------------------------------------
 
+class OpsetTooOld(ExportError):
+    """The node being exported needs opset `needed` or newer."""
+
+    def __init__(self, message: str, needed: int) -> None:
+        super().__init__(message)
+        self.needed = needed
+
+
 class NeedDecompose(Exception):
     """An emitter cannot write this node directly; use the registry's decomposition."""
 
 
 class _ModelExporter:
-    def __init__(self, model: Model, opset: int, *, stream: bool = False) -> None:
+    def __init__(self, model: Model, opset: int, *, stream: bool = False,
+                 allow_custom_ops: bool = False) -> None:
         self.model = model
         self.opset = opset
         self.stream = stream
+        self.allow_custom_ops = allow_custom_ops
         self.payloads: dict[str, Callable[[], np.ndarray]] = {}
         self.used: set[str] = set()
         self.names: dict[int, str] = {}
         self.initializers: list[onnx.TensorProto] = []
         self.domains: dict[str, int] = {}
         self.source_opsets = _parse_opsets(model.metadata.get(MODEL_META_OPSETS, ""))
+        self.types: dict[str, DType] = {}  # element type of each ONNX value named (_legal)
         self._node_names: set[str] = set()
         self._counter = 0
 
@@ -228,8 +389,12 @@ class _ModelExporter:
         for value in [*graph.inputs, *(v for n in graph.nodes for v in n.outputs)]:
             if id(value) not in self.names:
                 self.names[id(value)] = self.fresh(value.name)
+            if value.type is not None:
+                self.types.setdefault(self.names[id(value)], value.type.dtype)
         for value in graph.parameters:
             self.names[id(value)] = value.name
+            if value.type is not None:
+                self.types.setdefault(value.name, value.type.dtype)
         for node in graph.nodes:
             for sub in node.subgraphs():
                 self._assign(sub)
@@ -248,6 +413,7 @@ class _ModelExporter:
         model = self.model
         for tensor in model.tensors.values():
             self.used.add(tensor.name)
+            self.types[tensor.name] = tensor.dtype
             if self.stream and tensor.data is not None and _stream.streamable(tensor.data):
                 self.initializers.append(_stream.pending(tensor.name, tensor.shape,
                                                          tensor.data.dtype))
@@ -334,6 +500,7 @@ class _GraphEmitter:
         self.nodes: list[NodeProto] = []
         self.meta: dict[str, str] = {}
         self.label = ""
+        self.where = ""  # the IR node being written, for errors
 
     # -- emitting ONNX nodes --------------------------------------------------------------------
     def emit(self, op_type: str, inputs: Sequence[str | None], outputs: int | Sequence[str] = 1,
@@ -341,6 +508,27 @@ class _GraphEmitter:
         names = [self.ex.fresh(f"{self.label or op_type}/{op_type}")
                  for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
         clean = {k: v for k, v in attrs.items() if v is not None}
+        opset = self.ex.opset
+        in_types = [self.ex.types.get(n) if n else None for n in inputs]
+        fix = None
+        if not domain:
+            try:
+                fix = _legal.plan(op_type, opset, in_types, clean)
+            except _legal.IllegalType as exc:
+                message = (f"{self.where or self.label}: cannot export to ONNX opset "
+                           f"{opset}: {exc}")
+                newer = _legal.first_legal_opset(op_type, opset + 1, max_opset(), in_types,
+                                                 clean)
+                if newer is not None:  # a later version of the op takes the type
+                    raise OpsetTooOld(f"{message}; opset {newer} does", newer) from exc
+                raise ExportError(message) from exc
+        finals = list(names)
+        if fix is not None:  # inputs cast to types the op takes, outputs cast back
+            inputs = [self.cast(n, in_types[i], fix.cast_inputs[i])
+                      if n and i in fix.cast_inputs else n for i, n in enumerate(inputs)]
+            in_types = [fix.cast_inputs.get(i, t) for i, t in enumerate(in_types)]
+            names = [self.ex.fresh(f"{n}_{fix.computed[i].short}") if i in fix.computed and n
+                     else n for i, n in enumerate(names)]
         node = helper.make_node(op_type, [n or "" for n in inputs], names,
                                 name=self.ex.node_name(f"{self.label or 'node'}/{op_type}"
                                                        if self.label else op_type),
@@ -349,7 +537,16 @@ class _GraphEmitter:
             prop = node.metadata_props.add()
             prop.key, prop.value = key, value
         self.nodes.append(node)
-        return names
+        if not domain:
+            for name, dtype in zip(names, _legal.output_types(op_type, opset, in_types,
+                                                              len(names), clean), strict=True):
+                if name and dtype is not None:
+                    self.ex.types.setdefault(name, dtype)
+        if fix is not None:
+            for index, (name, final) in enumerate(zip(names, finals, strict=True)):
+                if index in fix.back and name:
+                    self.one("Cast", [name], final, to=dtype_to_onnx(fix.back[index]))
+        return finals
 
     def one(self, op_type: str, inputs: Sequence[str | None], output: str | None = None,
             **attrs: Any) -> str:
@@ -358,6 +555,7 @@ class _GraphEmitter:
     def const(self, array: np.ndarray, base: str = "const") -> str:
         array = np.asarray(array)
         name = self.ex.fresh(f"{self.label}/{base}" if self.label else base)
+        self.ex.types[name] = DType.from_numpy(array.dtype)
         if array.nbytes > INLINE_CONSTANT_BYTES:
             self.ex.initializers.append(array_to_proto(array, name))
             return name
@@ -383,11 +581,12 @@ class _GraphEmitter:
 
     def emit_node(self, node: Node, ins: list[str | None], outs: list[str],
                   nested: bool = False) -> None:
-        saved = (self.meta, self.label)
+        saved = (self.meta, self.label, self.where)
         start = len(self.nodes)
         if not nested:
             self.meta = _node_meta(node)
             self.label = _node_label(node)
+            self.where = registry.node_where(node)
         try:
             if node.is_opaque:
                 self._emit_opaque(node, ins, outs)
@@ -400,7 +599,7 @@ class _GraphEmitter:
                               f"{self.ex.opset}: {_first_line(exc)}") from exc
         if not nested:
             self._mark_group(node, start, ins, outs)
-            self.meta, self.label = saved
+            self.meta, self.label, self.where = saved
 
     def _mark_group(self, node: Node, start: int, ins: list[str | None],
                     outs: list[str]) -> None:
@@ -424,6 +623,9 @@ class _GraphEmitter:
         schema = registry.get(node.op)
         where = registry.node_where(node)
         attrs = schema.resolve_attrs(node.attrs, where)
+        if node.op in FLOAT_MATH and _data_dtype(node) not in (None, *_FLOATS):
+            self._emit_in_float(node, ins, outs, where)
+            return
         emitter = EMITTERS.get(node.op)
         if emitter is not None:
             try:
@@ -471,6 +673,54 @@ class _GraphEmitter:
         for source, out in pending_identity:
             self.one("Identity", [source], out)
 
+    def _emit_in_float(self, node: Node, ins: list[str | None], outs: list[str],
+                       where: str) -> None:
+        """A float-math op (FLOAT_MATH) on integer or bool data: its data inputs cast to a
+        float that holds them exactly, the op written on those, each output cast back to
+        the node's type once at the end, as the reference computes it (an ONNX lowering of
+        several nodes would otherwise round every intermediate to the integer type)."""
+        data = _data_dtype(node)
+        start, weights = len(self.nodes), len(self.ex.initializers)
+        for wide in (DType.FLOAT64, DType.FLOAT32):  # float32 where a kernel lacks float64
+            try:
+                self._float_node(node, ins, outs, where, data, wide)
+                return
+            except ExportError:
+                if wide is DType.FLOAT32:
+                    raise
+                del self.nodes[start:], self.ex.initializers[weights:]
+
+    def _float_node(self, node: Node, ins: list[str | None], outs: list[str], where: str,
+                    data: DType | None, wide: DType) -> None:
+        scratch = Graph(f"float_{node.op}")
+        stand_ins: list[Value | None] = []
+        names: list[str | None] = []
+        for index, (value, name) in enumerate(zip(node.inputs, ins, strict=True)):
+            if value is None or value.type is None or name is None:
+                stand_ins.append(None if value is None else
+                                 scratch.add_input(f"in{index}", value.type))
+                names.append(name)
+                continue
+            cast = value.type.dtype == data
+            stand_ins.append(scratch.add_input(f"in{index}", TensorType(
+                wide if cast else value.type.dtype, value.type.shape)))
+            names.append(self.cast(name, value.type.dtype, wide) if cast else name)
+        try:
+            results = GraphBuilder(scratch).op_multi(node.op, stand_ins, node.attrs,
+                                                     num_outputs=len(node.outputs))
+        except IrbridgeError as exc:
+            raise ExportError(f"{where}: cannot export to ONNX: {exc.message}") from exc
+        temps = [self.ex.fresh(f"{self.label}/{node.op}_{wide.short}") for _ in results]
+        for temp, value in zip(temps, results, strict=True):
+            if value.type is not None:
+                self.ex.types[temp] = value.type.dtype
+        self.emit_node(scratch.nodes[-1], names, temps, nested=True)
+        for temp, out, value in zip(temps, outs, node.outputs, strict=True):
+            target = value.type.dtype if value.type is not None else data
+            if target is None:
+                raise ExportError(f"{where}: output {value.name!r} has no type")
+            self.one("Cast", [temp], out, to=dtype_to_onnx(target))
+
     def _emit_opaque(self, node: Node, ins: list[str | None], outs: list[str]) -> None:
         domain = "" if node.domain == OPAQUE_ONNX_DOMAIN else node.domain
         where = registry.node_where(node)
@@ -478,6 +728,13 @@ class _GraphEmitter:
         if not domain:
             schema = self._schema(node, where)
         else:
+            from_onnx = "onnx" in (node.provenance.source_format, self.ex.model.source_format)
+            if not (from_onnx or self.ex.allow_custom_ops):
+                raise ExportError(f"{where}: opaque op {node.qualified_op} has no ONNX "
+                                  "lowering (onnxruntime cannot run a node of domain "
+                                  f"{node.domain!r}); pass --allow-custom-ops "
+                                  "(allow_custom_ops=True) to write it as a custom-domain "
+                                  "node anyway")
             self.ex.domain_version(domain)
         omitted = node.annotations.values.get("onnx.omitted_outputs", ())
         names = ["" if isinstance(omitted, tuple) and i in omitted else n
@@ -497,8 +754,12 @@ class _GraphEmitter:
         try:
             schema = onnx.defs.get_schema(node.op, opset, "")
         except onnx.defs.SchemaError as exc:
-            raise ExportError(f"{where}: opaque ONNX op {node.op} does not exist at opset "
-                              f"{opset}") from exc
+            message = f"{where}: opaque ONNX op {node.op} does not exist at opset {opset}"
+            try:
+                since = onnx.defs.get_schema(node.op, max_opset(), "").since_version
+            except onnx.defs.SchemaError:
+                raise ExportError(message) from exc
+            raise OpsetTooOld(message, int(since)) from exc
         source = self.ex.source_opsets.get("")
         if source is not None and source != opset:
             try:
@@ -506,9 +767,12 @@ class _GraphEmitter:
             except onnx.defs.SchemaError:
                 original = None
             if original is None or not _same_interface(original, schema):
-                raise ExportError(f"{where}: opaque ONNX op {node.op} was imported at opset "
-                                  f"{source} and changed by opset {opset}; export at opset "
-                                  f"{source} instead")
+                message = (f"{where}: opaque ONNX op {node.op} was imported at opset "
+                           f"{source} and changed by opset {opset}; export at opset "
+                           f"{source} instead")
+                if source > opset:
+                    raise OpsetTooOld(message, source)
+                raise ExportError(message)
         return schema
 
     def _attribute(self, name: str, value: AttrValue, schema: onnx.defs.OpSchema | None,
@@ -549,6 +813,15 @@ class _GraphEmitter:
         outputs = [_value_info(self.ex.name_of(v), _rank_free(v.type), v.name)
                    for v in graph.outputs]
         return helper.make_graph(emitter.nodes, graph.name or "body", inputs, outputs)
+
+
+_FLOATS = (DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64)
+
+
+def _data_dtype(node: Node) -> DType | None:
+    """The element type of a node's first input (its data)."""
+    value = node.inputs[0] if node.inputs else None
+    return None if value is None or value.type is None else value.type.dtype
 
 
 def _same_interface(a: onnx.defs.OpSchema, b: onnx.defs.OpSchema) -> bool:
@@ -688,12 +961,15 @@ class NodeEmit:
 
     def need_opset(self, opset: int, what: str) -> None:
         if self.opset < opset:
-            raise ExportError(f"{self.where}: {what} needs opset {opset} or newer "
-                              f"(exporting at {self.opset})")
+            raise OpsetTooOld(f"{self.where}: {what} needs opset {opset} or newer "
+                              f"(exporting at {self.opset})", opset)
 
 
 Emitter = Callable[[NodeEmit], None]
 EMITTERS: dict[str, Emitter] = {}
+FLOAT_MATH: set[str] = set()
+"""Neutral ops whose math is float (normalisations, smooth activations, means): on
+integer or bool data they are written in float and cast back once (`_emit_in_float`)."""
 CANONICAL: set[tuple[str, str]] = set()
 """(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
 

@@ -207,7 +207,7 @@ def _type_or_none(owner: Any, meta: torch.Tensor) -> TensorType | None:
     it (complex32, ...): the node stays opaque with an untyped output instead of ending
     the capture."""
     try:
-        return owner.type_of(meta)  # type: ignore[no-any-return]
+        return owner.type_of(meta)
     except ValueError:
         return None
 

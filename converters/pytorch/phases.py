@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from irbridge.analysis.serving import PhaseInfo
 from irbridge.errors import IrbridgeError
 
 PHASES = ("prefill", "decode")
@@ -172,9 +173,13 @@ def example_inputs(module: PhaseModule, *, batch: int, seq_len: int,
             torch.tensor([pos], dtype=torch.int64, device=device), *caches)
 
 
-def kv_cache_bytes(shape: CacheShape, batch: int, kv_len: int, itemsize: int) -> int:
-    """Bytes of the whole KV cache: 2 (K and V) x layers x B x H_kv x kv_len x D x item."""
-    return 2 * shape.layers * batch * shape.kv_heads * kv_len * shape.head_dim * itemsize
+def phase_info(module: PhaseModule, args: tuple[Any, ...]) -> PhaseInfo:
+    """What one step of `module` on `args` computes, for `model.metadata` (`llm.*` keys read
+    by the serving analysis, `irbridge.analysis.serving`)."""
+    batch, tokens = (int(d) for d in args[0].shape)
+    s = module.shape
+    return PhaseInfo(module.phase, batch, tokens, module.kv_len, s.layers, s.heads,
+                     s.kv_heads, s.head_dim)
 
 
 DEFAULT_LENGTH = 128
@@ -208,3 +213,18 @@ def phase_built(built: Any, phase: str, *, batch: int | None = None,
     return BuiltModel(module=module, args=args, kwargs={}, name=f"{built.name}:{phase}",
                       family=built.family, inputs=specs, source=built.source, task=phase,
                       device=built.device, weights=built.weights)
+
+
+def capture_phase(name: str, phase: str, *, batch: int | None = None,
+                  seq_len: int | None = None, kv_len: int | None = None) -> Any:
+    """A zoo causal LM captured shape-only (meta device, no weights) for one serving phase,
+    with its `llm.*` metadata (`analyze --phase`, `irbridge sweep`)."""
+    from irbridge.converters.pytorch import capture, zoo
+
+    built = zoo.build(name, batch=batch, seq_len=seq_len, device="meta")
+    built = phase_built(built, phase, batch=batch, seq_len=seq_len, kv_len=kv_len)
+    result = capture(built.module, built.args, built.kwargs, weights=False)
+    model = result.model
+    model.name = built.name
+    model.metadata.update(phase_info(built.module, built.args).metadata())
+    return model

@@ -5,7 +5,8 @@ Tolerances are scale-aware: an output passes when
 
     max |ir - torch| <= atol + rtol * max |torch|
 
-per dtype (`TOLERANCES`). Why these numbers: the reference executor and torch compute the
+per dtype (`TOLERANCES`, in irbridge/tolerance.py, shared with the ONNX verifier). Why
+these numbers: the reference executor and torch compute the
 same float32 math with different kernels (numpy/BLAS matmuls and a direct convolution
 versus oneDNN/MKL with blocked, Winograd or FFT-like summation orders, fused
 multiply-adds, and softmax/erf implementations of their own). Each changes rounding: a
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,60 +34,15 @@ import torch.utils._pytree as pytree
 
 from irbridge.dtypes import DType
 from irbridge.executor import run_graph, run_graphs
+from irbridge.tolerance import EXACT, TOLERANCES, OutputCheck, VerifyReport
+from irbridge.tolerance import compare_output as _compare
 
 from ._util import tensor_leaves, tensor_to_numpy
 
 if TYPE_CHECKING:
     from . import CaptureResult
 
-TOLERANCES: dict[DType, tuple[float, float]] = {
-    # dtype: (atol, rtol of the output's largest magnitude)
-    DType.FLOAT64: (1e-9, 1e-7),
-    DType.FLOAT32: (1e-5, 1e-4),
-    DType.FLOAT16: (1e-3, 1e-2),
-    DType.BFLOAT16: (1e-2, 5e-2),
-}
-EXACT = (0.0, 0.0)
-
-
-@dataclass
-class OutputCheck:
-    index: int  # position among the tensors of the eager output
-    name: str  # IR value name ("" when the output was not captured)
-    dtype: str
-    shape: tuple[int, ...]
-    max_abs_error: float
-    max_rel_error: float  # max |ir - torch| / max |torch|
-    atol: float
-    rtol: float
-    passed: bool
-    note: str = ""
-
-
-@dataclass
-class VerifyReport:
-    outputs: list[OutputCheck] = field(default_factory=list)
-    seconds: float = 0.0
-    error: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return not self.error and bool(self.outputs) and all(o.passed for o in self.outputs)
-
-    @property
-    def max_abs_error(self) -> float:
-        return max((o.max_abs_error for o in self.outputs), default=float("nan"))
-
-    @property
-    def max_rel_error(self) -> float:
-        return max((o.max_rel_error for o in self.outputs), default=float("nan"))
-
-    def summary(self) -> str:
-        if self.error:
-            return f"FAIL: {self.error}"
-        state = "PASS" if self.passed else "FAIL"
-        return (f"{state}: {len(self.outputs)} outputs, max abs error "
-                f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}")
+__all__ = ["EXACT", "TOLERANCES", "OutputCheck", "VerifyReport", "first_divergence", "verify"]
 
 
 def verify(result: CaptureResult, eager_module: torch.nn.Module, *,
@@ -126,29 +82,6 @@ def verify(result: CaptureResult, eager_module: torch.nn.Module, *,
         report.outputs.append(_compare(index, name, got, ref_np, dtype, atol, rtol))
     report.seconds = time.perf_counter() - start
     return report
-
-
-def _compare(index: int, name: str, got: np.ndarray, ref: np.ndarray, dtype: DType,
-             atol: float, rtol: float) -> OutputCheck:
-    shape = tuple(ref.shape)
-    if tuple(got.shape) != shape:
-        return OutputCheck(index, name, dtype.short, shape, float("inf"), float("inf"), atol,
-                           rtol, False, f"shape {list(got.shape)} != torch {list(shape)}")
-    if ref.size == 0:
-        return OutputCheck(index, name, dtype.short, shape, 0.0, 0.0, atol, rtol, True)
-    a = np.asarray(got).astype(np.float64)
-    b = np.asarray(ref).astype(np.float64)
-    both_nan = np.isnan(a) & np.isnan(b)
-    diff = np.where(both_nan, 0.0, np.abs(a - b))
-    same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
-    diff = np.where(same_inf, 0.0, diff)
-    diff = np.where(np.isnan(diff), np.inf, diff)
-    max_abs = float(diff.max())
-    finite = np.abs(b[np.isfinite(b)])
-    scale = float(finite.max()) if finite.size else 0.0
-    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-    passed = max_abs <= atol + rtol * scale
-    return OutputCheck(index, name, dtype.short, shape, max_abs, max_rel, atol, rtol, passed)
 
 
 def describe(report: VerifyReport) -> list[dict[str, Any]]:

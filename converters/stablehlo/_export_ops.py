@@ -248,7 +248,12 @@ def _prelu(lw: Lowering) -> list[Sym]:
 
 _BINARY = {"add": "stablehlo.add", "sub": "stablehlo.subtract", "mul": "stablehlo.multiply",
            "div": "stablehlo.divide", "pow": "stablehlo.power", "maximum": "stablehlo.maximum",
-           "minimum": "stablehlo.minimum"}
+           "minimum": "stablehlo.minimum",
+           # bitwise ops (irbridge/ops/bitwise.py): StableHLO's own semantics
+           "bitwise_and": "stablehlo.and", "bitwise_or": "stablehlo.or",
+           "bitwise_xor": "stablehlo.xor", "shift_left": "stablehlo.shift_left",
+           "shift_right_logical": "stablehlo.shift_right_logical",
+           "shift_right_arithmetic": "stablehlo.shift_right_arithmetic"}
 
 
 @lowers(*_BINARY)
@@ -502,7 +507,11 @@ def _softmax(lw: Lowering) -> list[Sym]:
     total = em.expand_reduced(em.reduce(exp, [axis], "add"), x.shape, [axis])
     if lw.node.op == "log_softmax":
         return [em.sub(shifted, em.unary("stablehlo.log", total))]
-    return [em.div(exp, total)]
+    y = em.div(exp, total)
+    if lw.attrs.get("safe", False):  # rows of all -inf: 0, not NaN
+        empty = em.compare("EQ", peak, em.scalar_like(-np.inf, peak))
+        y = em.select(empty, em.scalar_like(0, y), y)
+    return [y]
 
 
 # -- reductions ----------------------------------------------------------------------------------
@@ -764,7 +773,13 @@ def _pad(lw: Lowering) -> list[Sym]:
     pads, mode, r = lw.attrs["pads"], lw.attrs["mode"], x.rank
     low, high = list(pads[:r]), list(pads[r:])
     if mode == "constant":
-        return [em.pad(x, em.splat(lw.attrs["value"], x.dtype), low, high)]
+        fill = lw.opt(2)
+        if fill is None or fill.const is not None:  # a constant is in the attributes
+            value = em.splat(lw.attrs["value"], x.dtype)
+        else:  # a run-time fill value (a one-element tensor)
+            value = em.convert(em.reshape(fill, ()), x.dtype) if fill.dtype != x.dtype \
+                else em.reshape(fill, ())
+        return [em.pad(x, value, low, high)]
     # crop first (negative pads), then build each padded dim from slices
     x = em.pad(x, em.splat(0, x.dtype), [min(p, 0) for p in low], [min(p, 0) for p in high])
     for axis in range(r):
@@ -997,6 +1012,41 @@ def _take(em: Emitter, x: Sym, index: np.ndarray, axis: int) -> Sym:
     return em.op("stablehlo.gather", [x, idx], x.dtype, _with(x.shape, axis, len(index)),
                  f"dimension_numbers = {dims}, indices_are_sorted = false, "
                  f"slice_sizes = {ints(sizes)}")
+
+
+# -- bitwise ops -------------------------------------------------------------------------------
+
+_BIT_UNARY = {"bitwise_not": "stablehlo.not", "popcnt": "stablehlo.popcnt",
+              "count_leading_zeros": "stablehlo.count_leading_zeros"}
+
+
+@lowers(*_BIT_UNARY)
+def _bit_unary(lw: Lowering) -> list[Sym]:
+    return [lw.em.unary(_BIT_UNARY[lw.node.op], lw.x())]
+
+
+# -- dynamic_slice / dynamic_update_slice (run-time starts) ------------------------------------
+
+def _starts(lw: Lowering, first: int) -> list[Sym]:
+    """The start operands, all i64 (StableHLO wants one integer type for them all)."""
+    return [lw.em.convert(lw.x(i), DType.INT64) if lw.x(i).dtype != DType.INT64 else lw.x(i)
+            for i in range(first, len(lw.xs))]
+
+
+@lowers("dynamic_slice")
+def _dynamic_slice(lw: Lowering) -> list[Sym]:
+    x = lw.x()
+    sizes = [int(n) for n in lw.attrs["sizes"]]
+    return [lw.em.op("stablehlo.dynamic_slice", [x, *_starts(lw, 1)], x.dtype, sizes,
+                     f"slice_sizes = {ints(sizes)}")]
+
+
+@lowers("dynamic_update_slice")
+def _dynamic_update_slice(lw: Lowering) -> list[Sym]:
+    x = lw.x()
+    update = lw.x(1)
+    return [lw.em.op("stablehlo.dynamic_update_slice", [x, update, *_starts(lw, 2)], x.dtype,
+                     x.shape)]
 
 
 # -- elementwise math (issue 13; helper "math") ------------------------------------------------

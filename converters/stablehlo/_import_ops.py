@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from torch_mlir import ir
@@ -237,16 +237,37 @@ def _binary(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
         if name not in _BOOL_BINARY:
             raise Unsupported(f"{name} of booleans")
         return [_keep(op, types, _op(scope, _BOOL_BINARY[name], [a, b]))]
-    if name not in _BINARY:
-        raise Unsupported(f"bitwise {name} of {types[0].element} (no neutral bitwise ops)")
+    if name in _BITWISE:
+        return [_keep(op, types, _op(scope, _BITWISE[name], [a, b]))]
     return [_keep(op, types, _op(scope, _BINARY[name], [a, b]))]
+
+
+_BITWISE = {"stablehlo.and": "bitwise_and", "stablehlo.or": "bitwise_or",
+            "stablehlo.xor": "bitwise_xor", "stablehlo.shift_left": "shift_left",
+            "stablehlo.shift_right_logical": "shift_right_logical",
+            "stablehlo.shift_right_arithmetic": "shift_right_arithmetic"}
+
+
+@handles("stablehlo.shift_left", "stablehlo.shift_right_logical",
+         "stablehlo.shift_right_arithmetic")
+def _shift(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    a, b = (imp.lazy(scope, v) for v in op.operands)
+    return [_keep(op, types, _op(scope, _BITWISE[op.operation.name], [a, b]))]
 
 
 @handles("stablehlo.not")
 def _not(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    x = imp.lazy(scope, op.operands[0])
     if types[0].dtype is not DType.BOOL:
-        raise Unsupported(f"bitwise not of {types[0].element}")
-    return [_keep(op, types, _op(scope, "logical_not", [imp.lazy(scope, op.operands[0])]))]
+        return [_keep(op, types, _op(scope, "bitwise_not", [x]))]
+    return [_keep(op, types, _op(scope, "logical_not", [x]))]
+
+
+@handles("stablehlo.popcnt", "stablehlo.count_leading_zeros")
+def _bit_count(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+               ) -> list[Value | Bound]:
+    name = "popcnt" if op.operation.name == "stablehlo.popcnt" else "count_leading_zeros"
+    return [_keep(op, types, _op(scope, name, [imp.lazy(scope, op.operands[0])]))]
 
 
 @handles("stablehlo.remainder")
@@ -437,12 +458,12 @@ def _dynamic_slice(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     x = imp.materialize(scope, op.operands[0])
     shape = _shape_of(x)
     sizes = _ints(op, "slice_sizes")
-    starts = []
-    for axis, v in enumerate(op.operands[1:]):
-        start = _scalar(imp, scope, v)
-        if start is None:
-            raise Unsupported("start indices that are not constants")
-        starts.append(min(max(int(start), 0), shape[axis] - sizes[axis]))  # clamped
+    known = [_scalar(imp, scope, v) for v in op.operands[1:]]
+    if any(start is None for start in known):  # run-time starts: the registry's op
+        values = [imp.materialize(scope, v) for v in op.operands[1:]]
+        return [_op(scope, "dynamic_slice", [x, *values], {"sizes": list(sizes)})]
+    starts = [min(max(int(cast(int, start)), 0), shape[axis] - sizes[axis])
+              for axis, start in enumerate(known)]  # clamped
     return [_slice_value(scope, x, starts, [s + n for s, n in zip(starts, sizes, strict=True)],
                          [1] * len(sizes))]
 
@@ -454,12 +475,12 @@ def _dynamic_update_slice(imp: _Importer, scope: Scope, op: Any, types: list[Ran
     x = imp.materialize(scope, op.operands[0])
     update = imp.materialize(scope, op.operands[1])
     shape, size = _shape_of(x), _shape_of(update)
-    starts = []
-    for axis, v in enumerate(op.operands[2:]):
-        start = _scalar(imp, scope, v)
-        if start is None:
-            raise Unsupported("start indices that are not constants")
-        starts.append(min(max(int(start), 0), shape[axis] - size[axis]))
+    known = [_scalar(imp, scope, v) for v in op.operands[2:]]
+    if any(start is None for start in known):  # run-time starts: the registry's op
+        starts_v = [imp.materialize(scope, v) for v in op.operands[2:]]
+        return [_op(scope, "dynamic_update_slice", [x, update, *starts_v])]
+    starts = [min(max(int(cast(int, start)), 0), shape[axis] - size[axis])
+              for axis, start in enumerate(known)]
     rank = len(shape)
     if list(size) == list(shape):
         return [update]
@@ -502,22 +523,25 @@ def _reverse_value(scope: Scope, x: Value, dims: Sequence[int]) -> Value:
 @handles("stablehlo.pad")
 def _pad(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     x = imp.materialize(scope, op.operands[0])
-    value = _scalar(imp, scope, op.operands[1])
-    if value is None:
-        raise Unsupported("a padding value that is not a constant")
+    known = _scalar(imp, scope, op.operands[1])
+    # a run-time padding value (a 0-d tensor) is the pad op's `value` input
+    fill: Value | None = imp.materialize(scope, op.operands[1]) if known is None else None
+    value = 0.0 if known is None else float(known)
     low, high = _ints(op, "edge_padding_low"), _ints(op, "edge_padding_high")
     interior = _ints(op, "interior_padding", [0] * len(low))
     if any(i < 0 for i in interior):
         raise Unsupported("negative interior padding")
     for axis, step in enumerate(interior):
         if step:
-            x = _interior_pad(scope, x, axis, step, float(value))
+            x = _interior_pad(scope, x, axis, step, value, fill)
     if all(v == 0 for v in (*low, *high)):
         return [x]
-    return [_op(scope, "pad", [x], {"pads": [*low, *high], "value": float(value)})]
+    return [_op(scope, "pad", [x, None, fill] if fill is not None else [x],
+                {"pads": [*low, *high], "value": value})]
 
 
-def _interior_pad(scope: Scope, x: Value, axis: int, step: int, value: float) -> Value:
+def _interior_pad(scope: Scope, x: Value, axis: int, step: int, value: float,
+                  fill: Value | None = None) -> Value:
     """`step` fill elements between neighbours along `axis`: add a dim, pad it, merge."""
     shape = _shape_of(x)
     n = shape[axis]
@@ -526,7 +550,8 @@ def _interior_pad(scope: Scope, x: Value, axis: int, step: int, value: float) ->
     y = _reshape(scope, x, [*shape[:axis + 1], 1, *shape[axis + 1:]])
     pads = [0] * (2 * (len(shape) + 1))
     pads[len(shape) + 1 + axis + 1] = step
-    y = _op(scope, "pad", [y], {"pads": pads, "value": value})
+    y = _op(scope, "pad", [y, None, fill] if fill is not None else [y],
+            {"pads": pads, "value": value})
     y = _reshape(scope, y, [*shape[:axis], n * (step + 1), *shape[axis + 1:]])
     return _slice_value(scope, y, [0] * len(shape),
                         [*shape[:axis], n * (step + 1) - step, *shape[axis + 1:]],
@@ -702,12 +727,38 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     padding = _padding(op, rank)
     init = _scalar(imp, scope, op.operands[1])
     dtype = _dtype(types[0], "reduce_window")
-    if kind is None or kind not in ("add", "max", "mul"):
-        raise Unsupported("a windowed reduction body other than add, max or mul")
+    if kind is None or kind not in ("add", "max", "min", "mul"):
+        raise Unsupported("a windowed reduction body other than add, max, min or mul")
     if any(b != 1 for b in base) or any(lo < 0 or hi < 0 for lo, hi in padding):
         raise Unsupported("base dilation or negative padding in a windowed reduction")
+    # StableHLO starts each window at the initial value and pads with it: max / min of a
+    # window with padding is max / min(init, the window's elements), a sum without
+    # padding is init + the window's sum; the pooling below runs from the identity
+    combine: Value | None = None
     if not _is_identity(kind, init, dtype):
-        raise Unsupported(f"a windowed {kind} whose initial value is not its identity")
+        if kind == "mul" or dtype is DType.BOOL or (
+                kind == "add" and any(p != (0, 0) for p in padding)):
+            raise Unsupported(f"a windowed {kind} whose initial value is not its identity")
+        combine = imp.materialize(scope, op.operands[1])
+    if kind == "min":  # min = flip(max(flip(x))), flip order-reversing and exact
+        flip = "neg" if dtype.is_float else "bitwise_not"
+        x = _op(scope, flip, [x])
+        result = _reduce_window_pooled(scope, x, "max", window, strides, dilations, padding)
+        result = _op(scope, flip, [result])
+    else:
+        result = _reduce_window_pooled(scope, x, kind, window, strides, dilations, padding)
+    if combine is not None:
+        joined = {"max": "maximum", "min": "minimum", "add": "add"}[kind]
+        result = _op(scope, joined, [result, combine])
+    return [result]
+
+
+def _reduce_window_pooled(scope: Scope, x: Value, kind: str, window: Sequence[int],
+                          strides: Sequence[int], dilations: Sequence[int],
+                          padding: Sequence[tuple[int, int]]) -> Value:
+    """A windowed add / max / mul from its identity, as pooling (or a scan)."""
+    shape = _shape_of(x)
+    rank = len(shape)
     pooled = [d for d in range(rank) if window[d] != 1 or strides[d] != 1 or padding[d] != (0, 0)
               or dilations[d] != 1]
     # a scan: one axis, the window spans it, stride 1, padded in front (or behind)
@@ -716,11 +767,11 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
         n = shape[a]
         if window[a] == n and strides[a] == 1 and dilations[a] == 1 and \
                 padding[a] in ((n - 1, 0), (0, n - 1)):
-            return [_op(scope, "cumsum" if kind == "add" else "cumprod", [x],
-                        {"axis": a, "reverse": padding[a] == (0, n - 1)})]
+            return _op(scope, "cumsum" if kind == "add" else "cumprod", [x],
+                       {"axis": a, "reverse": padding[a] == (0, n - 1)})
     if kind == "mul" or not pooled:
         if not pooled:
-            return [x]
+            return x
         raise Unsupported("a windowed product")
     if kind == "add" and any(dilations[d] != 1 for d in pooled) and \
             not _has_attr("avg_pool", "dilations"):
@@ -754,7 +805,7 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     inverse = [0] * rank
     for position, d in enumerate(kept + pooled):
         inverse[d] = position
-    return [_permute(scope, y, inverse)]
+    return _permute(scope, y, inverse)
 
 
 def _has_attr(op: str, name: str) -> bool:

@@ -416,8 +416,10 @@ def float_attr(value: float, element: str = "f32") -> str:
 
 
 def dense_attr(array: np.ndarray, dtype: DType) -> ir.DenseElementsAttr:
-    """A DenseElementsAttr of `array` (in the current context)."""
-    array = np.ascontiguousarray(array)
+    """A DenseElementsAttr of `array` (in the current context); a 0-d array gives a
+    0-d tensor (`tensor<f32>`)."""
+    shape = np.shape(array)
+    array = np.ascontiguousarray(array).reshape(shape)  # ascontiguousarray makes 0-d 1-d
     if dtype in (DType.FLOAT32, DType.FLOAT64, DType.FLOAT16, DType.INT8, DType.INT16,
                  DType.INT32, DType.INT64, DType.BOOL):
         if array.size == 1:  # the binding makes one-element buffers splats: say the shape

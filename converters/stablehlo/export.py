@@ -451,6 +451,10 @@ class _ModuleWriter:
         return final[2:]
 
 
+_RUNTIME_INPUTS = {("pad", "value")}
+"""Parameter inputs whose lowering takes a run-time operand (pad's fill value)."""
+
+
 def _apply_overrides(op: str, xs: list[Sym | None], attrs: dict[str, Any],
                      where: str) -> dict[str, Any]:
     """Fold ONNX-style parameter inputs (axes, pads, k, sizes, ...) into the attributes the
@@ -464,6 +468,8 @@ def _apply_overrides(op: str, xs: list[Sym | None], attrs: dict[str, Any],
         if sym is None:
             continue
         if sym.const is None:
+            if (op, name) in _RUNTIME_INPUTS:  # the lowering reads the operand itself
+                continue
             raise ExportError(f"{where}: input {name!r} is known only at run time; StableHLO "
                               "export needs it constant")
         flat = np.asarray(sym.const).reshape(-1)

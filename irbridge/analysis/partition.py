@@ -19,6 +19,12 @@ only, never from op names. Two strategies:
   * metadata-only ops (SHAPE category: reshape, squeeze, flatten, ...) are free views that
     join the partition of their producer; a view of a graph input or a weight, and
     constants, form free partitions (no kernel, no bytes);
+  * a broadcast (an op the registry marks `broadcast`, e.g. expand) whose every reader,
+    through views, is a matmul-like anchor is read in place with stride 0 by those kernels
+    (as grouped-query attention kernels read a shared K/V head): it is a free view, and the
+    anchor reads the broadcast's input, not a materialised copy;
+  * a scatter (registry `updates`) whose data input nothing else reads updates it in place:
+    it reads and writes only the updates (and indices), as a KV-cache write does;
   * pooling accepts an elementwise epilogue; data movement, control flow, other ops and
     opaque nodes are partitions of their own.
 
@@ -119,6 +125,40 @@ def category(node: Node) -> Category | None:
     return schema.category if schema is not None else None
 
 
+def _folded_broadcasts(graph: Graph, meta: set[int]) -> set[int]:
+    """ids of broadcast nodes whose output reaches, through views only, matmul-like anchors
+    only (and is no graph output): the anchors read the broadcast's input with stride 0."""
+    users: dict[int, list[Node]] = {}
+    for node in graph.nodes:
+        for value in node.inputs:
+            if value is not None:
+                users.setdefault(id(value), []).append(node)
+    outputs = {id(v) for v in graph.outputs}
+    folded: set[int] = set()
+    for node in graph.nodes:
+        schema = None if node.is_opaque else lookup(node.op)
+        if schema is None or not schema.broadcast or not node.outputs:
+            continue
+        frontier, readers, ok = list(node.outputs), 0, True
+        while frontier and ok:
+            value = frontier.pop()
+            if id(value) in outputs:
+                ok = False
+                break
+            for user in users.get(id(value), []):
+                cat = Category.SHAPE if id(user) in meta else category(user)
+                if cat is Category.SHAPE and next(iter(user.subgraphs()), None) is None:
+                    frontier.extend(user.outputs)
+                elif cat in _ANCHORS:
+                    readers += 1
+                else:
+                    ok = False
+                    break
+        if ok and readers:
+            folded.add(id(node))
+    return folded
+
+
 def _is_free(node: Node) -> bool:
     return category(node) in _FREE
 
@@ -170,6 +210,7 @@ class _GraphPartitioner:
         self.rejections: dict[tuple[int, int], str] = {}  # (id(node), part) -> why not
         self.roots: dict[int, Value] = {}
         self.meta = _shape_arithmetic(graph)
+        self.folded = _folded_broadcasts(graph, self.meta) if strategy == "fused" else set()
         # Nodes inside control-flow bodies act through their top-level owner.
         self.owner: dict[int, Node] = {}
         for node in graph.nodes:
@@ -179,8 +220,10 @@ class _GraphPartitioner:
                     self.owner[id(inner)] = node
 
     def cat(self, node: Node) -> Category | None:
-        """The node's category; shape arithmetic counts as SHAPE (metadata, free)."""
-        return Category.SHAPE if id(node) in self.meta else category(node)
+        """The node's category; shape arithmetic and broadcasts read in place count as
+        SHAPE (metadata, free)."""
+        return Category.SHAPE if id(node) in self.meta or id(node) in self.folded \
+            else category(node)
 
     def free(self, node: Node) -> bool:
         return self.cat(node) in _FREE
@@ -366,7 +409,8 @@ class _GraphPartitioner:
         seen = 0
         while root.producer is not None and self.cat(root.producer) is Category.SHAPE \
                 and root.producer.inputs and root.producer.inputs[0] is not None \
-                and self._nbytes(root) == self._nbytes(root.producer.inputs[0]) and seen < 10_000:
+                and (self._nbytes(root) == self._nbytes(root.producer.inputs[0])
+                     or id(root.producer) in self.folded) and seen < 10_000:
             root = root.producer.inputs[0]
             seen += 1
         self.roots[id(value)] = root
@@ -376,6 +420,7 @@ class _GraphPartitioner:
     def _finish(self) -> list[Partition]:
         # Which partitions read each tensor (by root), and which tensors leave the graph.
         readers: dict[int, set[int]] = {}
+        reads: dict[int, int] = {}  # id(root) -> how many nodes read it
         root_values: dict[int, Value] = {}
         for node in self.graph.nodes:
             inner = [node, *(n for sub in node.subgraphs() for _, n in walk_nodes(sub))]
@@ -389,6 +434,7 @@ class _GraphPartitioner:
                     root = self._root(value)
                     root_values[id(root)] = root
                     readers.setdefault(id(root), set()).add(index)
+                    reads[id(root)] = reads.get(id(root), 0) + 1
         graph_outputs = {id(self._root(v)) for v in self.graph.outputs}
         result = []
         for part in self.parts:
@@ -405,7 +451,10 @@ class _GraphPartitioner:
                     if self.free(node):
                         continue
                     partial = self._partial_reads(node)
+                    donated = self._updated_in_place(node, reads, graph_outputs)
                     for value in self._reads(node):
+                        if donated is not None and value is donated[0]:
+                            continue  # updated in place: only the updates move
                         root = self._root(value)
                         if root.producer is None or id(self._owner_of(root.producer)) \
                                 not in members or self.free(root.producer):
@@ -414,7 +463,8 @@ class _GraphPartitioner:
                     for value in node.outputs:
                         users = readers.get(id(value), set())
                         if users - {part.index} or id(value) in graph_outputs or not users:
-                            written += self._nbytes(value)
+                            written += self._nbytes(value) if donated is None \
+                                else min(self._nbytes(value), self._nbytes(donated[1]))
                         else:
                             internal += self._nbytes(value)
                 read = sum(outside.values())
@@ -438,6 +488,27 @@ class _GraphPartitioner:
             return {}
         return {id(v): n for v, n in zip(node.inputs, reads, strict=True)
                 if v is not None and n < self._nbytes(v)}
+
+    def _updated_in_place(self, node: Node, reads: dict[int, int], graph_outputs: set[int]
+                          ) -> tuple[Value, Value] | None:
+        """(data, updates) of a scatter (registry `updates`) whose data input nothing else
+        reads and that is no weight or graph output: a fused kernel updates it in place
+        (a KV-cache write), reading and writing only the updates. None: it copies."""
+        if self.strategy != "fused" or node.is_opaque:
+            return None
+        schema = lookup(node.op)
+        if schema is None or schema.updates is None:
+            return None
+        d, u = schema.updates
+        if max(d, u) >= len(node.inputs):
+            return None
+        data, updates = node.inputs[d], node.inputs[u]
+        if data is None or updates is None or data.is_parameter:
+            return None
+        root = self._root(data)
+        if root.is_parameter or reads.get(id(root), 0) != 1 or id(root) in graph_outputs:
+            return None
+        return data, updates
 
     def _reads(self, node: Node) -> Iterable[Value]:
         yield from (v for v in node.inputs if v is not None)

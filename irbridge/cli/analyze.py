@@ -91,6 +91,20 @@ def analyze(
     output: Annotated[Path | None, typer.Option(
         "-o", "--output", help="Write the IR annotated with costs, partitions and estimates.")
     ] = None,
+    phase: Annotated[str | None, typer.Option(
+        "--phase", help="LLM serving step of a zoo causal LM, captured shape-only with a "
+                        "static KV cache: prefill or decode (an IR file of a phase graph "
+                        "carries its own). Adds TTFT / TPOT, tokens/s and memory per device.")
+    ] = None,
+    kv_len: Annotated[int | None, typer.Option(
+        "--kv-len", help="--phase: KV-cache positions (default: --seq-len for prefill, "
+                         "128 for decode).")] = None,
+    seq_len: Annotated[int | None, typer.Option(
+        "--seq-len", help="--phase prefill: prompt length (default 128).")] = None,
+    tp: Annotated[str | None, typer.Option(
+        "--tp", help="Serving analysis: tensor-parallel ways N, or a list 1,2,4,8: weights "
+                     "and KV heads split over N devices, TP collectives on the target's "
+                     "interconnect.")] = None,
 ) -> None:
     """Cost, fusion partitions and a roofline estimate of a model on hardware targets."""
     from irbridge.analysis import driver, report
@@ -98,25 +112,57 @@ def analyze(
 
     targets = resolve_targets(hardware)
     batches = parse_batches(batch)
+    tps = _parse_tp(tp)
+    if phase is not None and phase not in ("prefill", "decode"):
+        raise IrbridgeError(f"--phase {phase!r}: use prefill or decode")
+    if phase is None and (kv_len is not None or seq_len is not None):
+        raise IrbridgeError("--kv-len and --seq-len apply to --phase prefill|decode only")
+    if (kv_len is not None and kv_len < 1) or (seq_len is not None and seq_len < 1):
+        raise IrbridgeError("--kv-len and --seq-len must be at least 1")
+    if phase is not None and len(batches) > 1:
+        raise IrbridgeError("--phase captures one batch size: give a single --batch")
     if output is not None and len(batches) > 1:
         raise IrbridgeError("-o writes one analysis: give a single --batch, not a sweep")
     if by_module is not None and by_module < 1:
         raise IrbridgeError(f"--by-module must be at least 1, got {by_module}")
     if top < 0:
         raise IrbridgeError(f"--top must be at least 0, got {top}")
-    model = resolve_model(file_or_model, weights=output is not None)
+    if phase is not None:
+        from irbridge.formats import is_model_file
+
+        if is_model_file(file_or_model) or Path(file_or_model).exists():
+            raise IrbridgeError(f"--phase {phase}: {file_or_model} is a file; a phase graph "
+                                "file carries its own phase (capture it with `irbridge "
+                                "convert MODEL --phase`)")
+        from irbridge.converters.pytorch.phases import capture_phase
+
+        model = capture_phase(file_or_model, phase, batch=batches[0], seq_len=seq_len,
+                              kv_len=kv_len)
+        batches = [None]
+    else:
+        model = resolve_model(file_or_model, weights=output is not None)
+    serving = _serving(model, targets, dtype, tps, batches, file_or_model)
     strategies = ("unfused", "fused") if fusion is Fusion.both else (fusion.value,)
     result = driver.analyze(model, targets, dtype=dtype, batches=batches,
                             strategies=strategies, symbols=parse_bindings(bind),
                             module_depth=by_module)
+    from irbridge.analysis.serving import SERVING_HEADER, serving_rows
+
     if output_format is Format.json:
-        typer.echo(json.dumps(report.to_dict(result, top), indent=1))
+        data = report.to_dict(result, top)
+        if serving:
+            data["serving"] = [r.to_dict() for r in serving]
+        typer.echo(json.dumps(data, indent=1))
     elif output_format is Format.csv:
         typer.echo(report.to_csv(result), nl=False)
     elif output_format is Format.markdown:
         typer.echo(report.to_markdown(result, top))
+        if serving:
+            typer.echo("\n" + report._md_table(SERVING_HEADER, serving_rows(serving)))
     else:
         report.print_tables(result, console, top)
+        if serving:
+            _print_serving(serving)
     if plot is not None:
         from irbridge.analysis.plot import roofline_plot
 
@@ -129,6 +175,68 @@ def analyze(
         serde.save(model, output)
         typer.echo(f"wrote {output} ({run.strategy}, {len(run.partitioning.partitions)} "
                    f"partitions, {len(run.mappings)} targets)", err=True)
+
+
+def _parse_tp(text: str | None) -> list[int]:
+    if text is None:
+        return [1]
+    ways: list[int] = []
+    for part in text.split(","):
+        try:
+            n = int(part.strip())
+        except ValueError:
+            raise IrbridgeError(f"--tp {text!r}: expected N or a list like 1,2,4,8") from None
+        if not 1 <= n <= 1 << 20:
+            raise IrbridgeError(f"--tp {text!r}: ways must be between 1 and {1 << 20}")
+        if n not in ways:
+            ways.append(n)
+    return ways
+
+
+def _serving(model: Model, targets: list, dtype: str | None, tps: list[int],
+             batches: list[int | None], source: str) -> list:
+    from irbridge.analysis.serving import PhaseInfo, serving
+
+    if PhaseInfo.of(model) is None:
+        if tps != [1]:
+            raise IrbridgeError(f"--tp: {source} is not a serving-phase graph; give --phase "
+                                "prefill|decode (or a file from `convert --phase`)")
+        return []
+    if batches != [None]:
+        raise IrbridgeError(f"--batch: {source} is a phase graph captured at a fixed batch "
+                            "(its KV cache has it); capture another with convert --phase --batch")
+    return [serving(model, t, dtype=dtype, tp=n, source=source) for t in targets for n in tps
+            if t.has_peak(dtype or _own_dtype(model))]
+
+
+def _own_dtype(model: Model) -> str:
+    from irbridge.analysis.binding import model_compute_dtype
+
+    return model_compute_dtype(model)
+
+
+def _print_serving(rows: list) -> None:
+    from rich.table import Table
+
+    from irbridge.analysis.serving import serving_rows
+
+    first = rows[0]
+    table = Table(title=f"serving: {first.info.phase}, batch {first.info.batch}, "
+                        f"{first.info.tokens} token(s) per sequence, KV cache "
+                        f"{first.info.kv_len} positions (dtype {first.dtype})",
+                  title_justify="left", show_edge=False)
+    # The terminal view: memory as weights + KV; --format json|markdown has every column.
+    for column in ("target", "tp", "step", "tok/s", "weights + KV", "capacity", "fits",
+                   "closed form"):
+        table.add_column(column, justify="left" if column in ("target", "fits") else "right",
+                         no_wrap=True, min_width=len(column))
+    for row in serving_rows(rows):
+        target, tp, step, tps, weights, kv, _, capacity, fits, closed, diff = row
+        table.add_row(target, tp, step, tps, f"{weights} + {kv}", capacity, fits,
+                      f"{closed} ({diff})" if closed != "-" else "-")
+    console.print(table)
+    console.print("step = kernels (roofline, per device) + TP collectives (ring, bandwidth "
+                  "only); bytes per device; activations not counted")
 
 
 def hardware(

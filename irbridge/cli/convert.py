@@ -39,7 +39,8 @@ def convert(
                                "Without it, only the summary is printed.")] = None,
     to: Annotated[str | None, typer.Option(
         "--to", help="Output format: irb, onnx, stablehlo (default: from the -o suffix).")] = None,
-    opset: Annotated[int | None, typer.Option(help="ONNX opset for --to onnx.")] = None,
+    opset: Annotated[int | None, typer.Option(
+        help="ONNX opset for --to onnx (default: the lowest that represents the model).")] = None,
     frontend: Frontend = "auto",
     no_weights: Annotated[bool, typer.Option(
         "--no-weights", help="Write a shape-only IR (no weight data).")] = False,
@@ -76,6 +77,16 @@ def convert(
     kv_len: Annotated[int | None, typer.Option(
         "--kv-len", help="--phase: positions in the KV cache (default: --seq-len for "
                          "prefill, 128 for decode).")] = None,
+    train: Annotated[bool, typer.Option(
+        "--train", help="Capture one training step (forward, loss, backward, optimizer "
+                        "update) instead of the forward pass; see docs/pytorch.md.")] = False,
+    loss: Annotated[str | None, typer.Option(
+        "--loss", help="--train: mse, cross_entropy (default) or model (the model returns "
+                       "its loss).")] = None,
+    optimizer: Annotated[str | None, typer.Option(
+        "--optimizer", help="--train: sgd (default) or adamw.")] = None,
+    lr: Annotated[float | None, typer.Option(
+        "--lr", help="--train: learning rate (default 0.01 for sgd, 1e-3 for adamw).")] = None,
 ) -> None:
     """Convert a model (zoo name, Python file, ONNX or StableHLO file) into an irbridge IR
     file, or another format with --to, and print its summary. With --verify, the output is
@@ -93,7 +104,11 @@ def convert(
             "--weights": weights_file is not None, "--pretrained": pretrained,
             "--trust-checkpoint": trust_checkpoint, "--frontend": frontend != "auto",
             "--phase": phase is not None, "--kv-len": kv_len is not None,
+            "--train": train,
         })
+    train_spec = _train_spec(train, loss, optimizer, lr, frontend=frontend, phase=phase,
+                             dynamic=bool(dynamic), decompose=decompose, strict=strict,
+                             meta=meta, no_weights_verify=no_weights and verify)
     shape = _parse_shape(input_shape) if input_shape else None
     if is_file:
         _convert_file(Path(model), output, fmt, opset)
@@ -126,12 +141,20 @@ def convert(
     console.print(f"built {clean(built.name)} ({built.family}, {built.num_parameters:,} "
                   f"parameters, weights {clean(built.weights)}); inputs "
                   f"{clean(built.input_desc)}", markup=False)
+    if train_spec is not None:
+        _convert_train(built, train_spec, output=output, fmt=fmt, opset=opset,
+                       weights=not no_weights, verify=verify)
+        return
     with _status(f"capturing {built.name} with {frontend}"):
         result = capture(built.module, built.args, built.kwargs, frontend=frontend,
                          weights=not (no_weights or meta), dynamic=dynamic_spec or None,
                          decompose=decompose, strict=strict)
     ir = result.model
     ir.name = built.name
+    if phase is not None:
+        from irbridge.converters.pytorch.phases import phase_info
+
+        ir.metadata.update(phase_info(built.module, built.args).metadata())  # type: ignore[arg-type]
     for method, outcome in result.attempts:
         console.print(f"  {method}: {clean(outcome)}", markup=False)
     report = None
@@ -155,6 +178,69 @@ def convert(
                 console.print(f"  output {check.index} ({clean(check.name or '-')}): max abs "
                               f"{check.max_abs_error:.3g} > atol {check.atol:g} "
                               f"{clean(check.note)}".rstrip(), markup=False)
+        if not report.passed:
+            if output is not None:
+                console.print(f"not written: {clean(str(output))} (verification failed; "
+                              "convert without --verify to write it anyway)", markup=False)
+            raise typer.Exit(1)
+
+
+def _train_spec(train: bool, loss: str | None, optimizer: str | None, lr: float | None, *,
+                frontend: str, phase: str | None, dynamic: bool, decompose: bool,
+                strict: bool, meta: bool, no_weights_verify: bool) -> Any:
+    """The --train options, checked before any work; None without --train."""
+    if not train:
+        for name, value in (("--loss", loss), ("--optimizer", optimizer), ("--lr", lr)):
+            if value is not None:
+                raise IrbridgeError(f"{name} applies to --train only")
+        return None
+    for name, on in (("--frontend", frontend != "auto"), ("--phase", phase is not None),
+                     ("--dynamic", dynamic), ("--decompose", decompose),
+                     ("--strict", strict), ("--meta", meta)):
+        if on:
+            raise IrbridgeError(f"{name} does not apply to --train (the training step is "
+                                "traced with make_fx on real tensors)")
+    if no_weights_verify:
+        raise IrbridgeError("--verify runs the training step and needs real weights; drop "
+                            "--no-weights")
+    from irbridge.converters.pytorch.train import TrainSpec
+
+    spec = TrainSpec(loss=loss or "auto", optimizer=optimizer or "sgd", lr=lr)
+    spec.check()
+    return spec
+
+
+def _convert_train(built: Any, spec: Any, *, output: Path | None, fmt: str | None,
+                   opset: int | None, weights: bool, verify: bool) -> None:
+    from irbridge.converters.pytorch.train import capture_train, memory_by_kind, verify_train
+
+    with _status(f"capturing a training step of {built.name}"):
+        result = capture_train(built.module, built.args, built.kwargs, train=spec,
+                               weights=weights)
+    ir = result.model
+    ir.name = built.name
+    report = None
+    if verify:
+        with _status("verifying against eager autograd and torch.optim"):
+            report = verify_train(result, built.module)
+    write = output is not None and (report is None or report.passed)
+    if write:
+        assert output is not None
+        write_model(ir, output, fmt, opset=opset, weights="auto" if weights else "none")
+    print_summary(summarize(ir), title=f"{built.name}: training step ({spec.loss} loss, "
+                                       f"{spec.optimizer}) captured in {result.seconds:.2f} s")
+    kinds = memory_by_kind(ir)
+    console.print("bytes by kind: " + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items())),
+                  markup=False)
+    if write:
+        console.print(f"wrote {clean(str(output))}", markup=False)
+    if report is not None:
+        console.print(f"verify: {clean(report.summary())}", markup=False)
+        for check in report.checks:
+            if not check.passed:
+                console.print(f"  {clean(check.name)} ({check.kind}): max abs "
+                              f"{check.max_abs_error:.3g} > {check.tolerance:.3g}",
+                              markup=False)
         if not report.passed:
             if output is not None:
                 console.print(f"not written: {clean(str(output))} (verification failed; "
@@ -229,7 +315,9 @@ def export(
         "viewers: model-explorer, dot, svg, png, html."))],
     output: Annotated[Path, typer.Option("-o", "--output", help=(
         "File to write (a folder for chakra, scalesim and timeloop)."))],
-    opset: Annotated[int | None, typer.Option(help="ONNX opset (default 18).")] = None,
+    opset: Annotated[int | None, typer.Option(
+        help="ONNX opset (default: the lowest that represents the model, at least an ONNX "
+             "source's own).")] = None,
     optimize: Annotated[bool, typer.Option(help=(
         "ONNX: the lean clean-up pass (constants as initializers, constant folding, no-op "
         "removal); --no-optimize writes the exact lowering."))] = True,
@@ -256,8 +344,19 @@ def export(
         "Chakra training step: micro-batches per step (default 1)."))] = None,
     zero: Annotated[int | None, typer.Option(help=(
         "Chakra training step: ZeRO stage 0-3 (default 0: all-reduce)."))] = None,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="ONNX: run the written file in onnxruntime and the IR in the "
+                         "reference executor on the same (seeded random) inputs and compare "
+                         "every output; the file is written only when they match (exit 1 "
+                         "otherwise).")] = False,
+    allow_custom_ops: Annotated[bool, typer.Option(
+        "--allow-custom-ops", help="ONNX: write opaque nodes of non-ONNX domains (aten, "
+                                   "stablehlo, ...) as custom-domain nodes, which "
+                                   "onnxruntime cannot run; by default they are refused.")
+    ] = False,
 ) -> None:
-    """Export a model to another format."""
+    """Export a model to another format. With --verify (ONNX), the output is written only
+    when onnxruntime's results match the IR's."""
     fmt = output_format(output, to)
     parallel = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "zero": zero}
     if not getattr(WRITERS[fmt], "accepts_devices", False):
@@ -277,14 +376,47 @@ def export(
         check_target_version(target_version)
     if fmt != "onnx" and (fold_batch_norm or not optimize):
         raise IrbridgeError(f"--fold-batch-norm and --no-optimize apply to --to onnx, not {fmt}")
+    if fmt != "onnx" and (verify or allow_custom_ops):
+        option = "--verify" if verify else "--allow-custom-ops"
+        raise IrbridgeError(f"{option} applies to --to onnx, not {fmt}")
     with _status(f"reading {file}"):
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
+    if verify:
+        _export_onnx_verified(model, output, opset=opset, optimize=optimize,
+                              fold_batch_norm=fold_batch_norm,
+                              allow_custom_ops=allow_custom_ops)
+        return
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
                     weights_as_args=weights_as_args, hardware=hardware, devices=devices,
                     optimize=optimize, fold_batch_norm=fold_batch_norm,
-                    **parallel)
+                    allow_custom_ops=allow_custom_ops, **parallel)
     console.print(f"wrote {output} ({fmt})", markup=False)
+
+
+def _export_onnx_verified(model: Any, output: Path, **options: Any) -> None:
+    """`export --to onnx --verify`: write only when onnxruntime matches the IR; report."""
+    from irbridge.converters.onnx.verify import OnnxVerifyError, export_verified
+    from irbridge.formats import check_complete
+
+    check_complete(model, "onnx")  # opset None: the lowest that represents the model
+    try:
+        with _status(f"writing and verifying {output}"):
+            report = export_verified(model, output, **options)
+    except OnnxVerifyError as exc:
+        report = exc.report
+        console.print(f"verify: {clean(report.summary())}", markup=False)
+        for check in report.outputs:
+            if not check.passed:
+                console.print(f"  output {check.index} ({clean(check.name or '-')}): max abs "
+                              f"{check.max_abs_error:.3g} > atol {check.atol:g} + rtol "
+                              f"{check.rtol:g} x scale {clean(check.note)}".rstrip(),
+                              markup=False)
+        console.print(f"not written: {clean(str(output))} (verification failed; export "
+                      "without --verify to write it anyway)", markup=False)
+        raise typer.Exit(1) from None
+    console.print(f"wrote {clean(str(output))} (onnx)", markup=False)
+    console.print(f"verify: {clean(report.summary())}", markup=False)
 
 
 def models(

@@ -160,13 +160,14 @@ def _main(
 
 
 def _register() -> None:
-    from irbridge.cli import analyze, compare, convert, inspect, simulate
+    from irbridge.cli import analyze, compare, convert, inspect, simulate, sweep
 
     inspect.register(app)
     convert.register(app)
     analyze.register(app)
     compare.register(app)
     simulate.register(app)
+    sweep.register(app)
 
 
 _register()

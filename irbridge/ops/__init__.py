@@ -1,6 +1,13 @@
 """The neutral op set. Importing this package registers every op definition."""
 
-from irbridge.ops import elementwise, nn, tensor  # noqa: F401  (register on import)
+from irbridge.ops import (  # noqa: F401  (register on import)
+    bitwise,
+    dynamic,
+    elementwise,
+    indexing,
+    nn,
+    tensor,
+)
 from irbridge.ops.registry import (
     OPSET_VERSION,
     Category,

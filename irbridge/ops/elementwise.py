@@ -189,13 +189,35 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a / b
 
 
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer pow is StableHLO's: exact, wrapping on overflow; a negative exponent gives
+    1 for base 1, +-1 for base -1 (by the exponent's parity) and 0 for every other base."""
+    if a.dtype.kind not in "iub" or b.dtype.kind not in "iub":
+        return np.power(a, b)
+    a, b = np.broadcast_arrays(a, b)
+    dtype = np.result_type(a, b)
+    if dtype.kind == "b":
+        dtype = np.dtype(np.int8)
+    a, b = a.astype(dtype), b.astype(dtype)
+    negative = b < 0
+    with np.errstate(over="ignore"):
+        result = np.power(a, np.where(negative, 0, b))
+    if negative.any():
+        one = np.ones((), dtype)
+        minus_one_power = np.where((b & 1) == 1, -one, one)
+        inverse = np.where(a == 1, one, np.where(a == -1, minus_one_power, np.zeros((), dtype)))
+        result = np.where(negative, inverse, result)
+    return result
+
+
 _binary("add", np.add, 1, "a + b.")
 _binary("sub", np.subtract, 1, "a - b.")
 _binary("mul", np.multiply, 1, "a * b.")
 _binary("div", _div, 1, "a / b; integer inputs truncate toward zero.")
 _binary("floor_div", np.floor_divide, 1, "floor(a / b).")
 _binary("mod", np.mod, 1, "a mod b with the sign of b (Python semantics).")
-_binary("pow", np.power, 1, "a to the power b.")
+_binary("pow", _pow, 1, "a to the power b; on integers exact and wrapping, with StableHLO's "
+        "negative exponents (1 for base 1, +-1 for base -1, else 0).")
 _binary("maximum", np.maximum, 1, "Elementwise maximum.")
 _binary("minimum", np.minimum, 1, "Elementwise minimum.")
 _binary("prelu", lambda x, slope: np.where(x >= 0, x, slope * x), 2,

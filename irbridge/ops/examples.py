@@ -89,6 +89,8 @@ def examples() -> dict[str, OpExample]:
     ex["gelu"] = _unary(approximate="tanh")
     ex["clip"] = _unary(min=0.0, max=6.0)
     ex["where"] = OpExample([t((2, 3), B), t((2, 3)), t((3,))])
+    ex["index_put"] = OpExample([t((2, 3, 4)), t((4,)), t((2,), I64)], {"index_axes": [1]},
+                                values={2: np.array([0, 2], np.int64)})
     ex["cast"] = OpExample([t((2, 3))], {"dtype": DType.FLOAT16})
     # elementwise math and special functions (issue 13)
     ex |= {name: _unary() for name in (
@@ -135,6 +137,20 @@ def examples() -> dict[str, OpExample]:
     ex["reshape"] = OpExample([X], {"shape": (0, -1)})
     ex["permute"] = OpExample([X], {"perm": (2, 0, 1)})
     ex["slice"] = OpExample([X], {"starts": (1,), "ends": (4,), "axes": (2,), "steps": (2,)})
+    # -- bitwise ops (interop) -------------------------------------------------------------
+    I32 = DType.INT32
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        ex[name] = OpExample([t((2, 3), I32), t((3,), I32)])
+    for name in ("shift_left", "shift_right_logical", "shift_right_arithmetic"):
+        ex[name] = OpExample([t((2, 3), I32), t((3,), I32)],
+                             values={1: np.array([1, 31, 40])})  # 40: past the bit width
+    for name in ("bitwise_not", "popcnt", "count_leading_zeros"):
+        ex[name] = OpExample([t((2, 3), I32)])
+    # -- dynamic_slice / dynamic_update_slice (interop): run-time starts, clamped ----------
+    ex["dynamic_slice"] = OpExample([t((4, 5)), t((), I64), t((), I64)], {"sizes": (2, 3)},
+                                    {1: np.array(1), 2: np.array(4)})  # 4 clamps to 2
+    ex["dynamic_update_slice"] = OpExample([t((4, 5)), t((2, 2)), t((), I64), t((), I64)],
+                                           values={2: np.array(-1), 3: np.array(2)})
     ex["concat"] = OpExample([t((2, 3)), t((2, 5))], {"axis": 1})
     ex["split"] = OpExample([t((2, 8))], {"axis": 1, "sizes": (3, 5)})
     idx = np.array([[0, 2], [1, 0]])

@@ -1071,12 +1071,21 @@ def _resize_cost(ctx: OpContext) -> Flops:
                  _numel(shape) * 2 * taps ** (len(shape) - 2))
 
 
+def resized_length(size: int, out: int, inverse: float) -> float:
+    """ONNX's `length_resized` of one axis: size * scale, fractional when a scale does not
+    divide evenly (size 4 at scale 0.6 is 2.4 long, 2 elements), else `out`."""
+    length = size / inverse
+    return float(out) if abs(length - out) <= 1e-6 * max(out, 1) else length
+
+
 def _source_coords(mode: str, size: int, out: int, inverse: float) -> np.ndarray:
     """Input coordinate of each output index, in float32 like torch and onnxruntime;
-    `inverse` is 1 / scale."""
+    `inverse` is 1 / scale. align_corners divides by ONNX's fractional resized length
+    (`resized_length`), as ONNX's reference does."""
     o = np.arange(out, dtype=np.float32)
     if mode == "align_corners":
-        return o * np.float32((size - 1) / (out - 1)) if out > 1 else np.zeros_like(o)
+        length = resized_length(size, out, inverse)
+        return o * np.float32((size - 1) / (length - 1)) if out > 1 else np.zeros_like(o)
     if mode == "asymmetric":
         return o * np.float32(inverse)
     if mode == "pytorch_half_pixel" and out == 1:
@@ -1167,7 +1176,8 @@ define("resize", Category.DATA_MOVEMENT, inputs=inputs("x", "scales?", "sizes?")
            "coefficient -0.75, edge-clamped taps). The source coordinate of output index o "
            "uses scale = the given scale, else out / in: half_pixel (o + 0.5) / scale - 0.5, "
            "pytorch_half_pixel the same but 0 when out = 1, align_corners o * (in - 1) / "
-           "(out - 1), asymmetric o / scale. torch's interpolate: nearest = asymmetric + "
+           "(in * scale - 1) (0 when out = 1; in * scale is fractional when a scale does not "
+           "divide evenly, as in ONNX's reference; onnxruntime uses out), asymmetric o / scale. torch's interpolate: nearest = asymmetric + "
            "floor, nearest-exact = half_pixel + round_prefer_ceil, (bi/tri)linear and bicubic "
            "= half_pixel or align_corners, with the scale_factor as scales when given. "
            "Inputs scales (1-D float) and sizes (1-D integer), per spatial dim or per dim of "

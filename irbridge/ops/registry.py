@@ -218,6 +218,13 @@ class OpSchema:
     cost_doc: str = ""
     since_version: int = 1
     variadic_outputs: bool = False  # outputs[-1] repeats (split, loop)
+    broadcast: bool = False
+    """The output only repeats input 0's elements along broadcast dims (expand): a consumer
+    can read input 0 in place with stride 0 instead of a materialised copy."""
+    updates: tuple[int, int] | None = None
+    """(data input, updates input) of an op whose output is its data input with some
+    elements replaced (scatter): when nothing else reads the data, a kernel updates it in
+    place, reading and writing only the updates."""
 
     def attr_spec(self, name: str) -> AttrSpec:
         for spec in self.attrs:
@@ -265,10 +272,12 @@ def define(name: str, category: Category, *, inputs: tuple[InputSpec, ...],
            infer: InferFn, cost: CostFn, reference: ReferenceFn, doc: str,
            outputs: Sequence[str] = ("y",), attrs: Sequence[AttrSpec] = (),
            decompose: DecomposeFn | None = None, cost_doc: str = "",
-           variadic_outputs: bool = False) -> OpSchema:
+           variadic_outputs: bool = False, broadcast: bool = False,
+           updates: tuple[int, int] | None = None) -> OpSchema:
     """Declare and register one op."""
     return register(OpSchema(name, category, inputs, tuple(outputs), tuple(attrs), infer, cost,
-                             reference, doc.strip(), decompose, cost_doc, 1, variadic_outputs))
+                             reference, doc.strip(), decompose, cost_doc, 1, variadic_outputs,
+                             broadcast, updates))
 
 
 def get(name: str) -> OpSchema:

@@ -888,7 +888,7 @@ define("scatter_elements", Category.DATA_MOVEMENT, inputs=inputs("x", "indices",
               attr("reduction", AttrKind.STRING, "none", choices=("none", *_SCATTER_UFUNCS))),
        infer=_scatter_infer, cost=_scatter_cost,
        cost_doc="1 per update element when reduction is not none, else 0 (bytes only)",
-       reference=_scatter_ref,
+       reference=_scatter_ref, updates=(0, 2),
        doc="A copy of x with y[indices[i][j]][j] = updates[i][j] for axis 0 (torch.scatter, "
            "ONNX ScatterElements); `reduction` combines with the existing value. Repeated "
            "indices with reduction none: the last update wins.")
@@ -994,7 +994,7 @@ def _expand_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 define("expand", Category.DATA_MOVEMENT, inputs=inputs("x", "shape?"),
        attrs=(attr("shape", AttrKind.INTS, (), "used when input `shape` is absent"),),
        infer=_expand_infer, cost=_no_flops, cost_doc="0 (bytes only)",
-       reference=_expand_ref,
+       reference=_expand_ref, broadcast=True,
        doc="Broadcast x and `shape` against each other (ONNX Expand, so size-1 target dims "
            "keep x's dim); -1 keeps the input dim (torch expand). Input `shape` overrides "
            "the attribute.")
@@ -1212,15 +1212,22 @@ def _softmax(name: str, log: bool, doc: str) -> None:
         wide = widen(x)
         shifted = wide - np.max(wide, axis=axis, keepdims=True)
         exp_sum = np.sum(np.exp(shifted), axis=axis, keepdims=True)
-        y = shifted - np.log(exp_sum) if log else np.exp(shifted) / exp_sum
+        with np.errstate(invalid="ignore"):
+            y = shifted - np.log(exp_sum) if log else np.exp(shifted) / exp_sum
+        if not log and attrs["safe"]:  # rows of all -inf: 0, not NaN (torch's _safe_softmax)
+            y = np.where(np.all(np.isneginf(wide), axis=axis, keepdims=True), 0, y)
         return [y.astype(_out_dtype(ctx, 0, x.dtype))]
 
+    safe = () if log else (attr(
+        "safe", AttrKind.BOOL, False, "rows (along `axis`) whose elements are all -inf give "
+        "0 instead of NaN (torch's _safe_softmax, used for fully masked attention rows)"),)
     define(name, Category.SOFTMAX, inputs=inputs("x"),
-           attrs=(attr("axis", AttrKind.INT, -1),),
+           attrs=(attr("axis", AttrKind.INT, -1), *safe),
            infer=infer, cost=_per_input_element(5),
            cost_doc="5 per element: max, subtract, exp, sum, divide (log_softmax: log "
                     "and subtract in place of the divide, counted the same)",
-           reference=reference, doc=doc + " along `axis`, computed stably (max subtracted).")
+           reference=reference, doc=doc + " along `axis`, computed stably (max subtracted)"
+           + ("." if log else "; with `safe`, rows of all -inf give 0."))
 
 
 _softmax("softmax", False, "exp(x) / sum(exp(x))")

@@ -660,6 +660,9 @@ def test_resize_matches_torch_interpolate(mode: str, shape: tuple, how: dict,
         mode, "nearest" if mode == "nearest" else "linear" if "linear" in mode else mode)}
     if "size" in how:
         attrs["sizes"] = how["size"]
+    elif align_corners:  # torch's align_corners ignores the scale (the importer gives sizes)
+        attrs["sizes"] = tuple(int(n * f) for n, f in zip(shape[2:], how["scale_factor"],
+                                                            strict=True))
     else:
         attrs["scales"] = how["scale_factor"]
     if mode == "nearest":

@@ -20,7 +20,7 @@ from irbridge.converters.pytorch import capture
 from irbridge.converters.pytorch.phases import (
     CacheShape,
     example_inputs,
-    kv_cache_bytes,
+    phase_info,
     phase_module,
 )
 from irbridge.errors import IrbridgeError
@@ -145,7 +145,12 @@ def test_attention_cost_counts_the_cached_length(name: str, phase: str, seq: int
 def test_kv_cache_bytes_formula() -> None:
     shape = CacheShape.of(_llama())
     assert shape == CacheShape(layers=2, kv_heads=2, head_dim=16, heads=4)
-    assert kv_cache_bytes(shape, 4, 1024, 2) == 2 * 2 * 4 * 2 * 1024 * 16 * 2
+    module = phase_module(transformers.LlamaForCausalLM(_llama()), "decode", kv_len=1024)
+    info = phase_info(module, example_inputs(module, batch=4, seq_len=1, device="meta"))
+    assert (info.phase, info.batch, info.tokens, info.kv_len) == ("decode", 4, 1, 1024)
+    assert info.kv_cache_bytes(2) == 2 * 2 * 4 * 2 * 1024 * 16 * 2
+    assert info.kv_cache_bytes(2, tp=2) == 2 * 2 * 4 * 1 * 1024 * 16 * 2  # 1 KV head each
+    assert info.kv_cache_bytes(2, tp=4) == info.kv_cache_bytes(2, tp=2)  # heads replicated
 
 
 def test_phase_errors_are_one_line() -> None:

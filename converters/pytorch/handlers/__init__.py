@@ -31,6 +31,7 @@ from . import shapes  # noqa: F401
 from . import creation  # noqa: F401
 from . import python  # noqa: F401
 from . import modules  # noqa: F401
+from . import backward  # noqa: F401
 # isort: on
 
 __all__ = ["ATEN", "FUNCTIONS", "METHODS", "MODULES", "lookup", "mutated_input"]

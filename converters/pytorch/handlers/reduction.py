@@ -153,14 +153,16 @@ def _vector_norm(em: Emitter, a: Args) -> Value:
     raise Unsupported(f"vector norm of order {order}")
 
 
-def _softmax_fn(name: str) -> AtenFn:
+def _softmax_fn(name: str, **extra: bool) -> AtenFn:
     def fn(em: Emitter, a: Args) -> Value:
         x = em.cast(em.value(a["self"]), em.out_dtype())
-        return em.op(name, [x], axis=_axis(int(a["dim"]), max(em.rank(x), 1)))
+        return em.op(name, [x], axis=_axis(int(a["dim"]), max(em.rank(x), 1)), **extra)
     return fn
 
 
-_aten_fn(aten.softmax.int, aten._softmax.default, _op("_safe_softmax"))(_lift_0d(_softmax_fn("softmax")))
+_aten_fn(aten.softmax.int, aten._softmax.default)(_lift_0d(_softmax_fn("softmax")))
+# _safe_softmax (SDPA's masked softmax): rows of all -inf give 0, not softmax's NaN
+_aten_fn(_op("_safe_softmax"))(_lift_0d(_softmax_fn("softmax", safe=True)))
 _aten_fn(aten.log_softmax.int, aten._log_softmax.default)(_lift_0d(_softmax_fn("log_softmax")))
 
 

@@ -1,0 +1,198 @@
+"""Numeric verification of an exported ONNX file: run it in onnxruntime and compare every
+output with the IR's reference executor (`irbridge.executor`) on the same inputs.
+
+`verify_onnx(model, onnx_file, inputs=None, *, rtol=None, atol=None, seed=0)` returns a
+`VerifyReport` (irbridge/tolerance.py, the report of the PyTorch verifier too): one
+`OutputCheck` per output with its max abs and rel error, pass / fail, and `error` with a
+one-line reason when a side cannot run (onnxruntime cannot load or run the file, the
+reference executor fails, the signatures differ). It never raises for a bad file.
+
+`export_verified(model, path, ...)` writes the file only when that check passes (the
+`irbridge export --to onnx --verify` path). Inputs: the caller's arrays by name (or by
+position), else seeded random ones of the model's input types (`compare.numeric`: normal
+floats, integers 0..9, booleans true). Tolerances: `irbridge.tolerance.TOLERANCES` by
+dtype (float32: atol 1e-5, rtol 1e-4 of the output's largest magnitude; integers and
+booleans exact); `rtol` / `atol` replace them for every floating output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from irbridge.dtypes import DType
+from irbridge.errors import ExportError, IrbridgeError
+from irbridge.ir import Graph, Model, Value
+from irbridge.tolerance import EXACT, TOLERANCES, OutputCheck, VerifyReport, compare_output
+
+__all__ = ["OnnxVerifyError", "export_verified", "reference_feeds", "verify_onnx"]
+
+Inputs = Mapping[str, np.ndarray] | Sequence[np.ndarray]
+
+
+class OnnxVerifyError(ExportError):
+    """`export_verified`: the written file does not match the IR; `report` says by how much."""
+
+    def __init__(self, message: str, report: VerifyReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+def _user_inputs(model: Model) -> list[Value]:
+    linked = {(lk.to_graph, lk.to_input) for lk in model.links}
+    return [v for i, g in enumerate(model.graphs) for v in g.inputs if (i, v.name) not in linked]
+
+
+def reference_feeds(model: Model, inputs: Inputs | None = None, *, seed: int = 0
+                    ) -> dict[str, np.ndarray]:
+    """The arrays both sides run on, by IR input name: `inputs` by name or position,
+    else seeded random arrays of the inputs' static types. Raises IrbridgeError."""
+    from irbridge.compare.numeric import _random_for
+
+    given: Mapping[str, np.ndarray]
+    values = _user_inputs(model)
+    if inputs is None:
+        given = {}
+    elif isinstance(inputs, Mapping):
+        given = inputs
+        unknown = sorted(set(given) - {v.name for v in values})
+        if unknown:
+            raise IrbridgeError(f"input {unknown[0]!r} is not an input of the model (inputs: "
+                                f"{', '.join(v.name for v in values) or 'none'})")
+    else:
+        if len(inputs) != len(values):
+            raise IrbridgeError(f"{len(inputs)} input arrays for a model of {len(values)} "
+                                "inputs")
+        given = {v.name: np.asarray(a) for v, a in zip(values, inputs, strict=True)}
+    rng = np.random.default_rng(seed)  # seed 0: the arrays of `irbridge compare`
+    return {v.name: np.asarray(given[v.name]) if v.name in given else _random_for(v, rng)
+            for v in values}
+
+
+def _session(source: str | os.PathLike[str] | onnx.ModelProto) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    data = source.SerializeToString() if isinstance(source, onnx.ModelProto) else str(source)
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    # onnxruntime prefixes "[ONNXRuntimeError] : 1 : FAIL : "; keep what follows
+    return text.rsplit(" : ", 1)[-1][:300] if text.startswith("[ONNXRuntimeError]") \
+        else text[:300]
+
+
+def verify_onnx(model: Model | Graph, onnx_file: str | os.PathLike[str] | onnx.ModelProto,
+                inputs: Inputs | None = None, *, rtol: float | None = None,
+                atol: float | None = None, seed: int = 0) -> VerifyReport:
+    """Run `onnx_file` (a path, or an in-memory ModelProto) in onnxruntime (CPU) and the
+    IR `model` (or one graph, its weights as parameters) in the reference executor on the
+    same inputs; compare each output of the model's last graph with the ONNX graph's
+    output at the same position. `seed` picks other random inputs (0: those of `irbridge
+    compare` / `reference_feeds`)."""
+    from irbridge.executor import run_graphs
+
+    if isinstance(model, Graph):
+        model = Model(graphs=[model], tensors={v.tensor.name: v.tensor for v in
+                                               model.parameters if v.tensor is not None})
+    report = VerifyReport()
+    start = time.perf_counter()
+    what = "the ONNX model" if isinstance(onnx_file, onnx.ModelProto) else str(onnx_file)
+
+    def fail(reason: str) -> VerifyReport:
+        report.error = reason
+        report.seconds = time.perf_counter() - start
+        return report
+
+    try:
+        feeds = reference_feeds(model, inputs, seed=seed)
+    except IrbridgeError as exc:
+        return fail(f"no inputs to run: {exc.message}")
+    try:
+        session = _session(onnx_file)
+    except Exception as exc:  # onnxruntime's own exception types (Fail, InvalidGraph, ...)
+        return fail(f"onnxruntime cannot load {what}: {_first_line(exc)}")
+    ort_inputs = session.get_inputs()
+    if len(ort_inputs) != len(feeds):
+        return fail(f"{what} takes {len(ort_inputs)} inputs, the IR takes {len(feeds)}")
+    try:
+        expected = run_graphs(model, feeds)[-1]
+    except IrbridgeError as exc:
+        return fail(f"the reference executor failed: {exc.message}")
+    try:
+        got = session.run(None, {i.name: a for i, a in zip(ort_inputs, feeds.values(),
+                                                             strict=True)})
+    except Exception as exc:
+        return fail(f"onnxruntime cannot run {what}: {_first_line(exc)}")
+    names = [v.name for v in model.graphs[-1].outputs]
+    if len(got) != len(expected):
+        return fail(f"{what} has {len(got)} outputs, the IR has {len(expected)}")
+    for index, (name, ref, out) in enumerate(zip(names, expected, got, strict=True)):
+        ref = np.asarray(ref)
+        out = np.asarray(out)
+        dtype = DType.from_numpy(ref.dtype)
+        tol = TOLERANCES.get(dtype, EXACT)
+        if dtype.is_float:
+            tol = (tol[0] if atol is None else atol, tol[1] if rtol is None else rtol)
+        if out.dtype != ref.dtype:
+            report.outputs.append(OutputCheck(
+                index, name, dtype.short, tuple(ref.shape), float("inf"), float("inf"),
+                tol[0], tol[1], False, f"dtype {out.dtype} != IR {ref.dtype}"))
+            continue
+        report.outputs.append(compare_output(index, name, out, ref, dtype, *tol))
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+@contextlib.contextmanager
+def _staging(folder: Path) -> Iterator[Path]:
+    stage = Path(tempfile.mkdtemp(prefix=".irbridge-verify-", dir=folder))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+def export_verified(model: Model, path: str | os.PathLike[str], inputs: Inputs | None = None,
+                    *, rtol: float | None = None, atol: float | None = None, seed: int = 0,
+                    **options: Any) -> VerifyReport:
+    """`export_onnx(model, path, **options)`, written only when `verify_onnx` passes on
+    the file: it is exported into a temporary folder beside `path`, checked there, then
+    renamed into place (with its `.data` file). Raises `OnnxVerifyError` (with the
+    report) when the check fails; the previous file at `path` is left as it was."""
+    from irbridge.atomic import check_output
+    from irbridge.converters.onnx.export import export_onnx
+
+    target = Path(path)
+    check_output(target)  # no folder, device, FIFO or socket is replaced
+    with _staging(target.parent) as stage:
+        staged = export_onnx(model, stage / target.name, **options)
+        report = verify_onnx(model, staged, inputs, rtol=rtol, atol=atol, seed=seed)
+        if not report.passed:
+            bad = next((o for o in report.outputs if not o.passed), None)
+            detail = report.error or (
+                f"output {bad.index} ({bad.name}): max abs error {bad.max_abs_error:.3g} > "
+                f"atol {bad.atol:g} + rtol {bad.rtol:g} x scale {bad.note}".rstrip()
+                if bad else "no outputs")
+            raise OnnxVerifyError(f"{target}: not written: the ONNX file does not match the "
+                                  f"IR: {detail}", report)
+        data = stage / (target.name + ".data")
+        if data.exists():
+            os.replace(data, target.parent / data.name)
+        os.replace(staged, target)
+    return report

@@ -1,0 +1,151 @@
+"""Bitwise ops on integers (and booleans): and / or / xor / not, shifts, popcnt and
+count_leading_zeros, as StableHLO defines them.
+
+Shifts take the shift amount as an unsigned number of the operand's width: an amount of
+at least the bit width (a negative amount included) gives 0 for `shift_left` and
+`shift_right_logical` and fills with the sign bit for `shift_right_arithmetic`. Logical
+shifts see the bits as unsigned, arithmetic shifts as signed, whatever the integer type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from irbridge.dtypes import DType
+from irbridge.ir import TensorType
+from irbridge.ops._shapes import broadcast_shapes, promote
+from irbridge.ops.registry import Category, Flops, OpContext, RefContext, define, inputs
+
+Arrays = list[np.ndarray | None]
+
+
+def _integer(ctx: OpContext, index: int, bool_ok: bool) -> TensorType:
+    t = ctx.input(index)
+    if not (t.dtype.is_integer or (bool_ok and t.dtype is DType.BOOL)):
+        kinds = "integer or boolean" if bool_ok else "integer"
+        raise ctx.fail(f"input {index} must be {kinds}, got {t}")
+    return t
+
+
+def _per_element(ctx: OpContext) -> Flops:
+    return Flops(other=ctx.out_numel())
+
+
+def _unsigned(x: np.ndarray) -> np.ndarray:
+    return x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
+
+
+def _signed(x: np.ndarray) -> np.ndarray:
+    return x.view(np.dtype(f"i{x.dtype.itemsize}")) if x.dtype.kind == "u" else x
+
+
+def _binary_infer(bool_ok: bool) -> Callable[[OpContext], list[TensorType]]:
+    def infer(ctx: OpContext) -> list[TensorType]:
+        a, b = _integer(ctx, 0, bool_ok), _integer(ctx, 1, bool_ok)
+        where = ctx.where or "bitwise"
+        return [TensorType(promote([a, b], where), broadcast_shapes([a.shape, b.shape], where))]
+    return infer
+
+
+def _binary_ref(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                ) -> Callable[[Arrays, dict[str, Any], RefContext], list[np.ndarray]]:
+    def reference(xs: Arrays, attrs: dict[str, Any], ctx: RefContext) -> list[np.ndarray]:
+        a, b = xs[0], xs[1]
+        assert a is not None and b is not None
+        out = ctx.output_types[0]
+        dtype = out.dtype.numpy if out is not None else np.result_type(a, b)
+        a, b = np.broadcast_arrays(a.astype(dtype), b.astype(dtype))
+        return [np.asarray(fn(a, b)).astype(dtype, copy=False)]
+    return reference
+
+
+def _logical_shift(shift: Callable[[np.ndarray, np.ndarray], np.ndarray]
+                   ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A shift of the bits read unsigned; 0 where the amount is at least the bit width."""
+    def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        bits = a.dtype.itemsize * 8
+        ua, ub = _unsigned(a), _unsigned(b)
+        big = ub >= bits
+        out = shift(ua, np.where(big, 0, ub).astype(ua.dtype))
+        return np.where(big, 0, out).astype(ua.dtype).view(a.dtype)
+    return fn
+
+
+_shift_left = _logical_shift(np.left_shift)
+_shift_right_logical = _logical_shift(np.right_shift)
+
+
+def _shift_right_arithmetic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    bits = a.dtype.itemsize * 8
+    sa, ub = _signed(a), _unsigned(b)
+    amount = np.minimum(ub, bits - 1).astype(sa.dtype)  # bits - 1 fills with the sign
+    return np.right_shift(sa, amount).view(a.dtype)
+
+
+_BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], bool, str]] = {
+    "bitwise_and": (np.bitwise_and, True, "Bitwise and of integers (logical and of booleans)."),
+    "bitwise_or": (np.bitwise_or, True, "Bitwise or of integers (logical or of booleans)."),
+    "bitwise_xor": (np.bitwise_xor, True, "Bitwise xor of integers (logical xor of booleans)."),
+    "shift_left": (_shift_left, False,
+                   "a << b, wrapping; 0 where b (read unsigned) is at least the bit width."),
+    "shift_right_logical": (_shift_right_logical, False,
+                            "a >> b on the bits read unsigned (zeros shifted in); 0 where b "
+                            "(read unsigned) is at least the bit width."),
+    "shift_right_arithmetic": (_shift_right_arithmetic, False,
+                               "a >> b on the bits read signed (the sign bit shifted in); "
+                               "where b (read unsigned) is at least the bit width, all sign "
+                               "bits (-1 or 0)."),
+}
+
+for _name, (_fn, _bool_ok, _doc) in _BINARY.items():
+    define(_name, Category.ELEMENTWISE, inputs=inputs("a", "b"), infer=_binary_infer(_bool_ok),
+           cost=_per_element, cost_doc="1 per output element", reference=_binary_ref(_fn),
+           doc=_doc + " Numpy-style broadcasting; StableHLO's semantics.")
+
+
+def _unary_infer(bool_ok: bool) -> Callable[[OpContext], list[TensorType]]:
+    def infer(ctx: OpContext) -> list[TensorType]:
+        return [_integer(ctx, 0, bool_ok)]
+    return infer
+
+
+def _popcnt(x: np.ndarray) -> np.ndarray:
+    u = _unsigned(x)
+    count = np.zeros(u.shape, np.int64)
+    for bit in range(u.dtype.itemsize * 8):
+        count += ((u >> u.dtype.type(bit)) & u.dtype.type(1)).astype(np.int64)
+    return count.astype(x.dtype)
+
+
+def _clz(x: np.ndarray) -> np.ndarray:
+    u = _unsigned(x)
+    bits = u.dtype.itemsize * 8
+    count = np.full(u.shape, bits, np.int64)  # 0 has `bits` leading zeros
+    for bit in range(bits):  # the highest set bit decides
+        count = np.where((u >> u.dtype.type(bit)) & u.dtype.type(1), bits - 1 - bit, count)
+    return count.astype(x.dtype)
+
+
+def _unary_ref(fn: Callable[[np.ndarray], np.ndarray]
+               ) -> Callable[[Arrays, dict[str, Any], RefContext], list[np.ndarray]]:
+    def reference(xs: Arrays, attrs: dict[str, Any], ctx: RefContext) -> list[np.ndarray]:
+        x = xs[0]
+        assert x is not None
+        return [np.asarray(fn(x)).astype(x.dtype, copy=False)]
+    return reference
+
+
+define("bitwise_not", Category.ELEMENTWISE, inputs=inputs("x"), infer=_unary_infer(True),
+       cost=_per_element, cost_doc="1 per output element",
+       reference=_unary_ref(np.invert),
+       doc="Bitwise not of integers (logical not of booleans).")
+define("popcnt", Category.ELEMENTWISE, inputs=inputs("x"), infer=_unary_infer(False),
+       cost=_per_element, cost_doc="1 per output element", reference=_unary_ref(_popcnt),
+       doc="Number of set bits of each integer (its bits read unsigned), in x's type.")
+define("count_leading_zeros", Category.ELEMENTWISE, inputs=inputs("x"),
+       infer=_unary_infer(False), cost=_per_element, cost_doc="1 per output element",
+       reference=_unary_ref(_clz),
+       doc="Number of leading zero bits of each integer (the bit width for 0), in x's type.")

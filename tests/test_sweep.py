@@ -1,0 +1,81 @@
+"""`irbridge sweep`: the same 24-cell grid gives the same result set from the local engine
+(worker processes) and from a real local Ray cluster; a second run resumes without redoing
+finished cells; every figure of a cell is what `analyze` (or the serving analysis) gives
+for that cell on its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from irbridge import sweep as sw
+from irbridge.analysis.hardware import resolve_targets
+from irbridge.analysis.serving import serving
+from irbridge.cli.main import app
+from irbridge.converters.pytorch.phases import capture_phase
+from irbridge.errors import IrbridgeError
+
+GRID = dict(models="llama-tiny", hardware="h100,a100,l4", batch="1,2", seq_len="16",
+            phase="decode", dtype="bf16,fp8", tp="1,2")
+
+
+def _grid(**changes: str) -> sw.Grid:
+    return sw.parse_grid(**{**GRID, **changes})
+
+
+def test_local_and_ray_agree_and_resume(tmp_path: Path) -> None:
+    grid = _grid()
+    assert grid.size == 24 and len(grid.groups()) == 2
+    local = tmp_path / "local.parquet"
+    seen: list[tuple[int, int]] = []
+    # First only batch 1 (12 cells), then the whole grid resumes from it.
+    sw.run(_grid(batch="1"), local, engine="local", jobs=1)  # in this process
+    rows = sw.run(grid, local, engine="local", jobs=2, progress=lambda d, t: seen.append((d, t)))
+    assert seen[0] == (12, 24) and seen[-1] == (24, 24)
+    assert len(rows) == 24
+    on_ray = tmp_path / "ray.parquet"
+    sw.run(grid, on_ray, engine="ray", jobs=2)
+    assert pq.read_table(local).equals(pq.read_table(on_ray))
+    # a100 has no fp8 peak, l4 no interconnect (TP 2): those cells say so, the rest ran.
+    status = {(r["target"], r["dtype"], r["tp"]): r["status"] for r in rows if r["batch"] == 2}
+    assert status[("a100-80gb", "fp8", 1)] == "target a100-80gb has no fp8 peak"
+    assert status[("l4", "bf16", 2)].startswith("--tp 2: target l4 has no interconnect_bandwidth")
+    assert status[("h100-sxm", "fp8", 2)] == status[("l4", "fp8", 1)] == "ok"
+    # A cell's figures are the serving analysis of that cell on its own.
+    model = capture_phase("llama-tiny", "decode", batch=2, seq_len=16, kv_len=16)
+    h100 = resolve_targets("h100")[0]
+    alone = serving(model, h100, dtype="bf16", tp=2)
+    (row,) = [r for r in rows if (r["batch"], r["target"], r["dtype"], r["tp"])
+              == (2, "h100-sxm", "bf16", 2)]
+    assert row["latency_s"] == pytest.approx(alone.step_seconds, rel=1e-12)
+    assert row["memory_bytes"] == alone.memory_bytes
+    assert row["tokens_per_s"] == pytest.approx(alone.tokens_per_second, rel=1e-12)
+    # Reports beside the Parquet file.
+    written = sw.write_reports(local, rows)
+    assert {p.name for p in written} == {"local.csv", "local.json", "local.md",
+                                         "local.latency.png", "local.roofline.png"}
+    assert "fastest fitting cell" in (tmp_path / "local.md").read_text()
+
+
+def test_bad_input_is_refused_up_front(tmp_path: Path) -> None:
+    for changes, message in (({"models": "gpt2-tinyy"}, "unknown model 'gpt2-tinyy'"),
+                             ({"phase": "train"}, "--phase 'train'"),
+                             ({"batch": "0"}, "--batch"),
+                             ({"dtype": "fp7"}, "--dtype 'fp7'"),
+                             ({"models": str(tmp_path / "no.onnx")}, "no such file")):
+        with pytest.raises(IrbridgeError, match=message):
+            _grid(**changes)
+    runner = CliRunner()
+    not_parquet = tmp_path / "r.parquet"
+    not_parquet.write_text("not parquet")
+    for args, message in ((["-o", str(tmp_path / "r.csv")], "is a .parquet file"),
+                          (["-o", str(not_parquet)], "not a sweep result set"),
+                          (["-o", str(tmp_path / "x.parquet"), "--engine", "spark"],
+                           "--engine 'spark'")):
+        result = runner.invoke(app, ["sweep", "--models", "llama-tiny", *args])
+        assert result.exit_code == 2, result.output
+        assert message in result.output and "Traceback" not in result.output
+    assert not_parquet.read_text() == "not parquet"  # nothing overwritten

@@ -106,7 +106,8 @@ def test_every_op_at_every_type_exports_right_or_is_refused(name: str, dtype: DT
             # refused on purpose, with the node and the op named: never the checker
             assert "\n" not in text and f"node #0 {name}" in text, text
             assert "fails the ONNX checker" not in text, text
-            assert "cannot export to ONNX" in text or "needs opset" in text, text
+            assert ("cannot export to ONNX" in text or "needs opset" in text
+                    or "has no ONNX mapping" in text), text  # special functions (erfinv, ...)
             continue
         report = verify_onnx(model, proto, feeds)
         assert not report.error, f"opset {opset}: {report.error}"

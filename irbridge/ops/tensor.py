@@ -1240,7 +1240,9 @@ def _scan_infer(ctx: OpContext) -> list[TensorType]:
     return [x]
 
 
-def _scan(name: str, ufunc: np.ufunc, identity: int, what: str) -> None:
+def _scan(name: str, ufunc: np.ufunc, identity: float, what: str,
+          onnx: str | None = None, cost_per_element: int = 1,
+          cost_doc: str = "input numel") -> None:
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
         axis = normalize_axis(_int_arg(xs, 1, attrs, "axis", ctx), x.ndim, ctx.where)
@@ -1261,15 +1263,22 @@ def _scan(name: str, ufunc: np.ufunc, identity: int, what: str) -> None:
            attrs=(attr("axis", AttrKind.INT, 0, "used when input `axis` is absent"),
                   attr("exclusive", AttrKind.BOOL, False, "leave out the element itself"),
                   attr("reverse", AttrKind.BOOL, False, "run from the end of the axis")),
-           infer=_scan_infer, cost=_per_input_element(1), cost_doc="input numel",
-           reference=reference, doc=f"Running {what} along `axis` (torch.{name}, ONNX "
-                                    f"{'CumSum' if name == 'cumsum' else 'CumProd'}); keeps "
+           infer=_scan_infer, cost=_per_input_element(cost_per_element), cost_doc=cost_doc,
+           reference=reference, doc=f"Running {what} along `axis` (torch.{name}"
+                                    + (f", ONNX {onnx}" if onnx else "") + "); keeps "
                                     "x's dtype. The one-element input `axis` (ONNX's form) "
                                     "overrides the attribute.")
 
 
-_scan("cumsum", np.add, 0, "sum")
-_scan("cumprod", np.multiply, 1, "product")
+_scan("cumsum", np.add, 0, "sum", "CumSum")
+_scan("cumprod", np.multiply, 1, "product", "CumProd")
+# -- linalg helper: scans (issue 13) --------------------------------------------------------
+# log(sum(exp)) running along the axis, each step the stable logaddexp of the running value
+# and the next element (no global max subtracted, so very negative early elements stay exact);
+# exclusive starts from log(0) = -inf.
+_scan("logcumsumexp", np.logaddexp, -np.inf, "log-sum-exp", None, 4,
+      "4 x input numel (max, exp, log1p, add per step)")
+# -- end linalg helper: scans --------------------------------------------------------------
 
 
 # -- selection -------------------------------------------------------------------------

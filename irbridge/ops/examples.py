@@ -170,6 +170,8 @@ def examples() -> dict[str, OpExample]:
     ex["cumsum"] = OpExample([X], {"axis": 2})
     ex["cumprod"] = OpExample([X], {"axis": 1, "reverse": True})
     ex["logcumsumexp"] = OpExample([X], {"axis": -1})
+    ex["cummax"] = OpExample([X], {"axis": 1})
+    ex["cummin"] = OpExample([X], {"axis": -1})
     ex["topk"] = OpExample([X, t((1,), I64)], values={1: np.array([2])})  # k as an input
     ex["sort"] = OpExample([X], {"descending": True})
     ex["one_hot"] = OpExample([t((4,), I64)], {"depth": 5}, {0: np.array([0, 4, 2, 1])})

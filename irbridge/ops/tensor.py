@@ -1278,6 +1278,48 @@ _scan("cumprod", np.multiply, 1, "product", "CumProd")
 # exclusive starts from log(0) = -inf.
 _scan("logcumsumexp", np.logaddexp, -np.inf, "log-sum-exp", None, 4,
       "4 x input numel (max, exp, log1p, add per step)")
+
+
+def _cum_extreme_infer(ctx: OpContext) -> list[TensorType]:
+    x = ctx.input(0)
+    if x.rank == 0:
+        raise ctx.fail("needs an input of rank >= 1")
+    if x.rank is not None:
+        normalize_axis(ctx.attrs["axis"], x.rank, _where(ctx))
+    return [x, TensorType(DType.INT64, x.shape)]
+
+
+def _cum_extreme(name: str, greater: bool) -> None:
+    def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+        x = _arg(xs, 0, ctx)
+        axis = normalize_axis(attrs["axis"], x.ndim, ctx.where)
+        moved = np.moveaxis(x, axis, 0)
+        values = moved.copy()
+        indices = np.zeros(moved.shape, dtype=np.int64)
+        for i in range(1, moved.shape[0]):
+            best, cur = values[i - 1], moved[i]
+            # torch: a new element wins when it is NaN, or ties or beats a non-NaN best
+            # (the last index of equal extremes; NaN propagates with its own index)
+            with np.errstate(invalid="ignore"):
+                wins = (cur >= best) if greater else (cur <= best)
+            if np.issubdtype(moved.dtype, np.floating):
+                wins = np.isnan(cur) | (wins & ~np.isnan(best))
+            values[i] = np.where(wins, cur, best)
+            indices[i] = np.where(wins, i, indices[i - 1])
+        return [np.moveaxis(values, 0, axis), np.moveaxis(indices, 0, axis)]
+
+    what = "maximum" if greater else "minimum"
+    define(name, Category.OTHER, inputs=inputs("x"), outputs=("values", "indices"),
+           attrs=(attr("axis", AttrKind.INT, 0),),
+           infer=_cum_extreme_infer, cost=_per_input_element(1),
+           cost_doc="input numel (comparisons)", reference=reference,
+           doc=f"Running {what} along `axis` and the int64 index where it occurs "
+               f"(torch.{name}): ties take the later index; a NaN propagates with its own "
+               "index.")
+
+
+_cum_extreme("cummax", True)
+_cum_extreme("cummin", False)
 # -- end linalg helper: scans --------------------------------------------------------------
 
 

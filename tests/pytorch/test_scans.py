@@ -113,3 +113,36 @@ def test_logcumsumexp_keeps_tiny_early_terms() -> None:
     want = torch.logcumsumexp(x, 0).numpy()
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, want, **TOL)
+
+
+class Extremes(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (*torch.cummax(x, 1), *torch.cummin(x, 0))
+
+
+NAN = float("nan")
+# ties (torch takes the later index), NaN (propagates with the index of the latest NaN)
+TIES = torch.tensor([[1.0, 1.0, NAN, 2.0, NAN, 0.0], [3.0, 1.0, 3.0, 0.0, 0.0, 5.0],
+                     [0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [-1.0, 2.0, -1.0, 2.0, 5.0, 5.0]])
+
+
+@pytest.mark.parametrize("case", ["example", "perturbed", "ties_and_nan"])
+def test_cummax_cummin_values_and_indices_match_eager(case: str) -> None:
+    """Exact equality: both are selections (no arithmetic), so values and int64 indices
+    must be torch's bit for bit, NaN positions included."""
+    gen = torch.Generator().manual_seed(11)
+    example = torch.randn((4, 6), generator=gen)
+    result = capture(Extremes(), (example,), frontend="export")
+    assert result.opaque_count == 0, result.stats.notes
+    assert {"cummax", "cummin"} <= {n.op for _, n in result.model.all_nodes()}
+    x = {"example": example, "perturbed": torch.randn((4, 6), generator=gen),
+         "ties_and_nan": TIES}[case]
+    got = run_graphs(result.model, _feeds(result, x))[-1]
+    with torch.no_grad():
+        want = Extremes()(x)
+    for index, w in enumerate(want):
+        where = result.outputs[index]
+        assert where is not None
+        g = np.asarray(got[where[1]])
+        assert g.dtype == w.numpy().dtype
+        np.testing.assert_array_equal(g, w.numpy(), err_msg=f"output {index}")

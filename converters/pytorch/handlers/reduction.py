@@ -158,6 +158,20 @@ def _scan_fn(name: str) -> AtenFn:
 
 _aten_fn(aten.cumprod.default)(_scan_fn("cumprod"))
 _aten_fn(aten.logcumsumexp.default)(_scan_fn("logcumsumexp"))
+
+
+def _cum_extreme_fn(name: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Any:
+        x = em.value(a["self"])
+        if em.rank(x) == 0:
+            raise Unsupported(f"{name} of a 0-d tensor")
+        values, indices = em.ops(name, [x], axis=_axis(int(a["dim"]), em.rank(x)))
+        return values, indices
+    return fn
+
+
+_aten_fn(aten.cummax.default)(_cum_extreme_fn("cummax"))
+_aten_fn(aten.cummin.default)(_cum_extreme_fn("cummin"))
 # -- end linalg helper: scans --------------------------------------------------------------
 
 

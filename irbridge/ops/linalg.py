@@ -48,9 +48,10 @@ def _square(ctx: OpContext, index: int = 0) -> TensorType:
 
 
 def _static(dims: tuple[Dim, ...] | None) -> list[int] | None:
-    if dims is None or not all(isinstance(d, int) for d in dims):
+    if dims is None:
         return None
-    return [int(d) for d in dims]
+    static = [d for d in dims if isinstance(d, int)]
+    return static if len(static) == len(dims) else None
 
 
 def _per_matrix(flops: Callable[[int, int], float]) -> Callable[[OpContext], Flops]:

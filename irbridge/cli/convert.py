@@ -196,11 +196,13 @@ def _train_spec(train: bool, loss: str | None, optimizer: str | None, lr: float 
         return None
     for name, on in (("--frontend", frontend != "auto"), ("--phase", phase is not None),
                      ("--dynamic", dynamic), ("--decompose", decompose),
-                     ("--strict", strict), ("--meta", meta),
-                     ("--no-weights with --verify", no_weights_verify)):
+                     ("--strict", strict), ("--meta", meta)):
         if on:
             raise IrbridgeError(f"{name} does not apply to --train (the training step is "
                                 "traced with make_fx on real tensors)")
+    if no_weights_verify:
+        raise IrbridgeError("--verify runs the training step and needs real weights; drop "
+                            "--no-weights")
     from irbridge.converters.pytorch.train import TrainSpec
 
     spec = TrainSpec(loss=loss or "auto", optimizer=optimizer or "sgd", lr=lr)

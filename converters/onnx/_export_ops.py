@@ -1274,3 +1274,15 @@ def _index_put(e: NodeEmit) -> None:
 
 
 register("index_put", _index_put)
+
+
+# -- linalg helper: linear algebra (issue 13) ----------------------------------------------
+# Only det has an ONNX operator (Det, opset 11, batched over leading dims); inverse, cholesky
+# and solve have none and are refused in one line naming the node (no approximate export).
+
+def _det(e: NodeEmit) -> None:
+    e.out("Det", [e.input(0)])
+
+
+register("det", _det, "Det")
+# -- end linalg helper ---------------------------------------------------------------------

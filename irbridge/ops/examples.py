@@ -178,6 +178,14 @@ def examples() -> dict[str, OpExample]:
     ex["log_softmax"] = OpExample([X], {"axis": -1})
     ex["cumsum"] = OpExample([X], {"axis": 2})
     ex["cumprod"] = OpExample([X], {"axis": 1, "reverse": True})
+    ex["logcumsumexp"] = OpExample([X], {"axis": -1})
+    ex["cummax"] = OpExample([X], {"axis": 1})
+    ex["cummin"] = OpExample([X], {"axis": -1})
+    spd = np.eye(3, dtype=np.float32) * 4 + 1  # symmetric positive definite
+    ex["inverse"] = OpExample([t((2, 3, 3))], values={0: np.stack([spd, spd * 2])})
+    ex["det"] = OpExample([t((2, 3, 3))], values={0: np.stack([spd, spd * 2])})
+    ex["cholesky"] = OpExample([t((3, 3))], {"upper": True}, values={0: spd})
+    ex["solve"] = OpExample([t((3, 3)), t((3, 2))], values={0: spd})
     ex["topk"] = OpExample([X, t((1,), I64)], values={1: np.array([2])})  # k as an input
     ex["sort"] = OpExample([X], {"descending": True})
     ex["one_hot"] = OpExample([t((4,), I64)], {"depth": 5}, {0: np.array([0, 4, 2, 1])})

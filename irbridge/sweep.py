@@ -224,8 +224,14 @@ def _row(key: tuple[Any, ...], **values: Any) -> dict[str, Any]:
 
 
 def _one_line(exc: BaseException) -> str:
+    """irbridge's own errors as their message (without the hint), others with their type."""
+    from irbridge.sanitize import clean
+
+    if isinstance(exc, IrbridgeError):
+        text = (exc.args[0] if exc.args else str(exc)).strip().splitlines()
+        return clean(text[0] if text else type(exc).__name__)[:300]
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:300]
+    return clean(f"{type(exc).__name__}: {text[0] if text else ''}")[:300]
 
 
 # -- engines ---------------------------------------------------------------------------------
@@ -430,7 +436,6 @@ def _plots(stem: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from irbridge.atomic import atomic_file
 
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
@@ -452,11 +457,7 @@ def _plots(stem: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     ax.set_title("latency vs batch per target")
     if len(series) <= 12:
         ax.legend(fontsize=6)
-    path = stem.with_name(stem.name + ".latency.png")
-    with atomic_file(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=100)
-    plt.close(fig)
-    out.append(path)
+    out.append(_save(fig, stem.with_name(stem.name + ".latency.png")))
     fig, ax = plt.subplots(figsize=(8, 5))
     for target in sorted({r["target"] for r in ok}):  # one device (flops are the step's)
         pts = [(r["intensity"], r["flops"] / r["latency_s"]) for r in ok
@@ -469,9 +470,17 @@ def _plots(stem: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     ax.set_ylabel("attained FLOP/s")
     ax.set_title("roofline: every cell")
     ax.legend(fontsize=6)
-    path = stem.with_name(stem.name + ".roofline.png")
+    out.append(_save(fig, stem.with_name(stem.name + ".roofline.png")))
+    return out
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Write a figure as PNG atomically and close it."""
+    import matplotlib.pyplot as plt
+
+    from irbridge.atomic import atomic_file
+
     with atomic_file(path) as tmp:
         fig.savefig(tmp, format="png", dpi=100)
     plt.close(fig)
-    out.append(path)
-    return out
+    return path

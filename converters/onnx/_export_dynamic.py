@@ -94,6 +94,7 @@ def _bits_view(e: NodeEmit, name: str, dtype: DType, unsigned: DType) -> str:
         return name
     view = _cast(e, name, unsigned)
     if unsigned.itemsize > dtype.itemsize:  # a signed cast sign-extends: keep the low bits
+        e.need_opset(18, f"{e.node.op} of {dtype.short} (ONNX BitwiseAnd)")
         view = e.one("BitwiseAnd", [view, e.scalar((1 << dtype.itemsize * 8) - 1, unsigned)])
     return view
 
@@ -113,6 +114,8 @@ def shift(e: NodeEmit) -> None:
     big = e.one("Or", [e.one("Less", [b64, e.i64(0)]),
                        e.one("GreaterOrEqual", [b64, e.i64(bits)])])
     arithmetic = e.node.op == "shift_right_arithmetic"
+    if arithmetic:
+        e.need_opset(18, f"{e.node.op} (ONNX BitwiseNot)")
     amount = e.one("Where", [big, e.i64(bits - 1 if arithmetic else 0), b64])
     amount = _cast(e, amount, unsigned)
     if arithmetic and unsigned.itemsize > dtype.itemsize:  # widened: sign-extend the bits
@@ -144,6 +147,7 @@ def _onnx_type(dtype: DType) -> int:
 def popcnt(e: NodeEmit) -> None:
     """The set bits of each byte from a 256-entry table, summed over the bytes."""
     dtype, unsigned, bits = _bits_of(e)
+    e.need_opset(18, "popcnt (ONNX BitwiseAnd)")
     ua = _bits_view(e, e.as_dtype(0, dtype), dtype, unsigned)
     table = e.const(np.array([bin(i).count("1") for i in range(256)], np.int64), "popcnt")
     mask = e.scalar(255, unsigned)

@@ -1221,3 +1221,51 @@ def _fmod(e: NodeEmit) -> None:
 
 
 register("fmod", _fmod)
+
+
+# -- index_put ----------------------------------------------------------------------------------
+def _index_put(e: NodeEmit) -> None:
+    """Integer index tensors on consecutive axes a..a+k-1 as one ScatterND: x transposed so
+    those axes lead, coordinates = the broadcast indices stacked (negatives wrapped), the
+    values broadcast to the indexed shape (pre + B + post, NumPy's rule for consecutive
+    advanced indices) and moved to B + pre + post; accumulate is reduction add (opset 16)."""
+    axes = list(e.attrs["index_axes"])
+    count = len(axes)
+    shape = e.static(0)
+    index_types = [e.in_type(2 + j) for j in range(count)]
+    if any(t is None or t.dtype == DType.BOOL for t in index_types):
+        raise ExportError(f"{e.where}: index_put with a bool mask has no exact ONNX form here "
+                          "(a data-dependent number of positions)")
+    if axes != list(range(axes[0], axes[0] + count)):
+        raise ExportError(f"{e.where}: index_put on non-adjacent axes {axes} is not exported "
+                          "to ONNX")
+    if e.attrs["accumulate"]:
+        e.need_opset(16, "index_put with accumulate (ScatterND reduction add)")
+    index_shapes = [e.static(2 + j) for j in range(count)]
+    batch = tuple(int(d) for d in np.broadcast_shapes(*index_shapes))
+    first = axes[0]
+    pre, post = list(shape[:first]), list(shape[first + count:])
+    coords = []
+    for j in range(count):
+        i = e.as_dtype(2 + j, DType.INT64)
+        size = e.i64([shape[first + j]])
+        wrapped = e.one("Where", [e.one("Less", [i, e.i64(0)]), e.one("Add", [i, size]), i])
+        full = e.one("Expand", [wrapped, e.i64(list(batch))])
+        coords.append(e.one("Unsqueeze", [full, e.i64([-1])]))
+    index = coords[0] if count == 1 else e.one("Concat", coords, axis=-1)
+    rank = len(shape)
+    lead = list(range(first, first + count))
+    perm = lead + [d for d in range(rank) if d not in lead]
+    xt = e.one("Transpose", [e.input(0)], perm=perm)
+    target = [*pre, *batch, *post]
+    values = e.one("Expand", [e.as_dtype(1, e.in_dtype(0)), e.i64(target)])
+    nb, npre = len(batch), len(pre)
+    vperm = list(range(npre, npre + nb)) + list(range(npre)) + list(
+        range(npre + nb, len(target)))
+    vt = e.one("Transpose", [values], perm=vperm)
+    yt = e.one("ScatterND", [xt, index, vt],
+               reduction="add" if e.attrs["accumulate"] else None)
+    e.out("Transpose", [yt], perm=[perm.index(d) for d in range(rank)])
+
+
+register("index_put", _index_put)

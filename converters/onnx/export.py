@@ -16,10 +16,11 @@ attributes and its inputs and outputs, so that `import_onnx` rebuilds the neutra
 when the weights pass 2 GiB.
 
 Without an opset, the export uses the lowest opset that represents the model
-(`default_opset`): `DEFAULT_OPSET` (18), raised for an ONNX import to the opset that
-introduced each opaque ONNX op's version as read (GridSample read at opset 22 is written
-at 22, not as opset 16's); when a node needs a newer opset (an op introduced later, a
-feature such as float8 casts), the export is redone at the opset that node names.
+(`default_opset`): `DEFAULT_OPSET` (18) for other front-ends; for an ONNX import its
+source opset, clamped to the newest onnxruntime loads (26 with onnxruntime 1.31) and
+raised to the opset that introduced each opaque ONNX op's version as read; when a node
+needs a newer opset (an op introduced later, a feature such as float8 casts, an element
+type an older op version lacks), the export is redone at the opset that node names.
 """
 
 from __future__ import annotations
@@ -83,15 +84,14 @@ INLINE_CONSTANT_BYTES = 1024
 # -- public API ----------------------------------------------------------------------------
 
 def default_opset(model: Model) -> int:
-    """The first opset an export without an explicit opset tries: DEFAULT_OPSET, or for
-    an ONNX-imported model with opaque ONNX ops the newest opset at which one of those
-    ops' schema (as of the source opset) was introduced, so that each is written as the
-    version it was read as. Neutral ops mean the same at every opset (the emitters write
-    each for the opset chosen), so they need no newer one unless their emitter says so."""
+    """The first opset an export without an explicit opset tries: DEFAULT_OPSET for a
+    model of another front-end; for an ONNX import its source opset (the ops as they were
+    written, e.g. an Attention or a GridSample version), clamped to the newest opset
+    onnxruntime loads, and raised to the version each opaque ONNX op was read as."""
     source = _source_opset(model)
-    chosen = DEFAULT_OPSET
     if source is None:
-        return chosen
+        return DEFAULT_OPSET
+    chosen = max(min(source, runtime_max_opset()), MIN_EXPORT_OPSET)
     for op in {n.op for n in _all_nodes(model) if n.domain == OPAQUE_ONNX_DOMAIN}:
         try:
             read = onnx.defs.get_schema(op, source, "")
@@ -108,6 +108,33 @@ def default_opset(model: Model) -> int:
             oldest = previous
         chosen = max(chosen, int(oldest.since_version))
     return chosen
+
+
+@functools.cache
+def runtime_max_opset() -> int:
+    """The newest default-domain opset the installed onnxruntime loads (probed once with a
+    one-Relu model), at most the installed onnx's; onnx's newest without onnxruntime."""
+    newest = max_opset()
+    try:
+        import onnxruntime as ort
+    except ImportError:  # pragma: no cover - a dependency of irbridge
+        return newest
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    for version in range(newest, MIN_EXPORT_OPSET - 1, -1):
+        graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("x", 1, [1])],
+                                  [helper.make_tensor_value_info("y", 1, [1])])
+        opsets = [helper.make_opsetid("", version)]
+        probe = helper.make_model(graph, opset_imports=opsets)
+        probe.ir_version = helper.find_min_ir_version_for(opsets)
+        try:
+            ort.InferenceSession(probe.SerializeToString(), options,
+                                 providers=["CPUExecutionProvider"])
+        except Exception:
+            continue
+        return version
+    return DEFAULT_OPSET
 
 
 def _source_opset(model: Model) -> int | None:
@@ -172,14 +199,28 @@ def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_n
                                  allow_custom_ops=allow_custom_ops)
 
 
+def _needed_opset(exc: ExportError, used: int, model: Model) -> int | None:
+    """The opset an export refused at `used` needs: the one a node names (OpsetTooOld),
+    or, for an element type the op's version at `used` lacks (Cast of float8 before 19),
+    its next version up to the source opset of an ONNX import; None when neither."""
+    if isinstance(exc, OpsetTooOld):
+        return exc.needed
+    source = _source_opset(model)
+    if isinstance(exc.__cause__, _legal.IllegalType) and source is not None and source > used:
+        return _next_version(exc, used, source)
+    return None
+
+
 def _next_version(exc: ExportError, used: int, source: int) -> int:
-    """The opset to retry at after the checker refused an export at `used`: the next
-    version of the op the checker names (Cast reads float8 from 19), else `source`."""
-    match = re.search(r"op_type:(\w+)", str(exc))
+    """The opset to retry at after the checker or the type legalisation refused an export
+    at `used`: the next version of the op named (Cast reads float8 from 19), else
+    `source`."""
+    match = re.search(r"op_type:(\w+)|ONNX (\w+) takes no", str(exc))
     if match is not None:
         for version in range(used + 1, source):
             try:
-                if onnx.defs.get_schema(match[1], version, "").since_version > used:
+                if onnx.defs.get_schema(match[1] or match[2], version,
+                                        "").since_version > used:
                     return version
             except onnx.defs.SchemaError:
                 break
@@ -204,10 +245,11 @@ def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: boo
         try:
             proto = exporter.run()
             break
-        except OpsetTooOld as exc:  # only when choosing: an explicit opset is kept
-            if opset is not None or not chosen < exc.needed <= newest:
+        except ExportError as exc:  # only when choosing: an explicit opset is kept
+            needed = _needed_opset(exc, chosen, model)
+            if opset is not None or needed is None or not chosen < needed <= newest:
                 raise
-            chosen = exc.needed
+            chosen = needed
     if optimize or fold_batch_norm:
         from irbridge.converters.onnx._optimize import optimize as lean
 

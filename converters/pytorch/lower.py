@@ -25,7 +25,7 @@ import torch.utils._pytree as pytree
 from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
 from irbridge.dtypes import DType
-from irbridge.errors import CaptureError, IrbridgeError
+from irbridge.errors import CaptureError
 from irbridge.ir import (
     Dim,
     Graph,
@@ -199,6 +199,16 @@ class ModelLowerer:
     def type_of(self, value: Any) -> TensorType | None:
         if isinstance(value, torch.Tensor):
             return TensorType(to_dtype(value.dtype), tuple(self.dim(d) for d in value.shape))
+        return None
+
+
+def _type_or_none(owner: Any, meta: torch.Tensor) -> TensorType | None:
+    """The IR type of an op's example output, or None (unknown) where the IR cannot hold
+    it (complex32, ...): the node stays opaque with an untyped output instead of ending
+    the capture."""
+    try:
+        return owner.type_of(meta)
+    except ValueError:
         return None
 
 
@@ -388,10 +398,15 @@ class GraphLowerer:
         except Unsupported as exc:
             self._rollback(mark)
             result = self.fallback(em, str(exc))
-        except (IrbridgeError, TypeError, ValueError, KeyError, IndexError) as exc:
-            # a case the handler did not foresee: never lose the op, fall back instead
+        except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError):
+            raise
+        except Exception as exc:
+            # a case the handler did not foresee (ZeroDivisionError on a zero-size dim, an
+            # unsupported dtype, a data-dependent guard, ...): never lose the capture, leave
+            # this node opaque with the reason recorded instead
             self._rollback(mark)
-            result = self.fallback(em, f"handler failed: {type(exc).__name__}: {exc}")
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            result = self.fallback(em, f"handler failed: {type(exc).__name__}: {first}")
         self.refine_types(node, result)
         if self.parent is None:
             self.owner.stats.node_values[(self.index, node.name)] = [
@@ -448,7 +463,7 @@ class GraphLowerer:
         for value, m in zip(values, metas, strict=True):
             if not isinstance(value, Value) or not isinstance(m, torch.Tensor):
                 continue
-            expected = self.owner.type_of(m)
+            expected = _type_or_none(self.owner, m)
             if expected is None:
                 continue
             current = value.type
@@ -469,7 +484,9 @@ class GraphLowerer:
         if self.depth < 2 and _retraceable(node):
             try:
                 result = self.retrace(em)
-            except (Unsupported, _RetraceFailed) as exc:
+            except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError):
+                raise
+            except Exception as exc:
                 reason = f"{reason}; re-trace: {exc}"
             else:
                 self.owner.stats.retraced[em.provenance.source_op] += 1
@@ -635,7 +652,7 @@ class GraphLowerer:
             if isinstance(m, torch.Tensor):
                 out_names.append(self.graph.unique_name(node.name if i == 0 else
                                                         f"{node.name}_{i}"))
-                out_types.append(self.owner.type_of(m))
+                out_types.append(_type_or_none(self.owner, m))
         domain = "aten" if isinstance(node.target, torch._ops.OpOverload) else "torch"
         op = source_op(node, em.gm)  # the op itself (provenance may name a re-traced parent)
         if domain == "aten" and op.startswith("aten."):

@@ -77,6 +77,16 @@ def convert(
     kv_len: Annotated[int | None, typer.Option(
         "--kv-len", help="--phase: positions in the KV cache (default: --seq-len for "
                          "prefill, 128 for decode).")] = None,
+    train: Annotated[bool, typer.Option(
+        "--train", help="Capture one training step (forward, loss, backward, optimizer "
+                        "update) instead of the forward pass; see docs/pytorch.md.")] = False,
+    loss: Annotated[str | None, typer.Option(
+        "--loss", help="--train: mse, cross_entropy (default) or model (the model returns "
+                       "its loss).")] = None,
+    optimizer: Annotated[str | None, typer.Option(
+        "--optimizer", help="--train: sgd (default) or adamw.")] = None,
+    lr: Annotated[float | None, typer.Option(
+        "--lr", help="--train: learning rate (default 0.01 for sgd, 1e-3 for adamw).")] = None,
 ) -> None:
     """Convert a model (zoo name, Python file, ONNX or StableHLO file) into an irbridge IR
     file, or another format with --to, and print its summary. With --verify, the output is
@@ -94,7 +104,11 @@ def convert(
             "--weights": weights_file is not None, "--pretrained": pretrained,
             "--trust-checkpoint": trust_checkpoint, "--frontend": frontend != "auto",
             "--phase": phase is not None, "--kv-len": kv_len is not None,
+            "--train": train,
         })
+    train_spec = _train_spec(train, loss, optimizer, lr, frontend=frontend, phase=phase,
+                             dynamic=bool(dynamic), decompose=decompose, strict=strict,
+                             meta=meta, no_weights_verify=no_weights and verify)
     shape = _parse_shape(input_shape) if input_shape else None
     if is_file:
         _convert_file(Path(model), output, fmt, opset)
@@ -127,6 +141,10 @@ def convert(
     console.print(f"built {clean(built.name)} ({built.family}, {built.num_parameters:,} "
                   f"parameters, weights {clean(built.weights)}); inputs "
                   f"{clean(built.input_desc)}", markup=False)
+    if train_spec is not None:
+        _convert_train(built, train_spec, output=output, fmt=fmt, opset=opset,
+                       weights=not no_weights, verify=verify)
+        return
     with _status(f"capturing {built.name} with {frontend}"):
         result = capture(built.module, built.args, built.kwargs, frontend=frontend,
                          weights=not (no_weights or meta), dynamic=dynamic_spec or None,
@@ -160,6 +178,69 @@ def convert(
                 console.print(f"  output {check.index} ({clean(check.name or '-')}): max abs "
                               f"{check.max_abs_error:.3g} > atol {check.atol:g} "
                               f"{clean(check.note)}".rstrip(), markup=False)
+        if not report.passed:
+            if output is not None:
+                console.print(f"not written: {clean(str(output))} (verification failed; "
+                              "convert without --verify to write it anyway)", markup=False)
+            raise typer.Exit(1)
+
+
+def _train_spec(train: bool, loss: str | None, optimizer: str | None, lr: float | None, *,
+                frontend: str, phase: str | None, dynamic: bool, decompose: bool,
+                strict: bool, meta: bool, no_weights_verify: bool) -> Any:
+    """The --train options, checked before any work; None without --train."""
+    if not train:
+        for name, value in (("--loss", loss), ("--optimizer", optimizer), ("--lr", lr)):
+            if value is not None:
+                raise IrbridgeError(f"{name} applies to --train only")
+        return None
+    for name, on in (("--frontend", frontend != "auto"), ("--phase", phase is not None),
+                     ("--dynamic", dynamic), ("--decompose", decompose),
+                     ("--strict", strict), ("--meta", meta)):
+        if on:
+            raise IrbridgeError(f"{name} does not apply to --train (the training step is "
+                                "traced with make_fx on real tensors)")
+    if no_weights_verify:
+        raise IrbridgeError("--verify runs the training step and needs real weights; drop "
+                            "--no-weights")
+    from irbridge.converters.pytorch.train import TrainSpec
+
+    spec = TrainSpec(loss=loss or "auto", optimizer=optimizer or "sgd", lr=lr)
+    spec.check()
+    return spec
+
+
+def _convert_train(built: Any, spec: Any, *, output: Path | None, fmt: str | None,
+                   opset: int | None, weights: bool, verify: bool) -> None:
+    from irbridge.converters.pytorch.train import capture_train, memory_by_kind, verify_train
+
+    with _status(f"capturing a training step of {built.name}"):
+        result = capture_train(built.module, built.args, built.kwargs, train=spec,
+                               weights=weights)
+    ir = result.model
+    ir.name = built.name
+    report = None
+    if verify:
+        with _status("verifying against eager autograd and torch.optim"):
+            report = verify_train(result, built.module)
+    write = output is not None and (report is None or report.passed)
+    if write:
+        assert output is not None
+        write_model(ir, output, fmt, opset=opset, weights="auto" if weights else "none")
+    print_summary(summarize(ir), title=f"{built.name}: training step ({spec.loss} loss, "
+                                       f"{spec.optimizer}) captured in {result.seconds:.2f} s")
+    kinds = memory_by_kind(ir)
+    console.print("bytes by kind: " + ", ".join(f"{k} {v:,}" for k, v in sorted(kinds.items())),
+                  markup=False)
+    if write:
+        console.print(f"wrote {clean(str(output))}", markup=False)
+    if report is not None:
+        console.print(f"verify: {clean(report.summary())}", markup=False)
+        for check in report.checks:
+            if not check.passed:
+                console.print(f"  {clean(check.name)} ({check.kind}): max abs "
+                              f"{check.max_abs_error:.3g} > {check.tolerance:.3g}",
+                              markup=False)
         if not report.passed:
             if output is not None:
                 console.print(f"not written: {clean(str(output))} (verification failed; "

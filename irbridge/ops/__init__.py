@@ -5,6 +5,7 @@ from irbridge.ops import (  # noqa: F401  (register on import)
     complex,
     dynamic,
     elementwise,
+    indexing,
     nn,
     tensor,
 )

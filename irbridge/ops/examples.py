@@ -89,7 +89,18 @@ def examples() -> dict[str, OpExample]:
     ex["gelu"] = _unary(approximate="tanh")
     ex["clip"] = _unary(min=0.0, max=6.0)
     ex["where"] = OpExample([t((2, 3), B), t((2, 3)), t((3,))])
+    ex["index_put"] = OpExample([t((2, 3, 4)), t((4,)), t((2,), I64)], {"index_axes": [1]},
+                                values={2: np.array([0, 2], np.int64)})
     ex["cast"] = OpExample([t((2, 3))], {"dtype": DType.FLOAT16})
+    # elementwise math and special functions (issue 13)
+    ex |= {name: _unary() for name in (
+        "acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "trunc", "signbit",
+        "erfc", "erfinv", "erfcx", "lgamma", "digamma", "ndtri", "i0", "i0e", "i1", "i1e",
+        "k0", "k1", "k0e", "k1e", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+        "spherical_bessel_j0", "airy_ai")}
+    ex["polygamma"] = _unary(n=1)
+    ex |= {name: _binary() for name in ("atan2", "copysign", "fmod", "fmin", "fmax", "hypot",
+                                        "nextafter", "zeta")}
     # nn
     ex["matmul"] = OpExample([t((4, 2, 8, 16)), t((16, 32))])
     ex["gemm"] = OpExample([t((16, 8)), t((32, 16)), t((32,))],

@@ -1097,6 +1097,8 @@ def _reduction(name: str, fn: Callable[[np.ndarray, tuple[int, ...]], np.ndarray
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
         axes = _reduce_axes(_ints_arg(xs, 1, attrs, "axes"), attrs, x.ndim, ctx.where)
+        if x.ndim == 0 and axes is not None:  # a scalar's dim 0 or -1 (torch): itself
+            axes = ()
         if axes is None:  # no reduction, but the op's other arithmetic (reduce_l2: |x|)
             return [np.asarray(fn(widen(x), ())).astype(_out_dtype(ctx, 0, x.dtype))]
         y = np.asarray(fn(widen(x), axes))
@@ -1147,7 +1149,9 @@ _reduction("reduce_l2", lambda x, a: np.sqrt(np.sum(np.square(x), axis=a, keepdi
 def _logsumexp(x: np.ndarray, a: Any) -> np.ndarray:
     import scipy.special  # lazy: keeps scipy out of start-up (irbridge info, validate)
 
-    return scipy.special.logsumexp(x, axis=a, keepdims=True)
+    y = scipy.special.logsumexp(x, axis=a, keepdims=True)
+    # scipy gives a 0-d input with axis=() shape (1,): keep the keepdims shape exactly
+    return np.reshape(y, tuple(1 if i in a else d for i, d in enumerate(x.shape)))
 
 
 _reduction("reduce_log_sum_exp", _logsumexp, 1,

@@ -1,9 +1,8 @@
-"""The default ONNX export opset is the lowest that represents the model, and ONNX's own
-node cases (onnx's generated backend test data) come back right through it, run in the
-real onnxruntime: opaque ops read at a newer opset keep their version (GridSample at 22),
-ops that only widened their types since go back to a runnable opset (Compress read at 28),
-element types an older op version lacks raise the opset (Cast from float8: 19), emitters
-that need a newer opset raise it (CumProd with a run-time axis: 26)."""
+"""The default ONNX export opset: an ONNX import is written at its source opset (clamped to
+the newest onnxruntime loads: Compress read at 28 goes back to 26, which has the same
+Compress), another front-end's model at 18 unless a node needs newer (CumProd with a
+run-time axis: 26). ONNX's own node cases (onnx's generated backend test data) come back
+right through it in the real onnxruntime."""
 
 from __future__ import annotations
 
@@ -71,24 +70,52 @@ def _expect(case: Any, got: list[np.ndarray]) -> None:
 
 
 @pytest.mark.parametrize(("name", "source", "expected"), [
-    # opaque; GridSample-22 only widened GridSample-20's types, and 20 changed 16's
-    ("test_gridsample_bilinear", 22, 20),
-    ("test_gridsample_volumetric_nearest_align_corners_1", 22, 20),
-    ("test_compress_0", 28, DEFAULT_OPSET),      # Compress-28 only widened Compress-11's types
-    ("test_unique_sorted_with_axis", 28, DEFAULT_OPSET),
-    ("test_cast_FLOAT8E4M3FN_to_FLOAT", 28, 19),  # Cast reads float8 from opset 19
-    ("test_cumprod_1d", 26, 26),                 # CumProd with a run-time axis
-    ("test_relu", None, DEFAULT_OPSET),          # neutral only
+    ("test_gridsample_bilinear", 22, 22),        # the source opset, runnable as is
+    ("test_gridsample_volumetric_nearest_align_corners_1", 22, 22),
+    ("test_attention_4d", 23, 23),
+    ("test_compress_0", 28, ORT_NEWEST),         # Compress-28 only widened Compress-11's
+    ("test_unique_sorted_with_axis", 28, ORT_NEWEST),  # types: onnxruntime's newest
+    ("test_cast_FLOAT8E4M3FN_to_FLOAT", 28, ORT_NEWEST),
+    ("test_cumprod_1d", 26, 26),
+    ("test_relu", 14, 14),
+    ("test_resize_upsample_scales_linear", 19, 19),
 ])
-def test_default_opset_round_trip(cases: dict[str, Any], name: str, source: int | None,
+def test_default_opset_round_trip(cases: dict[str, Any], name: str, source: int,
                                   expected: int) -> None:
     case = cases[name]
-    if source is not None:
-        assert _opset(case.model) == source
+    assert _opset(case.model) == source
     opset, got = _round_trip(case)
     assert opset == expected
-    assert opset <= ORT_NEWEST
     _expect(case, got)
+
+
+def test_non_onnx_model_starts_at_18_and_rises_to_what_a_node_needs() -> None:
+    """A model of another front-end: 18, unless an emitter needs newer (CumProd with a
+    run-time axis: 26)."""
+    from irbridge.builder import GraphBuilder
+    from irbridge.dtypes import DType
+    from irbridge.ir import Graph, Model, TensorType
+
+    def model(runtime_axis: bool) -> Model:
+        graph = Graph()
+        m = Model(graphs=[graph], name="cumprod")
+        b = GraphBuilder(graph, m)
+        x = graph.add_input("x", TensorType(DType.FLOAT32, (2, 3)))
+        if runtime_axis:
+            axis = graph.add_input("axis", TensorType(DType.INT64, ()))
+            graph.set_outputs([b.op("cumprod", [x, axis], {"axis": 0})])
+        else:
+            graph.set_outputs([b.op("cumprod", [x], {"axis": 1})])
+        return m
+
+    assert _opset(to_onnx(model(False))) == DEFAULT_OPSET
+    proto = to_onnx(model(True))
+    assert _opset(proto) == 26
+    x = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    got = ort_run(proto, {"x": x, "axis": np.array(1, np.int64)})
+    np.testing.assert_array_equal(got[0], np.cumprod(x, axis=1))
+    with pytest.raises(ExportError, match="needs opset 26"):
+        to_onnx(model(True), opset=18)
 
 
 def test_explicit_opset_is_kept(cases: dict[str, Any]) -> None:
@@ -100,7 +127,7 @@ def test_explicit_opset_is_kept(cases: dict[str, Any]) -> None:
         to_onnx(ir, opset=18)
 
 
-def test_cli_default_path_writes_the_lowest_opset(cases: dict[str, Any], tmp_path) -> None:
+def test_cli_default_path_writes_the_source_opset(cases: dict[str, Any], tmp_path) -> None:
     from irbridge.formats import read_file, write_model
 
     case = cases["test_gridsample_bilinear"]
@@ -110,7 +137,7 @@ def test_cli_default_path_writes_the_lowest_opset(cases: dict[str, Any], tmp_pat
     target = tmp_path / "back.onnx"
     write_model(model, target, "onnx")
     back = onnx.load(target)
-    assert _opset(back) == 20
+    assert _opset(back) == 22
     feeds = dict(zip([i.name for i in back.graph.input], case.data_sets[0][0], strict=True))
     _expect(case, ort_run(back, feeds))
 

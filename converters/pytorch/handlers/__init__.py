@@ -32,6 +32,7 @@ from . import creation  # noqa: F401
 from . import fft  # noqa: F401
 from . import python  # noqa: F401
 from . import modules  # noqa: F401
+from . import backward  # noqa: F401
 # isort: on
 
 __all__ = ["ATEN", "FUNCTIONS", "METHODS", "MODULES", "lookup", "mutated_input"]

@@ -52,8 +52,15 @@ def _max_pool_fn(spatial: int) -> AtenFn:
 
 def _max_pool_indices_fn(spatial: int) -> AtenFn:
     def fn(em: Emitter, a: Args) -> Any:
+        from .backward import max_pool_indices  # the indices feed max-pool backward
+
         y = _max_pool_fn(spatial)(em, a)
-        return y, Deferred(lambda: _unsupported("max-pool indices"))
+        out = em.static_shape(y)[-spatial:] if em.type(y).is_static else None
+        if out is None:
+            return y, Deferred(lambda: _unsupported("max-pool indices of a symbolic shape"))
+        return y, Deferred(lambda: max_pool_indices(
+            em, a["self"], spatial, a["kernel_size"], a["stride"], a["padding"],
+            a["dilation"], tuple(out)))
     return fn
 
 

@@ -22,6 +22,30 @@ from ._base import (
 # -- reductions and softmax ---------------------------------------------------------------
 
 
+def _lift_0d(fn: AtenFn) -> AtenFn:
+    """torch lets a 0-d tensor stand for a 1-element vector in every dim-taking op (dim 0
+    or -1, keepdim or not) and gives 0-d results. The IR's ops want a real axis: a 0-d
+    `self` is reshaped to [1], the op runs along axis 0, and each tensor result is reshaped
+    back to 0-d."""
+    def lifted(em: Emitter, a: Args) -> Any:
+        x = a.get("self")
+        if not isinstance(x, Value) or em.rank(x) != 0:
+            return fn(em, a)
+        result = fn(em, {**a, "self": em.op("reshape", [x], shape=(1,))})
+
+        def scalar(v: Any) -> Any:
+            if isinstance(v, Deferred):
+                return Deferred(lambda: scalar(v.resolve()))
+            if isinstance(v, Value) and em.rank(v) != 0:
+                return em.op("reshape", [v], shape=())
+            return v
+        if isinstance(result, tuple):
+            return tuple(scalar(v) for v in result)
+        return scalar(result)
+    return lifted
+
+
+
 def _reduce(name: str, dim_key: str = "dim") -> AtenFn:
     def fn(em: Emitter, a: Args) -> Value:
         x = em.value(a["self"])
@@ -34,12 +58,12 @@ def _reduce(name: str, dim_key: str = "dim") -> AtenFn:
     return fn
 
 
-_aten_fn(aten.sum.dim_IntList, aten.sum.default)(_reduce("reduce_sum"))
-_aten_fn(aten.mean.dim, aten.mean.default)(_reduce("reduce_mean"))
-_aten_fn(aten.amax.default)(_reduce("reduce_max"))
-_aten_fn(aten.amin.default)(_reduce("reduce_min"))
-_aten_fn(aten.prod.dim_int, aten.prod.default)(_reduce("reduce_prod"))
-_aten_fn(aten.logsumexp.default)(_reduce("reduce_log_sum_exp"))
+_aten_fn(aten.sum.dim_IntList, aten.sum.default)(_lift_0d(_reduce("reduce_sum")))
+_aten_fn(aten.mean.dim, aten.mean.default)(_lift_0d(_reduce("reduce_mean")))
+_aten_fn(aten.amax.default)(_lift_0d(_reduce("reduce_max")))
+_aten_fn(aten.amin.default)(_lift_0d(_reduce("reduce_min")))
+_aten_fn(aten.prod.dim_int, aten.prod.default)(_lift_0d(_reduce("reduce_prod")))
+_aten_fn(aten.logsumexp.default)(_lift_0d(_reduce("reduce_log_sum_exp")))
 
 
 @_aten_fn(aten.max.default, aten.min.default)
@@ -59,8 +83,8 @@ def _max_dim(name: str, arg: str) -> AtenFn:
     return fn
 
 
-_aten_fn(aten.max.dim)(_max_dim("reduce_max", "argmax"))
-_aten_fn(aten.min.dim)(_max_dim("reduce_min", "argmin"))
+_aten_fn(aten.max.dim)(_lift_0d(_max_dim("reduce_max", "argmax")))
+_aten_fn(aten.min.dim)(_lift_0d(_max_dim("reduce_min", "argmin")))
 
 
 def _arg_fn(name: str) -> AtenFn:
@@ -77,12 +101,13 @@ def _arg_fn(name: str) -> AtenFn:
     return fn
 
 
-_aten_fn(aten.argmax.default)(_arg_fn("argmax"))
-_aten_fn(aten.argmin.default)(_arg_fn("argmin"))
+_aten_fn(aten.argmax.default)(_lift_0d(_arg_fn("argmax")))
+_aten_fn(aten.argmin.default)(_lift_0d(_arg_fn("argmin")))
 
 
 @_aten_fn(aten.var.correction, aten.var.dim, aten.std.correction, aten.std.dim,
           aten.var_mean.correction)
+@_lift_0d
 def _var(em: Emitter, a: Args) -> Any:
     x = em.cast(em.value(a["self"]), em.out_dtype())
     rank = em.rank(x)
@@ -112,6 +137,7 @@ def _var(em: Emitter, a: Args) -> Any:
 
 
 @_aten_fn(aten.linalg_vector_norm.default)
+@_lift_0d
 def _vector_norm(em: Emitter, a: Args) -> Value:
     x = em.cast(em.value(a["self"]), em.out_dtype())
     axes = _dims(a.get("dim"), em.rank(x))
@@ -134,19 +160,21 @@ def _softmax_fn(name: str, **extra: bool) -> AtenFn:
     return fn
 
 
-_aten_fn(aten.softmax.int, aten._softmax.default)(_softmax_fn("softmax"))
+_aten_fn(aten.softmax.int, aten._softmax.default)(_lift_0d(_softmax_fn("softmax")))
 # _safe_softmax (SDPA's masked softmax): rows of all -inf give 0, not softmax's NaN
-_aten_fn(_op("_safe_softmax"))(_softmax_fn("softmax", safe=True))
-_aten_fn(aten.log_softmax.int, aten._log_softmax.default)(_softmax_fn("log_softmax"))
+_aten_fn(_op("_safe_softmax"))(_lift_0d(_softmax_fn("softmax", safe=True)))
+_aten_fn(aten.log_softmax.int, aten._log_softmax.default)(_lift_0d(_softmax_fn("log_softmax")))
 
 
 @_aten_fn(aten.cumsum.default, aten.cumsum_.default if hasattr(aten, "cumsum_") else None)
+@_lift_0d
 def _cumsum(em: Emitter, a: Args) -> Value:
     x = em.cast(em.value(a["self"]), em.out_dtype())
     return em.op("cumsum", [x], axis=_axis(int(a["dim"]), em.rank(x)))
 
 
 @_aten_fn(aten.topk.default)
+@_lift_0d
 def _topk(em: Emitter, a: Args) -> Any:
     x = em.value(a["self"])
     values, indices = em.ops("topk", [x], k=int(a["k"]), axis=_axis(int(a["dim"]), em.rank(x)),
@@ -155,6 +183,7 @@ def _topk(em: Emitter, a: Args) -> Any:
 
 
 @_aten_fn(aten.sort.default, aten.sort.stable)
+@_lift_0d
 def _sort(em: Emitter, a: Args) -> Any:
     x = em.value(a["self"])
     values, indices = em.ops("sort", [x], axis=_axis(int(a["dim"]), em.rank(x)),
@@ -163,6 +192,7 @@ def _sort(em: Emitter, a: Args) -> Any:
 
 
 @_aten_fn(aten.argsort.default, _op("argsort", "stable"))
+@_lift_0d
 def _argsort(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
     _, indices = em.ops("sort", [x], axis=_axis(int(a["dim"]), em.rank(x)),
@@ -172,6 +202,7 @@ def _argsort(em: Emitter, a: Args) -> Value:
 
 @_aten_fn(aten.any.default, aten.any.dim, _op("any", "dims"), aten.all.default, aten.all.dim,
           _op("all", "dims"))
+@_lift_0d
 def _any_all(em: Emitter, a: Args) -> Value:
     x = em.cast(em.value(a["self"]), DType.BOOL)
     target = a.get("__op__")

@@ -299,6 +299,34 @@ def _scatter(em: Emitter, a: Args) -> Value:
                  axis=_axis(int(a["dim"]), em.rank(x)), reduction=reduction)
 
 
+@_aten_fn(aten.index_put.default, aten.index_put_.default, _op("_unsafe_index_put"),
+          _op("_index_put_impl_"), _op("_index_put_impl"))
+def _index_put(em: Emitter, a: Args) -> Value:
+    """x[indices] = values (or += with accumulate): the registry's index_put, the index
+    tensors placed on the axes they start at (a bool mask spans its rank of axes)."""
+    x = em.value(a["self"])
+    values = em.value(a["values"])
+    dtype = em.type(x).dtype
+    if em.type(values).dtype != dtype:
+        values = em.cast(values, dtype)
+    axes: list[int] = []
+    tensors: list[Value] = []
+    axis = 0
+    for index in a["indices"]:
+        if index is None:
+            axis += 1
+            continue
+        v = em.value(index)
+        axes.append(axis)
+        tensors.append(v)
+        rank = len(em.shape(v))
+        axis += rank if em.type(v).dtype == DType.BOOL else 1
+    if not tensors:
+        raise Unsupported("index_put without index tensors")
+    return em.op("index_put", [x, values, *tensors], index_axes=axes,
+                 accumulate=bool(a.get("accumulate", False)))
+
+
 @_aten_fn(aten.index.Tensor, _op("_unsafe_index", "Tensor"))
 def _index(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])

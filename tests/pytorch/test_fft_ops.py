@@ -128,3 +128,36 @@ def test_onnx_and_stablehlo_refuse_in_one_line() -> None:
     with pytest.raises(ExportError) as hlo_error:
         build_module(result.model).artifact()
     assert "\n" not in str(hlo_error.value) and "fft_r2c" in str(hlo_error.value)
+
+
+class Filter(torch.nn.Module):
+    """A complex weight (a model buffer) applied in the frequency domain."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(3)
+        self.register_buffer("w", torch.complex(torch.randn(N, generator=gen),
+                                                torch.randn(N, generator=gen)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.ifft(torch.fft.fft(x) * self.w)
+
+
+@pytest.mark.parametrize("fmt", ["binary", "text"])
+def test_complex_constants_survive_serde(fmt: str) -> None:
+    from irbridge import serde
+
+    module = Filter()
+    result = capture(module, (_inputs(0),), frontend="export")
+    assert result.opaque_count == 0
+    if fmt == "binary":
+        loaded = serde.from_bytes(serde.to_bytes(result.model))
+    else:
+        loaded = serde.from_text(serde.to_text(result.model))
+    x = _inputs(0) * 1.7 + 0.3 * _inputs(1)
+    name = loaded.graphs[0].inputs[0].name
+    got = np.asarray(run_graphs(loaded, {name: x.numpy()})[-1][0])
+    with torch.no_grad():
+        want = module(x).numpy()
+    assert got.dtype == np.complex64
+    np.testing.assert_allclose(got, want, **FFT_TOL)

@@ -62,6 +62,12 @@ def _real_input(ctx: OpContext, index: int = 0) -> TensorType:
     return t
 
 
+def _known_shape(ctx: OpContext, t: TensorType) -> tuple[Any, ...]:
+    if t.shape is None:
+        raise ctx.fail(f"input rank must be known, got {t}")
+    return tuple(t.shape)
+
+
 def _per_element(factor: int) -> Callable[[OpContext], Flops]:
     def cost(ctx: OpContext) -> Flops:
         return Flops(other=factor * ctx.out_numel())
@@ -145,14 +151,15 @@ define("angle", Category.ELEMENTWISE, inputs=inputs("x"), infer=_infer_to_real,
 
 def _infer_view_as_real(ctx: OpContext) -> list[TensorType]:
     t = _complex_input(ctx)
-    return [TensorType(REAL_OF[t.dtype], (*t.shape, 2))]
+    return [TensorType(REAL_OF[t.dtype], (*_known_shape(ctx, t), 2))]
 
 
 def _infer_view_as_complex(ctx: OpContext) -> list[TensorType]:
     t = _real_input(ctx)
-    if t.rank == 0 or t.shape[-1] != 2:
+    shape = _known_shape(ctx, t)
+    if not shape or shape[-1] != 2:
         raise ctx.fail(f"the last dim must be 2 (real, imag), got {t}")
-    return [TensorType(COMPLEX_OF[t.dtype], tuple(t.shape[:-1]))]
+    return [TensorType(COMPLEX_OF[t.dtype], shape[:-1])]
 
 
 def _as_complex(x: np.ndarray) -> np.ndarray:
@@ -186,7 +193,7 @@ def _dims(ctx: OpContext, rank: int) -> tuple[int, ...]:
 
 
 def _static_len(ctx: OpContext, t: TensorType, d: int) -> int:
-    n = t.shape[d]
+    n = _known_shape(ctx, t)[d]
     if not isinstance(n, int):
         raise ctx.fail(f"transformed dim {d} must have a static size, got {t}")
     if n < 1:
@@ -196,31 +203,31 @@ def _static_len(ctx: OpContext, t: TensorType, d: int) -> int:
 
 def _infer_r2c(ctx: OpContext) -> list[TensorType]:
     t = _real_input(ctx)
-    dims = _dims(ctx, t.rank)
-    shape = list(t.shape)
+    shape = list(_known_shape(ctx, t))
+    dims = _dims(ctx, len(shape))
     for d in dims:
         _static_len(ctx, t, d)
     if ctx.attrs["onesided"]:
-        shape[dims[-1]] = int(shape[dims[-1]]) // 2 + 1
+        shape[dims[-1]] = _static_len(ctx, t, dims[-1]) // 2 + 1
     return [TensorType(COMPLEX_OF[t.dtype], tuple(shape))]
 
 
 def _infer_c2c(ctx: OpContext) -> list[TensorType]:
     t = _complex_input(ctx)
-    for d in _dims(ctx, t.rank):
+    for d in _dims(ctx, len(_known_shape(ctx, t))):
         _static_len(ctx, t, d)
     return [t]
 
 
 def _infer_c2r(ctx: OpContext) -> list[TensorType]:
     t = _complex_input(ctx)
-    dims = _dims(ctx, t.rank)
+    shape: list[Any] = list(_known_shape(ctx, t))
+    dims = _dims(ctx, len(shape))
     for d in dims:
         _static_len(ctx, t, d)
     last = int(ctx.attrs["last_dim_size"])
     if last < 1:
         raise ctx.fail(f"last_dim_size must be positive, got {last}")
-    shape = list(t.shape)
     shape[dims[-1]] = last
     return [TensorType(REAL_OF[t.dtype], tuple(shape))]
 
@@ -241,18 +248,18 @@ def _fft_flops(signal: TensorType | None, dims: tuple[int, ...], half: bool) -> 
 
 def _cost_r2c(ctx: OpContext) -> Flops:
     t = ctx.input(0)
-    return Flops(other=_fft_flops(t, _dims(ctx, t.rank), half=True))
+    return Flops(other=_fft_flops(t, _dims(ctx, len(_known_shape(ctx, t))), half=True))
 
 
 def _cost_c2c(ctx: OpContext) -> Flops:
     t = ctx.input(0)
-    return Flops(other=_fft_flops(t, _dims(ctx, t.rank), half=False))
+    return Flops(other=_fft_flops(t, _dims(ctx, len(_known_shape(ctx, t))), half=False))
 
 
 def _cost_c2r(ctx: OpContext) -> Flops:
     out = ctx.output_types[0] if ctx.output_types else None
     t = ctx.input(0)
-    return Flops(other=_fft_flops(out, _dims(ctx, t.rank), half=True))
+    return Flops(other=_fft_flops(out, _dims(ctx, len(_known_shape(ctx, t))), half=True))
 
 
 def _scale(y: np.ndarray, n: int, mode: str) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from irbridge.ops import (  # noqa: F401  (register on import)
     bitwise,
+    complex,
     dynamic,
     elementwise,
     indexing,

@@ -56,6 +56,9 @@ NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y
                      "zeta"}
 """Special functions with no exact StableHLO form: export refuses them naming the node."""
 
+# complex numbers and FFTs (irbridge/ops/complex.py): no lowering yet, refused (docs/stablehlo.md)
+NO_STABLEHLO_FORM |= {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle",
+                      "view_as_real", "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet"}
 """Ops the StableHLO exporter does not lower yet: export refuses them naming the node."""
 

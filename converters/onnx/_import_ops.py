@@ -272,6 +272,12 @@ def _inverse_and_hyperbolic(ctx: NodeCtx) -> Results:
     return [ctx.op(ctx.op_type.lower(), [ctx.x(0)])]
 
 
+@handles("Det")
+def _det(ctx: NodeCtx) -> Results:
+    """The neutral `det` (irbridge/ops/linalg.py): batched over leading dims, as ONNX's."""
+    return [ctx.op("det", [ctx.x(0)])]
+
+
 @handles("Pow")
 def _pow(ctx: NodeCtx) -> Results:
     a, b = ctx.x(0), ctx.x(1)

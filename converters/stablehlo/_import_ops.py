@@ -222,7 +222,7 @@ def _keep(op: Any, types: list[RankedType], value: Value) -> Bound:
 
 _BINARY = {"stablehlo.add": "add", "stablehlo.subtract": "sub", "stablehlo.multiply": "mul",
            "stablehlo.divide": "div", "stablehlo.maximum": "maximum",
-           "stablehlo.minimum": "minimum", "stablehlo.power": "pow"}
+           "stablehlo.minimum": "minimum", "stablehlo.power": "pow", "stablehlo.atan2": "atan2"}
 _BOOL_BINARY = {"stablehlo.and": "logical_and", "stablehlo.or": "logical_or",
                 "stablehlo.xor": "logical_xor", "stablehlo.add": "logical_or",
                 "stablehlo.maximum": "logical_or", "stablehlo.minimum": "logical_and",

@@ -102,3 +102,19 @@ def total_macs(model: Model) -> int:
 
 def opaque_ops(model: Model) -> list[str]:
     return [n.qualified_op for _, n in model.all_nodes() if n.is_opaque]
+
+
+NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "digamma",
+                     "erfcx", "erfinv", "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e",
+                     "lgamma", "ndtri", "nextafter", "polygamma", "spherical_bessel_j0",
+                     "zeta",
+                     # complex numbers and FFTs (irbridge/ops/complex.py): not lowered yet
+                     "complex", "polar", "real", "imag", "conj", "complex_abs", "angle",
+                     "view_as_real", "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
+"""Ops with no exact StableHLO form (special functions) or none yet (complex numbers):
+export refuses them naming the node."""
+
+NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
+               "cummax": "no lowering yet", "cummin": "no lowering yet",
+               "logcumsumexp": "no lowering yet", "solve": "no lowering yet"}
+"""Ops the StableHLO exporter does not lower yet: export refuses them naming the node."""

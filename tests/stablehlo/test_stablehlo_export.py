@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from shlotools import (
+    NO_STABLEHLO_FORM,
+    NOT_LOWERED,
     assert_close,
     example_model,
     module_dialects,
@@ -49,18 +51,6 @@ UNSUPPORTED = {
             "input); loops with carried values only, or with a constant trip count, export",
 }
 """Ops whose registry example cannot be exported, and why."""
-
-NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "digamma",
-                     "erfcx", "erfinv", "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e",
-                     "lgamma", "ndtri", "nextafter", "polygamma", "spherical_bessel_j0",
-                     "zeta"}
-"""Special functions with no exact StableHLO form: export refuses them naming the node."""
-
-# complex numbers and FFTs (irbridge/ops/complex.py): no lowering yet, refused (docs/stablehlo.md)
-NO_STABLEHLO_FORM |= {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle",
-                      "view_as_real", "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
-NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet"}
-"""Ops the StableHLO exporter does not lower yet: export refuses them naming the node."""
 
 SUPPORTED = sorted(set(examples()) - set(UNSUPPORTED) - NO_STABLEHLO_FORM - set(NOT_LOWERED))
 

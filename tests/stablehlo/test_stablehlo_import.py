@@ -167,12 +167,14 @@ def test_torch_mlir_module() -> None:
 
 
 def _registry_examples() -> list[str]:
+    from shlotools import NO_STABLEHLO_FORM, NOT_LOWERED
+
     from irbridge.ops.examples import examples
 
-    # complex / FFT ops have no StableHLO export yet (test_stablehlo_export.py)
-    complex_ops = {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle",
-                   "view_as_real", "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
-    return sorted(set(examples()) - {"non_zero", "loop"} - complex_ops)
+    # ops the exporter refuses are tested for that in test_stablehlo_export.py; signbit is
+    # exported through bitcast_convert, which the importer does not map back yet
+    refused = NO_STABLEHLO_FORM | set(NOT_LOWERED) | {"signbit"}
+    return sorted(set(examples()) - {"non_zero", "loop"} - refused)
 
 
 @pytest.mark.parametrize("name", _registry_examples())

@@ -1,8 +1,9 @@
 """torch.diagonal (every offset sign, dim order, batch dims, empty diagonals) and the ops
 built on it (diag, trace) capture with no opaque node as exact data movement (a permute,
 a reshape and a strided slice), match eager torch on the example inputs and on a second
-set of values, and export to ONNX with the same numbers in onnxruntime. Data movement is
-exact, so the tolerance is 0 (trace sums in float32: 1e-5)."""
+set of values, and export to ONNX and StableHLO with the same numbers in onnxruntime and
+the StableHLO reference interpreter. Data movement is exact, so the tolerance is 0 (trace
+sums in float32: 1e-5)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from irbridge.converters.onnx import export_onnx
 from irbridge.converters.onnx.verify import verify_onnx
 from irbridge.converters.pytorch import capture
 from irbridge.converters.pytorch.verify import verify
+from irbridge.converters.stablehlo import evaluate, to_mlir_text
 from irbridge.dtypes import DType
 
 
@@ -61,6 +63,9 @@ def _check(module: torch.nn.Module, x: torch.Tensor, frontend: str, tol: float,
         session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         out = session.run(None, {session.get_inputs()[0].name: inp.numpy()})[0]
         torch.testing.assert_close(torch.from_numpy(out), module(inp), rtol=0, atol=tol)
+        # the StableHLO reference interpreter runs the exported slice/reshape/transpose
+        hlo = evaluate(to_mlir_text(result.model), [inp.numpy()])[0]
+        torch.testing.assert_close(torch.from_numpy(hlo), module(inp), rtol=0, atol=tol)
 
 
 @pytest.mark.parametrize("params", PARAMS, ids=str)

@@ -266,29 +266,10 @@ def _swish(ctx: NodeCtx) -> Results:
     return [ctx.op("mul", [x, gate])]
 
 
-@handles("Sinh", "Cosh")
-def _sinh_cosh(ctx: NodeCtx) -> Results:
-    x = ctx.x(0)
-    pos, neg = ctx.op("exp", [x]), ctx.op("exp", [ctx.op("neg", [x])])
-    both = ctx.op("sub" if ctx.op_type == "Sinh" else "add", [pos, neg])
-    return [ctx.op("mul", [both, _scalar(ctx, 0.5, x)])]
-
-
-@handles("Asinh", "Acosh")
-def _asinh_acosh(ctx: NodeCtx) -> Results:
-    x = ctx.x(0)
-    one = _scalar(ctx, 1, x)
-    square = ctx.op("mul", [x, x])
-    inner = ctx.op("add" if ctx.op_type == "Asinh" else "sub", [square, one])
-    return [ctx.op("log", [ctx.op("add", [x, ctx.op("sqrt", [inner])])])]
-
-
-@handles("Atanh")
-def _atanh(ctx: NodeCtx) -> Results:
-    x = ctx.x(0)
-    one = _scalar(ctx, 1, x)
-    ratio = ctx.op("div", [ctx.op("add", [one, x]), ctx.op("sub", [one, x])])
-    return [ctx.op("mul", [ctx.op("log", [ratio]), _scalar(ctx, 0.5, x)])]
+@handles("Acos", "Asin", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh")
+def _inverse_and_hyperbolic(ctx: NodeCtx) -> Results:
+    """The neutral ops of the same name (irbridge/ops/elementwise.py)."""
+    return [ctx.op(ctx.op_type.lower(), [ctx.x(0)])]
 
 
 @handles("Pow")

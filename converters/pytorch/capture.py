@@ -529,6 +529,17 @@ def _input_tensors(args: tuple[Any, ...], kwargs: Mapping[str, Any],
 # -- export ---------------------------------------------------------------------------
 
 
+def _decomposition_table() -> Any:
+    """torch's default decompositions, less those that change an op's results: the CPU
+    flash-attention kernel's decomposition returns the attention weights [.., L, S] where
+    the kernel returns its log-sum-exp [.., L] (the handler lowers the op itself)."""
+    table = torch.export.default_decompositions()
+    flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if flash is not None:
+        table.pop(flash.default, None)
+    return table
+
+
 def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],
                    *, dynamic: DynamicSpec | None = None, strict: bool = False,
                    decompose: bool = False) -> Capture:
@@ -539,7 +550,7 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
         ep = torch.export.export(model, args, dict(kwargs), dynamic_shapes=dynamic_shapes,
                                  strict=strict)
         if decompose:
-            ep = ep.run_decompositions()
+            ep = ep.run_decompositions(_decomposition_table())
         elif _mutates_views(ep.graph_module):
             # in-place updates of views (x[:, 0] += 1) write through to the base tensor;
             # functionalizing (no decomposition) turns them into explicit scatters

@@ -48,3 +48,29 @@ def test_tensor_split_with_tensor_indices_does_not_end_the_capture(frontend: str
         assert all(": " in n for n in result.stats.notes if n.startswith("opaque"))
     else:
         assert verify(result, module).passed
+
+
+class FlashCpu(torch.nn.Module):
+    def __init__(self, causal: bool) -> None:
+        super().__init__()
+        self.causal = causal
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Any:
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+            q, k, v, is_causal=self.causal)
+
+
+@pytest.mark.parametrize("decompose", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_cpu_log_sum_exp(decompose: bool, causal: bool) -> None:
+    """Regression (issue 13 item 3): the kernel's log-sum-exp output is [B, H, L] (with
+    decompose=True it came out as the [B, H, L, S] attention weights); verify compares it
+    with eager torch at the float32 tolerance of verify's table."""
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(s, generator=gen) for s in ((2, 3, 4, 6), (2, 3, 5, 6), (2, 3, 5, 6)))
+    module = FlashCpu(causal)
+    result = capture(module, (q, k, v), frontend="export", decompose=decompose)
+    assert result.opaque_count == 0, result.stats.notes
+    report = verify(result, module)
+    assert report.passed, report.summary()
+    assert [o.shape for o in report.outputs] == [(2, 3, 4, 6), (2, 3, 4)]

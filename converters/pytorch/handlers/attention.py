@@ -47,7 +47,30 @@ def _sdpa(em: Emitter, a: Args) -> Value:
 def _sdpa_flash_cpu(em: Emitter, a: Args) -> Any:
     y = attention(em, a["query"], a["key"], a["value"], a.get("attn_mask"), a["is_causal"],
                   a["scale"])
-    return (y, Deferred(lambda: _unsupported("attention log-sum-exp")))
+    return (y, Deferred(lambda: _attention_lse(em, a)))
+
+
+def _attention_lse(em: Emitter, a: Args) -> Value:
+    """The kernel's second output: logsumexp over the keys of the scaled (and causally
+    masked) scores, shape [..., L] (float32 as torch gives it)."""
+    q, k = em.value(a["query"]), em.value(a["key"])
+    if a.get("attn_mask") is not None:
+        raise Unsupported("attention log-sum-exp with an explicit mask")
+    qs, ks = em.static_shape(q), em.static_shape(k)
+    if len(qs) != len(ks) or qs[:-2] != ks[:-2]:
+        raise Unsupported("attention log-sum-exp with grouped or broadcast heads")
+    rank = len(qs)
+    scale = float(a["scale"]) if a.get("scale") else 1.0 / math.sqrt(qs[-1])
+    kt = em.op("permute", [k], perm=(*range(rank - 2), rank - 1, rank - 2))
+    scores = em.op("matmul", [q, kt])
+    scores = em.op("mul", [scores, em.scalar(scale, em.type(scores).dtype)])
+    if a["is_causal"]:
+        length, keys = qs[-2], ks[-2]
+        blocked = np.triu(np.ones((length, keys), dtype=bool), 1)
+        mask = np.where(blocked, -np.inf, 0.0).astype(em.type(scores).dtype.numpy)
+        scores = em.op("add", [scores, em.const(mask, em.type(scores).dtype)])
+    lse = em.op("reduce_log_sum_exp", [scores], axes=(rank - 1,), keepdims=False)
+    return em.cast(lse, em.out_dtype(1))
 
 
 @_aten_fn(_op("_scaled_dot_product_efficient_attention"))

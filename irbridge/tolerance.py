@@ -35,6 +35,9 @@ TOLERANCES: dict[DType, tuple[float, float]] = {
     DType.FLOAT32: (1e-5, 1e-4),
     DType.FLOAT16: (1e-3, 1e-2),
     DType.BFLOAT16: (1e-2, 5e-2),
+    # complex: its real dtype's tolerances on the modulus of the difference
+    DType.COMPLEX64: (1e-5, 1e-4),
+    DType.COMPLEX128: (1e-9, 1e-7),
 }
 EXACT = (0.0, 0.0)
 
@@ -88,8 +91,10 @@ def compare_output(index: int, name: str, got: np.ndarray, ref: np.ndarray, dtyp
                            rtol, False, f"shape {list(got.shape)} != reference {list(shape)}")
     if ref.size == 0:
         return OutputCheck(index, name, dtype.short, shape, 0.0, 0.0, atol, rtol, True)
-    a = np.asarray(got).astype(np.float64)
-    b = np.asarray(ref).astype(np.float64)
+    # complex outputs compare in complex128 (|a - b| is the modulus), never real parts only
+    wide = np.complex128 if np.iscomplexobj(got) or np.iscomplexobj(ref) else np.float64
+    a = np.asarray(got).astype(wide)
+    b = np.asarray(ref).astype(wide)
     both_nan = np.isnan(a) & np.isnan(b)
     diff = np.where(both_nan, 0.0, np.abs(a - b))
     same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))

@@ -75,7 +75,9 @@ FLOAT_MATH.update({  # float math: on integer / bool data, written in float and 
     "round", "tanh", "sigmoid", "isnan", "isinf", "silu", "gelu", "mish", "hardswish",
     "hardsigmoid", "leaky_relu", "elu", "softplus", "batch_norm", "layer_norm", "group_norm",
     "rms_norm", "reduce_mean", "reduce_l2", "reduce_log_sum_exp", "avg_pool",
-    "adaptive_avg_pool", "attention"})
+    "adaptive_avg_pool", "attention",
+    # elementwise math written as a decomposition (its float steps must not truncate)
+    "erfc", "atan2", "hypot", "copysign"})
 
 def _unary(onnx_op: str) -> Emitter:
     def emit(e: NodeEmit) -> None:
@@ -1217,6 +1219,9 @@ for _op, _onnx in {"acos": "Acos", "asin": "Asin", "atan": "Atan", "sinh": "Sinh
 def _fmod(e: NodeEmit) -> None:
     """C fmod (sign of the dividend) is ONNX Mod with fmod=1, for floats and integers."""
     dtype = e.out_dtype()
+    if dtype == DType.BOOL:  # torch has no bool fmod either; Mod would divide by false
+        raise ExportError(f"{e.where}: fmod of bool tensors cannot export to ONNX (Mod would "
+                          "divide by false; torch has no bool fmod)")
     e.out("Mod", [e.as_dtype(0, dtype), e.as_dtype(1, dtype)], fmod=1)
 
 
@@ -1269,3 +1274,15 @@ def _index_put(e: NodeEmit) -> None:
 
 
 register("index_put", _index_put)
+
+
+# -- linalg helper: linear algebra (issue 13) ----------------------------------------------
+# Only det has an ONNX operator (Det, opset 11, batched over leading dims); inverse, cholesky
+# and solve have none and are refused in one line naming the node (no approximate export).
+
+def _det(e: NodeEmit) -> None:
+    e.out("Det", [e.input(0)])
+
+
+register("det", _det, "Det")
+# -- end linalg helper ---------------------------------------------------------------------

@@ -60,7 +60,7 @@ _BASE_KIND = {Category.MATMUL: "matmul", Category.CONV: "conv", Category.ATTENTI
               Category.REDUCTION: "reduction", Category.POOL: "pool",
               Category.SHAPE: "view", Category.DATA_MOVEMENT: "data_movement",
               Category.CONSTANT: "constant", Category.CONTROL: "control",
-              Category.OTHER: "other"}
+              Category.LINALG: "linalg", Category.OTHER: "other"}
 
 
 @dataclass

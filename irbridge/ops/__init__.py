@@ -2,9 +2,11 @@
 
 from irbridge.ops import (  # noqa: F401  (register on import)
     bitwise,
+    complex,
     dynamic,
     elementwise,
     indexing,
+    linalg,
     nn,
     tensor,
 )

@@ -178,6 +178,14 @@ def examples() -> dict[str, OpExample]:
     ex["log_softmax"] = OpExample([X], {"axis": -1})
     ex["cumsum"] = OpExample([X], {"axis": 2})
     ex["cumprod"] = OpExample([X], {"axis": 1, "reverse": True})
+    ex["logcumsumexp"] = OpExample([X], {"axis": -1})
+    ex["cummax"] = OpExample([X], {"axis": 1})
+    ex["cummin"] = OpExample([X], {"axis": -1})
+    spd = np.eye(3, dtype=np.float32) * 4 + 1  # symmetric positive definite
+    ex["inverse"] = OpExample([t((2, 3, 3))], values={0: np.stack([spd, spd * 2])})
+    ex["det"] = OpExample([t((2, 3, 3))], values={0: np.stack([spd, spd * 2])})
+    ex["cholesky"] = OpExample([t((3, 3))], {"upper": True}, values={0: spd})
+    ex["solve"] = OpExample([t((3, 3)), t((3, 2))], values={0: spd})
     ex["topk"] = OpExample([X, t((1,), I64)], values={1: np.array([2])})  # k as an input
     ex["sort"] = OpExample([X], {"descending": True})
     ex["one_hot"] = OpExample([t((4,), I64)], {"depth": 5}, {0: np.array([0, 4, 2, 1])})
@@ -188,7 +196,26 @@ def examples() -> dict[str, OpExample]:
                          {0: np.array(True)})
     ex["loop"] = OpExample([t((), I64), t((), B), t((2,))], {"body": _loop_body()},
                            {0: np.array(3), 1: np.array(True)})
+    ex.update(_complex_examples())
     return ex
+
+
+def _complex_examples() -> dict[str, OpExample]:
+    """Complex plumbing and FFTs (irbridge/ops/complex.py)."""
+    c = t((2, 3, 4), DType.COMPLEX64)
+    return {
+        "complex": OpExample([t((2, 3)), t((3,))]),
+        "polar": OpExample([t((2, 3)), t((2, 3))]),
+        "real": OpExample([c]), "imag": OpExample([c]), "conj": OpExample([c]),
+        "complex_abs": OpExample([c]), "angle": OpExample([c]),
+        "view_as_real": OpExample([c]),
+        "view_as_complex": OpExample([t((2, 3, 2))]),
+        "fft_r2c": OpExample([t((2, 8))], {"dims": (1,), "normalization": "by_root_n"}),
+        "fft_c2c": OpExample([t((4, 8), DType.COMPLEX64)],
+                             {"dims": (0, 1), "forward": False, "normalization": "by_n"}),
+        "fft_c2r": OpExample([t((2, 5), DType.COMPLEX64)],
+                             {"dims": (1,), "last_dim_size": 8}),
+    }
 
 
 @dataclass
@@ -223,6 +250,9 @@ def build_example(name: str, seed: int = 0) -> BuiltExample:
             shape = ty.static_shape()
             if ty.dtype.is_float:
                 feeds[value.name] = rng.standard_normal(shape).astype(ty.dtype.numpy)
+            elif ty.dtype.numpy.kind == "c":
+                feeds[value.name] = (rng.standard_normal(shape)
+                                     + 1j * rng.standard_normal(shape)).astype(ty.dtype.numpy)
             elif ty.dtype.is_integer:
                 feeds[value.name] = rng.integers(0, 3, shape).astype(ty.dtype.numpy)
             else:

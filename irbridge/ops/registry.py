@@ -43,6 +43,7 @@ class Category(enum.Enum):
     DATA_MOVEMENT = "data_movement"  # copies: transpose, slice, concat, gather, pad
     CONSTANT = "constant"
     CONTROL = "control"
+    LINALG = "linalg"            # factorisations and solves: costs are LAPACK flop counts
     OTHER = "other"
 
     @property

@@ -1244,7 +1244,9 @@ def _scan_infer(ctx: OpContext) -> list[TensorType]:
     return [x]
 
 
-def _scan(name: str, ufunc: np.ufunc, identity: int, what: str) -> None:
+def _scan(name: str, ufunc: np.ufunc, identity: float, what: str,
+          onnx: str | None = None, cost_per_element: int = 1,
+          cost_doc: str = "input numel") -> None:
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
         axis = normalize_axis(_int_arg(xs, 1, attrs, "axis", ctx), x.ndim, ctx.where)
@@ -1265,15 +1267,64 @@ def _scan(name: str, ufunc: np.ufunc, identity: int, what: str) -> None:
            attrs=(attr("axis", AttrKind.INT, 0, "used when input `axis` is absent"),
                   attr("exclusive", AttrKind.BOOL, False, "leave out the element itself"),
                   attr("reverse", AttrKind.BOOL, False, "run from the end of the axis")),
-           infer=_scan_infer, cost=_per_input_element(1), cost_doc="input numel",
-           reference=reference, doc=f"Running {what} along `axis` (torch.{name}, ONNX "
-                                    f"{'CumSum' if name == 'cumsum' else 'CumProd'}); keeps "
+           infer=_scan_infer, cost=_per_input_element(cost_per_element), cost_doc=cost_doc,
+           reference=reference, doc=f"Running {what} along `axis` (torch.{name}"
+                                    + (f", ONNX {onnx}" if onnx else "") + "); keeps "
                                     "x's dtype. The one-element input `axis` (ONNX's form) "
                                     "overrides the attribute.")
 
 
-_scan("cumsum", np.add, 0, "sum")
-_scan("cumprod", np.multiply, 1, "product")
+_scan("cumsum", np.add, 0, "sum", "CumSum")
+_scan("cumprod", np.multiply, 1, "product", "CumProd")
+# -- linalg helper: scans (issue 13) --------------------------------------------------------
+# log(sum(exp)) running along the axis, each step the stable logaddexp of the running value
+# and the next element (no global max subtracted, so very negative early elements stay exact);
+# exclusive starts from log(0) = -inf.
+_scan("logcumsumexp", np.logaddexp, -np.inf, "log-sum-exp", None, 4,
+      "4 x input numel (max, exp, log1p, add per step)")
+
+
+def _cum_extreme_infer(ctx: OpContext) -> list[TensorType]:
+    x = ctx.input(0)
+    if x.rank == 0:
+        raise ctx.fail("needs an input of rank >= 1")
+    if x.rank is not None:
+        normalize_axis(ctx.attrs["axis"], x.rank, _where(ctx))
+    return [x, TensorType(DType.INT64, x.shape)]
+
+
+def _cum_extreme(name: str, greater: bool) -> None:
+    def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+        x = _arg(xs, 0, ctx)
+        axis = normalize_axis(attrs["axis"], x.ndim, ctx.where)
+        moved = np.moveaxis(x, axis, 0)
+        values = moved.copy()
+        indices = np.zeros(moved.shape, dtype=np.int64)
+        for i in range(1, moved.shape[0]):
+            best, cur = values[i - 1], moved[i]
+            # torch: a new element wins when it is NaN, or ties or beats a non-NaN best
+            # (the last index of equal extremes; NaN propagates with its own index)
+            with np.errstate(invalid="ignore"):
+                wins = (cur >= best) if greater else (cur <= best)
+            if np.issubdtype(moved.dtype, np.floating):
+                wins = np.isnan(cur) | (wins & ~np.isnan(best))
+            values[i] = np.where(wins, cur, best)
+            indices[i] = np.where(wins, i, indices[i - 1])
+        return [np.moveaxis(values, 0, axis), np.moveaxis(indices, 0, axis)]
+
+    what = "maximum" if greater else "minimum"
+    define(name, Category.OTHER, inputs=inputs("x"), outputs=("values", "indices"),
+           attrs=(attr("axis", AttrKind.INT, 0),),
+           infer=_cum_extreme_infer, cost=_per_input_element(1),
+           cost_doc="input numel (comparisons)", reference=reference,
+           doc=f"Running {what} along `axis` and the int64 index where it occurs "
+               f"(torch.{name}): ties take the later index; a NaN propagates with its own "
+               "index.")
+
+
+_cum_extreme("cummax", True)
+_cum_extreme("cummin", False)
+# -- end linalg helper: scans --------------------------------------------------------------
 
 
 # -- selection -------------------------------------------------------------------------

@@ -56,7 +56,22 @@ NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y
                      "zeta"}
 """Special functions with no exact StableHLO form: export refuses them naming the node."""
 
-SUPPORTED = sorted(set(examples()) - set(UNSUPPORTED) - NO_STABLEHLO_FORM)
+# complex numbers and FFTs (irbridge/ops/complex.py): no lowering yet, refused (docs/stablehlo.md)
+NO_STABLEHLO_FORM |= {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle",
+                      "view_as_real", "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
+NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet"}
+"""Ops the StableHLO exporter does not lower yet: export refuses them naming the node."""
+
+SUPPORTED = sorted(set(examples()) - set(UNSUPPORTED) - NO_STABLEHLO_FORM - set(NOT_LOWERED))
+
+
+@pytest.mark.parametrize("name", sorted(NOT_LOWERED))
+def test_ops_not_lowered_yet_are_refused_in_one_line(name: str) -> None:
+    model, _ = example_model(name)
+    with pytest.raises(ExportError, match=rf"node #\d+ {name}: op '{name}' has no StableHLO") \
+            as info:
+        build_module(model)
+    assert "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("name", sorted(NO_STABLEHLO_FORM))

@@ -27,8 +27,10 @@ from . import norm  # noqa: F401
 from . import attention  # noqa: F401
 from . import pooling  # noqa: F401
 from . import reduction  # noqa: F401
+from . import linalg  # noqa: F401
 from . import shapes  # noqa: F401
 from . import creation  # noqa: F401
+from . import fft  # noqa: F401
 from . import python  # noqa: F401
 from . import modules  # noqa: F401
 from . import backward  # noqa: F401

@@ -173,6 +173,35 @@ def _cumsum(em: Emitter, a: Args) -> Value:
     return em.op("cumsum", [x], axis=_axis(int(a["dim"]), em.rank(x)))
 
 
+# -- linalg helper: scans (issue 13) --------------------------------------------------------
+def _scan_fn(name: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        x = em.cast(em.value(a["self"]), em.out_dtype())
+        if em.rank(x) == 0:  # torch scans a 0-d tensor as one element: the value itself
+            return x
+        return em.op(name, [x], axis=_axis(int(a["dim"]), em.rank(x)))
+    return fn
+
+
+_aten_fn(aten.cumprod.default)(_scan_fn("cumprod"))
+_aten_fn(aten.logcumsumexp.default)(_scan_fn("logcumsumexp"))
+
+
+def _cum_extreme_fn(name: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Any:
+        x = em.value(a["self"])
+        if em.rank(x) == 0:
+            raise Unsupported(f"{name} of a 0-d tensor")
+        values, indices = em.ops(name, [x], axis=_axis(int(a["dim"]), em.rank(x)))
+        return values, indices
+    return fn
+
+
+_aten_fn(aten.cummax.default)(_cum_extreme_fn("cummax"))
+_aten_fn(aten.cummin.default)(_cum_extreme_fn("cummin"))
+# -- end linalg helper: scans --------------------------------------------------------------
+
+
 @_aten_fn(aten.topk.default)
 @_lift_0d
 def _topk(em: Emitter, a: Args) -> Any:

@@ -420,6 +420,65 @@ def _trilu(em: Emitter, a: Args) -> Value:
     return em.op("trilu", [em.value(a["self"])], upper=upper, k=int(a["diagonal"]))
 
 
+@_aten_fn(aten.diagonal.default, _op("diagonal_copy"))
+def _diagonal(em: Emitter, a: Args) -> Value:
+    """torch.diagonal as exact data movement: move dim1, dim2 last, flatten them to n1 * n2
+    and take every (n2 + 1)-th element from the first diagonal entry (a strided slice)."""
+    x = em.value(a["self"])
+    rank = em.rank(x)
+    offset = int(a.get("offset", 0) or 0)
+    d1 = _axis(int(a.get("dim1", 0)), rank)
+    d2 = _axis(int(a.get("dim2", 1)), rank)
+    if d1 == d2:
+        raise Unsupported(f"diagonal with dim1 == dim2 ({d1})")
+    shape = em.static_shape(x)
+    n1, n2 = shape[d1], shape[d2]
+    rest = [d for d in range(rank) if d not in (d1, d2)]
+    if [*rest, d1, d2] != list(range(rank)):
+        x = em.op("permute", [x], perm=(*rest, d1, d2))
+    flat = em.op("reshape", [x], shape=(*(shape[d] for d in rest), n1 * n2))
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    start = offset if offset >= 0 else -offset * n2
+    step = n2 + 1
+    end = start + (length - 1) * step + 1 if length else start
+    return em.op("slice", [flat], starts=(start,), ends=(end,), axes=(rank - 2,),
+                 steps=(step,))
+
+
+@_aten_fn(aten.diagonal_scatter.default)
+def _diagonal_scatter(em: Emitter, a: Args) -> Value:
+    """torch.diagonal_scatter: the inverse of _diagonal's layout (dim1, dim2 last, flattened)
+    with the diagonal's flat positions written by index_put, then the layout undone."""
+    x = em.value(a["self"])
+    src = em.value(a["src"])
+    if em.type(src).dtype != em.type(x).dtype:
+        src = em.cast(src, em.type(x).dtype)
+    rank = em.rank(x)
+    offset = int(a.get("offset", 0) or 0)
+    d1 = _axis(int(a.get("dim1", 0)), rank)
+    d2 = _axis(int(a.get("dim2", 1)), rank)
+    if d1 == d2:
+        raise Unsupported(f"diagonal_scatter with dim1 == dim2 ({d1})")
+    shape = em.static_shape(x)
+    n1, n2 = shape[d1], shape[d2]
+    rest = [d for d in range(rank) if d not in (d1, d2)]
+    perm = (*rest, d1, d2)
+    if list(perm) != list(range(rank)):
+        x = em.op("permute", [x], perm=perm)
+    flat = em.op("reshape", [x], shape=(*(shape[d] for d in rest), n1 * n2))
+    length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+    if length == 0:
+        return em.value(a["self"])
+    start = offset if offset >= 0 else -offset * n2
+    positions = em.const(np.arange(length, dtype=np.int64) * (n2 + 1) + start)
+    out = em.op("index_put", [flat, src, positions], index_axes=(rank - 2,),
+                accumulate=False)
+    out = em.op("reshape", [out], shape=tuple(shape[d] for d in perm))
+    if list(perm) != list(range(rank)):
+        out = em.op("permute", [out], perm=tuple(int(i) for i in np.argsort(perm)))
+    return out
+
+
 @_aten_fn(aten.flip.default)
 def _flip(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])

@@ -260,7 +260,8 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
             extra = (f" {cpu:.1f}x |" if cpu is not None else " - |") + \
                     (f" {wall:.1f}x |" if wall is not None else " - |") + \
                     (" " + ", ".join(f"{t / n * 1e6:.1f}" for t, n in zip(per, sizes[-2:],
-                                                                          strict=True))
+                                                                          strict=True)
+                                     if t is not None)
                      + " |" if None not in per else " - |") + \
                     (f" {fixed * 1000:.0f} |" if fixed is not None else " - |") + \
                     (f" {once * 1000:.0f} |" if once is not None else " - |")

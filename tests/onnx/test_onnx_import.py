@@ -112,31 +112,43 @@ def test_shape_chain_on_symbolic_shapes_feeds_the_reshape_shape_input() -> None:
 
 
 def test_unmapped_and_custom_domain_ops_stay_opaque_and_are_reported() -> None:
-    nodes = [helper.make_node("Det", ["x"], ["d"], name="det"),
+    nodes = [helper.make_node("GlobalLpPool", ["x"], ["d"], name="lp"),
              helper.make_node("Fancy", ["d"], ["y"], domain="com.example", name="fancy",
                               level=3)]
     proto = onnx_model(nodes, [tensor("x", F, [2, 3, 3])], [tensor("y", F, [2])],
                        extra_opsets={"com.example": 2})
     model, coverage = from_onnx(proto)
-    det, fancy = model.graph.nodes
-    assert (det.domain, det.op) == ("onnx", "Det")
+    lp, fancy = model.graph.nodes
+    assert (lp.domain, lp.op) == ("onnx", "GlobalLpPool")  # no neutral mapping
     assert (fancy.domain, fancy.op, fancy.attrs) == ("com.example", "Fancy", {"level": 3})
     assert fancy.outputs[0].type is not None  # types from ONNX shape inference where known
-    assert coverage.opaque == {"onnx::Det": 1, "com.example::Fancy": 1}
-    assert "no neutral mapping" in coverage.reasons["onnx::Det"]
-    assert any("opaque" in line and "Det" in line for line in coverage.lines())
-    assert set(coverage_of(model)) == {"onnx::Det", "com.example::Fancy"}
+    assert coverage.opaque == {"onnx::GlobalLpPool": 1, "com.example::Fancy": 1}
+    assert "no neutral mapping" in coverage.reasons["onnx::GlobalLpPool"]
+    assert any("opaque" in line and "GlobalLpPool" in line for line in coverage.lines())
+    assert set(coverage_of(model)) == {"onnx::GlobalLpPool", "com.example::Fancy"}
     again = to_onnx(model)
-    assert [(n.domain, n.op_type) for n in again.graph.node] == [("", "Det"),
+    assert [(n.domain, n.op_type) for n in again.graph.node] == [("", "GlobalLpPool"),
                                                                 ("com.example", "Fancy")]
     assert {(o.domain, o.version) for o in again.opset_import} == {("", 18),
                                                                   ("com.example", 2)}
 
 
 def test_opaque_onnx_ops_round_trip_through_onnxruntime() -> None:
+    # GlobalLpPool (p = 2) has no neutral mapping: kept opaque, written back as it was
+    proto = onnx_model([helper.make_node("GlobalLpPool", ["x"], ["y"])],
+                       [tensor("x", F, [2, 3, 3])], [tensor("y", F, [2, 3, 1])])
+    model, _ = from_onnx(proto)
+    assert [n.op for n in model.graph.nodes] == ["GlobalLpPool"]
+    feeds = {"x": RNG.standard_normal((2, 3, 3)).astype(np.float32)}
+    want = np.sqrt((feeds["x"] ** 2).sum(axis=2, keepdims=True))
+    assert_close(ort_run(to_onnx(model), feeds), [want], rtol=1e-5)
+
+
+def test_det_imports_as_the_neutral_op() -> None:
     proto = onnx_model([helper.make_node("Det", ["x"], ["y"])], [tensor("x", F, [2, 3, 3])],
                        [tensor("y", F, [2])])
-    model, _ = from_onnx(proto)
+    model, coverage = from_onnx(proto)
+    assert coverage.fully_neutral and [n.op for n in model.graph.nodes] == ["det"]
     feeds = {"x": RNG.standard_normal((2, 3, 3)).astype(np.float32)}
     assert_close(ort_run(to_onnx(model), feeds), [np.linalg.det(feeds["x"])], rtol=1e-4)
 

@@ -436,7 +436,6 @@ def _plots(stem: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-
     ok = [r for r in rows if r["status"] == "ok"]
     if not ok:
         return []
@@ -468,8 +467,9 @@ def _plots(stem: Path, rows: Sequence[dict[str, Any]]) -> list[Path]:
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("attained FLOP/s")
-    ax.set_title("roofline: every cell")
-    ax.legend(fontsize=6)
+    ax.set_title("roofline: every cell (TP 1)")
+    if ax.get_legend_handles_labels()[0]:  # no TP-1 cell: nothing to label
+        ax.legend(fontsize=6)
     out.append(_save(fig, stem.with_name(stem.name + ".roofline.png")))
     return out
 

@@ -79,6 +79,22 @@ class PhaseInfo:
         return 2 * self.layers * self.batch * heads * self.kv_len * self.head_dim * itemsize
 
 
+def check_tp(info: PhaseInfo, tp: int, source: str = "model") -> None:
+    """Megatron-style tensor parallelism gives each device heads / T query heads, and
+    kv_heads / T KV heads, or one replicated KV head per group of T / kv_heads devices
+    (as vLLM and Megatron do): T must divide the query heads, and T and the KV heads must
+    divide one another. Anything else is refused, not costed as an even 1/T split."""
+    if tp == 1:
+        return
+    ok = [t for t in range(1, info.heads + 1) if info.heads % t == 0
+          and (info.kv_heads % t == 0 or t % info.kv_heads == 0)]
+    if tp not in ok:
+        raise IrbridgeError(
+            f"--tp {tp}: {source} has {info.heads} attention heads and {info.kv_heads} KV "
+            f"heads; tensor parallelism splits heads evenly, so use one of "
+            f"{', '.join(map(str, ok))}")
+
+
 @dataclass(frozen=True)
 class Serving:
     """Serving figures of one phase graph on one target."""
@@ -139,6 +155,7 @@ def serving(model: Model, target: Target, *, dtype: str | None = None, tp: int =
                             "one with `irbridge convert MODEL --phase prefill|decode`")
     if tp < 1:
         raise IrbridgeError(f"--tp {tp}: must be at least 1")
+    check_tp(info, tp, source)
     link = target.interconnect_bandwidth
     if tp > 1 and link is None:
         raise IrbridgeError(f"--tp {tp}: target {target.name} has no interconnect_bandwidth "

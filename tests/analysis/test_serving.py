@@ -117,20 +117,32 @@ def test_tp_collectives_on_the_interconnect(decode: tuple[Model, Any]) -> None:
 def test_memory_fit_verdict(tmp_path: Path, decode: tuple[Model, Any]) -> None:
     model, hf = decode
     small = tmp_path / "small.yaml"
+    capacity = 150_000
     small.write_text(
-        "name: small\ntitle: a device with 100 kB of memory\nkind: gpu\n"
+        "name: small\ntitle: a device with 150 kB of memory\nkind: gpu\n"
         "sources: {spec: made up for this test}\n"
         "peaks: {bf16: {value: 100, source: spec}}\n"
         "memory_bandwidth: {value: 1, unit: TB/s, source: spec}\n"
-        "memory_capacity: {value: 100, unit: KB, source: spec}\n"
+        "memory_capacity: {value: 150, unit: KB, source: spec}\n"
         "interconnect_bandwidth: {value: 100, unit: GB/s, source: spec}\n")
     target = load_target_file(small)
     one = serving(model, target, dtype="bf16", tp=1)
-    assert one.fits is False and one.memory_bytes > 100_000
-    weights, _ = _by_hand(hf, 16)
-    many = serving(model, target, dtype="bf16", tp=16)
+    assert one.fits is False and one.memory_bytes > capacity
+    weights, _ = _by_hand(hf, HEADS)  # the widest split the heads allow
+    assert weights + _kv(HEADS) <= capacity  # (by hand: it fits on 4 devices)
+    many = serving(model, target, dtype="bf16", tp=HEADS)
     assert many.weight_bytes == weights
-    assert many.fits is (weights + _kv(16) <= 100_000)
+    assert many.fits is True
+
+
+@pytest.mark.parametrize("tp", [3, 8, 16])
+def test_tp_must_split_heads_evenly(decode: tuple[Model, Any], tp: int) -> None:
+    """4 query heads, 2 KV heads: TP 1, 2 and 4 split them (4: KV heads replicated in
+    pairs); 3, 8 or 16 would leave devices with fractional or no query heads."""
+    model, _ = decode
+    with pytest.raises(IrbridgeError, match=f"--tp {tp}: .* 4 attention heads and 2 KV "
+                                            "heads; .* use one of 1, 2, 4$"):
+        serving(model, resolve_targets("h100")[0], dtype="bf16", tp=tp)
 
 
 def test_not_a_phase_graph_and_missing_interconnect(decode: tuple[Model, Any]) -> None:

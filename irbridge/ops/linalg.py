@@ -107,8 +107,17 @@ def _solve_infer(ctx: OpContext) -> list[TensorType]:
 
 
 def _cholesky(a: np.ndarray, upper: bool = False) -> np.ndarray:
-    lower = np.linalg.cholesky(a)
-    return np.swapaxes(lower, -1, -2).conj() if upper else lower
+    """Reads one triangle only, as torch.linalg.cholesky and LAPACK's potrf do: the lower
+    one (upper=False) or the upper one (upper=True); the other is ignored, whatever it
+    holds."""
+    def h(m: np.ndarray) -> np.ndarray:
+        return np.swapaxes(m, -1, -2).conj()
+
+    tri = np.triu(a) if upper else np.tril(a)
+    strict = np.triu(a, 1) if upper else np.tril(a, -1)
+    hermitian = tri + h(strict)
+    lower = np.linalg.cholesky(hermitian)
+    return h(lower) if upper else lower
 
 
 define("inverse", Category.LINALG, inputs=inputs("a"), infer=_same_infer,

@@ -127,3 +127,21 @@ def test_partitioning_gives_linalg_ops_their_own_kind(captured: Any, strategy: s
     parts = partition(captured.model, cost_model(captured.model), strategy)
     kinds = {p.kind for p in parts.partitions}
     assert "linalg" in kinds, kinds
+
+
+@pytest.mark.parametrize("upper", [False, True], ids=["lower", "upper"])
+def test_cholesky_reads_one_triangle_only(upper: bool) -> None:
+    """torch.linalg.cholesky reads the lower triangle (upper=True: the upper one) and
+    ignores the other: a non-symmetric input whose ignored triangle holds other values
+    (here, large ones that would make the full matrix indefinite) gives torch's factor."""
+    class Chol(torch.nn.Module):
+        def forward(self, a: torch.Tensor) -> torch.Tensor:
+            return torch.linalg.cholesky(a, upper=upper)
+
+    a, _ = _inputs(False)
+    ignored = torch.triu(torch.full_like(a, 50.0), 1)  # the triangle torch does not read
+    a = a + (ignored.mT if upper else ignored)
+    result = capture(Chol(), (a,), frontend="export")
+    assert result.opaque_count == 0
+    got = run_graphs(result.model, _feeds(result, (a,)))[-1][0]
+    np.testing.assert_allclose(got, Chol()(a).numpy(), **TOL)

@@ -238,6 +238,10 @@ def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: boo
                           f"{MIN_EXPORT_OPSET}..{newest}")
     if not model.graphs:
         raise ExportError("model has no graph to export")
+    if not any(g.outputs for g in model.graphs):
+        raise ExportError(f"{model.name or 'model'}: no graph has an output (the model "
+                          "returns no tensor), and onnxruntime refuses an ONNX graph "
+                          "that computes nothing")
     chosen = default_opset(model) if opset is None else opset
     while True:
         exporter = _ModelExporter(model, chosen, stream=stream,
@@ -623,6 +627,17 @@ class _GraphEmitter:
         schema = registry.get(node.op)
         where = registry.node_where(node)
         attrs = schema.resolve_attrs(node.attrs, where)
+        if node.op != "constant" and _all_empty(node):
+            # Nothing to compute: every output has a static shape with a zero-size dim.
+            # An empty Constant of that shape is exact and keeps onnxruntime away from
+            # kernels that fail on empty operands (FusedMatMul broadcasting a zero batch,
+            # Pad in wrap mode; measured with the OpInfo sweep's zero-batch samples).
+            for value, name in zip(node.outputs, outs, strict=True):
+                if name and value.type is not None:
+                    self.ex.types[name] = value.type.dtype
+                    empty = np.zeros(value.type.static_shape(), value.type.dtype.numpy)
+                    self.emit("Constant", [], [name], value=array_to_proto(empty, name))
+            return
         if node.op in FLOAT_MATH and _data_dtype(node) not in (None, *_FLOATS):
             self._emit_in_float(node, ins, outs, where)
             return
@@ -845,6 +860,12 @@ def _same_interface(a: onnx.defs.OpSchema, b: onnx.defs.OpSchema) -> bool:
 
 def _rank_free(t: TensorType | None) -> TensorType | None:
     return None if t is None else TensorType(t.dtype, None)
+
+
+def _all_empty(node: Node) -> bool:
+    """Every output of `node` has a known element type and a static shape of 0 elements."""
+    return bool(node.outputs) and all(
+        v.type is not None and v.type.is_static and v.type.numel() == 0 for v in node.outputs)
 
 
 def _node_meta(node: Node) -> dict[str, str]:

@@ -35,7 +35,7 @@ def test_widened_is_float64_everywhere_and_computes_in_float64() -> None:
     wide = widened(ir)
     verify(wide)
     assert [n.op for n in wide.graph.nodes] == [n.op for n in ir.graph.nodes]
-    for graph, node in wide.all_nodes():
+    for _graph, node in wide.all_nodes():
         for v in node.outputs:
             assert v.type is None or v.type.dtype != DType.FLOAT32, node
         assert DType.FLOAT32 not in node.attrs.values(), node  # cast targets widened

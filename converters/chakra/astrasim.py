@@ -37,6 +37,11 @@ SCRIPT = "build-astrasim.sh"
 BACKENDS = {"unaware": "AstraSim_Analytical_Congestion_Unaware",
             "aware": "AstraSim_Analytical_Congestion_Aware"}
 _REPO = Path(__file__).resolve().parents[2]
+PATCHES = Path(__file__).resolve().parent / "patches"
+"""irbridge's own fixes to the ASTRA-sim sources, applied by build-astrasim.sh after the
+tarball's patches (it applies every `patches/*.patch` of the unpacked folder in name
+order): 03-collective-plan-shared-impl.patch stops communicator-group plans from
+deleting shared collective implementations (a double free that aborted TP x DP runs)."""
 
 
 class AstraSimUnavailable(IrbridgeError):
@@ -68,10 +73,16 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _patches() -> list[Path]:
+    return sorted(PATCHES.glob("*.patch"))
+
+
 def build_key(folder: Path | None = None) -> str:
-    """First 16 hex digits of SHA-256(sha256(tarball) + sha256(script))."""
+    """First 16 hex digits of SHA-256(sha256(tarball) + sha256(script) + sha256 of each of
+    irbridge's patches, in name order)."""
     folder = folder or sources()
-    joined = _sha256(folder / TARBALL) + _sha256(folder / SCRIPT)
+    joined = _sha256(folder / TARBALL) + _sha256(folder / SCRIPT) + "".join(
+        _sha256(p) for p in _patches())
     return hashlib.sha256(joined.encode()).hexdigest()[:16]
 
 
@@ -144,6 +155,8 @@ def binary(backend: str = "unaware", *, jobs: int | None = None,
         started = time.monotonic()
         try:
             src = _unpack(folder / TARBALL, work)
+            for patch in _patches():  # after the tarball's own (name order)
+                shutil.copy2(patch, src / "patches" / patch.name)
             script = folder / SCRIPT
             jobs = jobs or int(os.environ.get("IRBRIDGE_ASTRASIM_JOBS", "2"))
             with log_path.open("w") as out:
@@ -166,6 +179,7 @@ def binary(backend: str = "unaware", *, jobs: int | None = None,
             (staged / "manifest.json").write_text(json.dumps({
                 "key": key, "tarball_sha256": _sha256(folder / TARBALL),
                 "script_sha256": _sha256(folder / SCRIPT), "sources": str(folder),
+                "patches": {p.name: _sha256(p) for p in _patches()},
                 "build_seconds": round(time.monotonic() - started, 1),
                 "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=1) + "\n")
             os.replace(staged, final)
@@ -234,10 +248,12 @@ def run(folder: Path, *, mode: str = "replay", backend: str = "unaware",
                f"--remote-memory-configuration={folder / memory}"]
     if manifest.get("comm_groups"):
         command.append(f"--comm-group-configuration={folder / manifest['comm_groups']}")
-    # ASTRA-sim's binaries sometimes abort on heap corruption of their own (glibc "double
-    # free or corruption", "malloc_consolidate()", exit -6), nondeterministically, in
-    # teardown or just before the last rank reports. The simulation itself is
-    # deterministic, so a run killed by a signal is repeated (at most 3 tries in all).
+    # Upstream ASTRA-sim aborted on a double free of its own in teardown (or just before
+    # the last rank reported), depending on heap layout; patches/03-... fixes the cause
+    # we found (shared collective implementations). Should another such abort appear,
+    # the simulation itself is deterministic: a run killed by a signal is repeated (at
+    # most 3 tries in all), and an abort after every rank reported keeps its results
+    # (AstraResult.returncode says so).
     for _ in range(3):
         result = _run_once(command, folder, timeout)
         text = result.stdout + result.stderr

@@ -1,5 +1,5 @@
 """The ASTRA-sim build cache (fast: no build here): its key is the content hash of the
-tarball and the build script, a missing source folder is a one-line error, and ASTRA-sim's
+tarball, the build script and irbridge's patches, a missing source folder is a one-line error, and ASTRA-sim's
 output lines are parsed into per-rank times."""
 
 from __future__ import annotations
@@ -21,8 +21,12 @@ def _sources(folder: Path, tarball: bytes, script: bytes) -> Path:
 
 def test_key_is_the_content_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a = _sources(tmp_path / "a", b"tar", b"#!/bin/sh\n")
+    patches = "".join(hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted(astrasim.PATCHES.glob("*.patch")))
+    assert patches  # irbridge's own fixes are part of the key
     want = hashlib.sha256((hashlib.sha256(b"tar").hexdigest()
-                           + hashlib.sha256(b"#!/bin/sh\n").hexdigest()).encode()).hexdigest()
+                           + hashlib.sha256(b"#!/bin/sh\n").hexdigest()
+                           + patches).encode()).hexdigest()
     assert astrasim.build_key(a) == want[:16]
     b = _sources(tmp_path / "b", b"tar", b"#!/bin/sh\necho changed\n")
     assert astrasim.build_key(b) != astrasim.build_key(a)
@@ -54,3 +58,33 @@ def test_parse_output() -> None:
             "communication 0 cycles.\n[2026-11-23 22:25:38.897] [workload] [info] sys[0] "
             "finished, 56547 cycles, exposed communication 1200 cycles.\n")
     assert astrasim.parse_output(text) == ({1: 2, 0: 56547}, {1: 0, 0: 1200})
+
+
+def test_patches_apply_to_the_shared_sources(tmp_path: Path) -> None:
+    """Each of irbridge's patches applies cleanly (patch --dry-run, as build-astrasim.sh
+    runs it: -p1 in the astra-sim folder) to the file it names in the tarball."""
+    import os
+    import re
+    import shutil
+    import subprocess
+    import tarfile
+
+    try:
+        folder = astrasim.sources()
+        if shutil.which("patch") is None:
+            raise astrasim.AstraSimUnavailable("no patch tool (apt-get install patch)")
+    except astrasim.AstraSimUnavailable as exc:
+        if os.environ.get("CI"):  # CI has both: a missing one is a failure there
+            pytest.fail(str(exc))
+        pytest.skip(str(exc))
+    for p in sorted(astrasim.PATCHES.glob("*.patch")):
+        target = re.search(r"^\+\+\+ b/(\S+)", p.read_text(), re.M)
+        assert target, p.name
+        with tarfile.open(folder / astrasim.TARBALL) as archive:
+            member = next(m for m in archive.getmembers()
+                          if m.name.endswith("/astra-sim/" + target.group(1)))
+            archive.extract(member, tmp_path, filter="data")
+        root = tmp_path / member.name[: -len(target.group(1))]
+        done = subprocess.run(["patch", "-p1", "--dry-run", "-d", str(root)],
+                              input=p.read_bytes(), capture_output=True, check=False)
+        assert done.returncode == 0, (p.name, done.stdout, done.stderr)

@@ -45,6 +45,7 @@ import torch
 import torch._decomp
 import torch.utils._pytree as pytree
 
+from irbridge.dtypes import DType
 from irbridge.errors import CaptureError
 from irbridge.ir import Model, Node, Value
 
@@ -720,8 +721,10 @@ def verify_train(result: TrainCaptureResult, module: torch.nn.Module) -> TrainVe
     report = TrainVerifyReport(_compare(expected, exact, got), ir_flops, torch_flops,
                                torch_raw_flops=raw)
     failed = [c for c in report.checks if not c.passed]
-    if failed and report.flops_match and all(c.kind not in FORWARD_KINDS for c in failed) \
-            and any(t.dtype == torch.float32 for t in result.inputs.values()):
+    float32 = any(t.dtype == DType.FLOAT32 for t in result.model.tensors.values()) or any(
+        t.dtype == torch.float32 for t in result.inputs.values())  # (LMs: int token inputs)
+    if failed and report.flops_match and float32 \
+            and all(c.kind not in FORWARD_KINDS for c in failed):
         report.float64 = _verify_widened(result, module)
     return report
 

@@ -194,6 +194,26 @@ def test_float64_recheck_cannot_hide_a_wrong_gradient(factor: float) -> None:
     assert "in float64" in report.summary() and report.summary().startswith("FAIL")
 
 
+def test_float64_recheck_runs_for_integer_token_inputs() -> None:
+    """A language-model step has int64 token inputs and float32 weights: the re-check
+    still runs (and still fails a wrong gradient)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 50))
+    tokens = torch.randint(0, 50, (2, 7))
+    result = capture_train(model, (tokens,), train=TrainSpec(loss="mse"))
+    graph = result.model.graph
+    index = 1 + result.params.index("1.weight")
+    grad = graph.outputs[index]
+    k = graph.add_parameter(result.model.add_tensor(
+        Tensor.from_array("wrong_factor", np.array(1.01, np.float32))))
+    graph.outputs[index] = graph.add_node("mul", [grad, k], ["wrong_grad"],
+                                          output_types=[grad.type]).outputs[0]
+    report = verify_train(result, model)
+    assert not report.passed
+    assert report.float64 is not None
+    assert "grad.1.weight" in {c.name for c in report.float64 if not c.passed}
+
+
 def test_widened_ir_is_the_same_step_in_float64() -> None:
     """`widened` changes element types only: every float32 becomes float64 (types,
     tensors, constants, cast targets), the original is untouched, and the widened step

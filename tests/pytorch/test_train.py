@@ -200,7 +200,7 @@ def test_float64_recheck_runs_for_integer_token_inputs() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Embedding(50, 16), nn.Linear(16, 50))
     tokens = torch.randint(0, 50, (2, 7))
-    result = capture_train(model, (tokens,), train=TrainSpec(loss="mse"))
+    result = capture_train(model, (tokens,), train=TrainSpec(loss="cross_entropy"))
     graph = result.model.graph
     index = 1 + result.params.index("1.weight")
     grad = graph.outputs[index]

@@ -36,6 +36,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -296,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-write", dest="write", action="store_false")
     args = parser.parse_args(argv)
     command = "uv run python tools/bench_scale.py" + "".join(
-        f" {a}" for a in (sys.argv[1:] if argv is None else argv))
+        f" {shlex.quote(a)}" for a in (sys.argv[1:] if argv is None else argv))
     began = time.perf_counter()
     loads = [os.getloadavg()[0]]
     rows: list[dict[str, Any]] = []

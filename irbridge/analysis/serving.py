@@ -70,7 +70,36 @@ class PhaseInfo:
         if values["phase"] not in PHASES or min(values[k] for k in _KEYS[1:]) < 1:
             raise IrbridgeError(f"{model.name or 'model'}: malformed llm.* metadata "
                                 f"(phase {values['phase']!r}, sizes must be >= 1)")
-        return cls(**values)
+        info = cls(**values)
+        info._check_graph(model)
+        return info
+
+    def _check_graph(self, model: Model) -> None:
+        """The metadata must describe the graph it came with: query heads a multiple of
+        the KV heads, and the cache tensors (decode: the inputs after input_ids and
+        cache_position; prefill: the outputs after the logits) 2 x layers of them, each
+        [batch, kv_heads, kv_len, head_dim] where the graph's dims are static. A file
+        whose figures disagree is refused rather than analysed into nonsense."""
+        where = f"{model.name or 'model'}: llm.* metadata"
+        if self.heads % self.kv_heads:
+            raise IrbridgeError(f"{where} gives {self.heads} attention heads and "
+                                f"{self.kv_heads} KV heads, which do not divide them")
+        if not model.graphs:
+            return
+        graph = model.graphs[0]
+        cache = graph.inputs[2:] if self.phase == "decode" else graph.outputs[1:]
+        if len(cache) != 2 * self.layers:
+            raise IrbridgeError(f"{where} gives {self.layers} layers, but the graph has "
+                                f"{len(cache)} KV-cache tensors (2 per layer)")
+        want = (self.batch, self.kv_heads, self.kv_len, self.head_dim)
+        for value in cache:
+            shape = value.type.shape if value.type is not None else None
+            if shape is None or len(shape) != 4 or any(
+                    isinstance(d, int) and d != w for d, w in zip(shape, want, strict=True)):
+                raise IrbridgeError(
+                    f"{where} gives cache tensors of [batch, kv_heads, kv_len, head_dim] = "
+                    f"{list(want)}, but graph value {value.name!r} is "
+                    f"{value.type if value.type is not None else 'untyped'}")
 
     def kv_cache_bytes(self, itemsize: int, tp: int = 1) -> int:
         """K and V of every layer: 2 x layers x B x H_kv x kv_len x D x item; with TP, the
@@ -86,13 +115,19 @@ def check_tp(info: PhaseInfo, tp: int, source: str = "model") -> None:
     divide one another. Anything else is refused, not costed as an even 1/T split."""
     if tp == 1:
         return
-    ok = [t for t in range(1, info.heads + 1) if info.heads % t == 0
-          and (info.kv_heads % t == 0 or t % info.kv_heads == 0)]
-    if tp not in ok:
-        raise IrbridgeError(
-            f"--tp {tp}: {source} has {info.heads} attention heads and {info.kv_heads} KV "
-            f"heads; tensor parallelism splits heads evenly, so use one of "
-            f"{', '.join(map(str, ok))}")
+
+    def fits(t: int) -> bool:
+        return info.heads % t == 0 and (info.kv_heads % t == 0 or t % info.kv_heads == 0)
+
+    if fits(tp):
+        return
+    # the valid sizes, listed when there are few to try (head counts from a file may be
+    # anything: never loop over a huge one)
+    ok = [t for t in range(1, min(info.heads, 4096) + 1) if fits(t)]
+    raise IrbridgeError(
+        f"--tp {tp}: {source} has {info.heads} attention heads and {info.kv_heads} KV "
+        f"heads; tensor parallelism splits heads evenly, so use one of "
+        f"{', '.join(map(str, ok))}{'' if info.heads <= 4096 else ', ...'}")
 
 
 @dataclass(frozen=True)

@@ -172,3 +172,33 @@ def test_cli(tmp_path: Path) -> None:
         bad = runner.invoke(app, args)
         assert bad.exit_code == 2, (args, bad.output)
         assert message in bad.output and "Traceback" not in bad.output
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("llm.layers", "3", "gives 3 layers, but the graph has 4 KV-cache tensors"),
+    ("llm.layers", "9" * 30, "layers, but the graph has 4 KV-cache tensors"),
+    ("llm.batch", "3", "but graph value"),
+    ("llm.kv_len", "65", "but graph value"),
+    ("llm.head_dim", "8", "but graph value"),
+    ("llm.kv_heads", "3", "4 attention heads and 3 KV heads, which do not divide them"),
+    ("llm.heads", "7", "7 attention heads and 2 KV heads, which do not divide them"),
+])
+def test_metadata_must_describe_the_graph(decode: tuple[Model, Any], key: str, value: str,
+                                          message: str) -> None:
+    """A file's llm.* figures are checked against its own cache tensors before any
+    arithmetic: a hand-edited or hostile file is refused in one line, not analysed into
+    nonsense (or a loop over 10^30 layers)."""
+    model, _ = decode
+    edited = Model(graphs=model.graphs, tensors=model.tensors, name="edited",
+                   metadata={**model.metadata, key: value})
+    with pytest.raises(IrbridgeError, match=message) as info:
+        serving(edited, resolve_targets("h100")[0], dtype="bf16")
+    assert "\n" not in str(info.value)
+
+
+def test_tp_refusal_stays_bounded_for_huge_head_counts(decode: tuple[Model, Any]) -> None:
+    model, _ = decode
+    edited = Model(graphs=model.graphs, tensors=model.tensors, name="edited",
+                   metadata={**model.metadata, "llm.heads": str(2 * 10**15)})
+    with pytest.raises(IrbridgeError, match=r"use one of 1, 2, 4, 8, .*, \.\.\.$"):
+        serving(edited, resolve_targets("h100")[0], dtype="bf16", tp=3)

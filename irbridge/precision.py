@@ -1,9 +1,9 @@
 """The same model at a wider floating-point precision.
 
-`widened(model)` copies a model (through serde, the file format's own copy) with every float32 element type replaced by float64:
-value types, model tensors (data converted exactly: every float32 is a float64), constant
-tensors and dtype attributes of nodes (a `cast` to float32 becomes a cast to float64),
-in every graph and subgraph. Nothing else changes: the nodes, their order, their other
+`widened(model)` copies a model (through serde, the file format's own copy) with every
+float32 element type replaced by float64: value types, model tensors (data converted
+exactly: every float32 is a float64), constant tensors and dtype attributes of nodes (a
+`cast` to float32 becomes a cast to float64), in every graph and subgraph. Nothing else changes: the nodes, their order, their other
 attributes. Running the copy in the reference executor evaluates exactly the artifact that
 was captured, with float64 rounding instead of float32's: the way to tell a wrong
 formula (as wrong in float64) from float32 rounding (gone in float64). Training-step

@@ -41,18 +41,20 @@ def _widen_tensor(tensor: Tensor, source: DType, target: DType) -> None:
 
 
 def _widen_graph(graph: Graph, source: DType, target: DType) -> None:
-    for sub, node in [(graph, None), *walk_nodes(graph)]:
-        if node is None:
-            graphs = [sub]
-        else:
-            node.attrs = {k: _widen_attr(v, source, target) for k, v in node.attrs.items()}
-            graphs = list(node.subgraphs())
-        for g in graphs:
-            for value in g.values.values():
-                if value.type is not None and value.type.dtype == source:
-                    value.type = TensorType(target, value.type.shape)
-                if value.tensor is not None:
-                    _widen_tensor(value.tensor, source, target)
+    _widen_values(graph, source, target)
+    for _, node in walk_nodes(graph):  # nodes of subgraphs included
+        node.attrs = {k: _widen_attr(v, source, target) for k, v in node.attrs.items()}
+        for sub in node.subgraphs():
+            _widen_values(sub, source, target)
+
+
+def _widen_values(graph: Graph, source: DType, target: DType) -> None:
+    """The graph's own values (not its subgraphs'); a parameter's tensor with them."""
+    for value in graph.values.values():
+        if value.type is not None and value.type.dtype == source:
+            value.type = TensorType(target, value.type.shape)
+        if value.tensor is not None:
+            _widen_tensor(value.tensor, source, target)
 
 
 def _widen_attr(value: AttrValue, source: DType, target: DType) -> AttrValue:

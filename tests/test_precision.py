@@ -61,3 +61,28 @@ def test_widened_refuses_a_narrowing() -> None:
     ir = capture(torch.nn.Linear(2, 2), (torch.randn(1, 2),), {}).model
     with pytest.raises(ValueError, match="not a float widening"):
         widened(ir, DType.FLOAT32, DType.INT32)
+
+
+@pytest.mark.parametrize("op", ["if", "loop"])
+def test_widened_reaches_subgraphs(op: str) -> None:
+    """Control flow: the values of then/else branches and loop bodies are widened too, and
+    the widened model runs in float64 to the original's float32 result."""
+    from irbridge.ir import Model
+    from irbridge.ops.examples import build_example
+
+    built = build_example(op)
+    model = Model(graphs=[built.graph], tensors={
+        v.tensor.name: v.tensor for v in built.graph.parameters if v.tensor is not None})
+    wide = widened(model)
+    subgraphs = [g for _, n in wide.all_nodes() for g in n.subgraphs()]
+    assert subgraphs
+    for g in subgraphs:
+        dtypes = {v.type.dtype for v in g.values.values() if v.type is not None}
+        assert DType.FLOAT32 not in dtypes and DType.FLOAT64 in dtypes, g.name
+    feeds = {k: a.astype(np.float64) if a.dtype == np.float32 else a
+             for k, a in built.feeds.items()}
+    got = run_model(wide, feeds)
+    want = run_model(model, built.feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == (np.float64 if w.dtype == np.float32 else w.dtype)
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)  # float32 rounding, few ops

@@ -718,7 +718,7 @@ def verify_train(result: TrainCaptureResult, module: torch.nn.Module) -> TrainVe
         return TrainVerifyReport([], ir_flops, torch_flops,
                                  f"the IR has {len(got)} outputs, the eager step "
                                  f"{len(expected)}")
-    report = TrainVerifyReport(_compare(expected, exact, got), ir_flops, torch_flops,
+    report = TrainVerifyReport(_compare(exact, got, expected), ir_flops, torch_flops,
                                torch_raw_flops=raw)
     failed = [c for c in report.checks if not c.passed]
     float32 = any(t.dtype == DType.FLOAT32 for t in result.model.tensors.values()) or any(
@@ -729,20 +729,20 @@ def verify_train(result: TrainCaptureResult, module: torch.nn.Module) -> TrainVe
     return report
 
 
-def _compare(expected: list[tuple[str, str, torch.Tensor]],
-             exact: list[tuple[str, str, torch.Tensor]], got: list[Any],
-             rtol: float | None = None, atol: float = ATOL,
-             noise_of: list[tuple[str, str, torch.Tensor]] | None = None) -> list[TensorCheck]:
+Stepped = list[tuple[str, str, torch.Tensor]]
+"""(name, kind, tensor) per output of a step, as `eager_step` returns them."""
+
+
+def _compare(exact: Stepped, got: list[Any], rounded: Stepped,
+             rtol: float | None = None, atol: float = ATOL) -> list[TensorCheck]:
     """One check per output: |IR - exact| within rtol x max |exact| + atol + NOISE_FACTOR
-    x noise, where noise is |expected - exact| (expected: eager at float32, how far
-    rounding moves this tensor), or |noise_of - exact| when given; rtol by the tensor's
-    dtype unless given."""
+    x |rounded - exact| (rounded: an eager float32 step, so the last term is how far
+    float32 rounding moves this tensor); rtol by the tensor's dtype in `rounded` unless
+    given."""
     checks = []
-    sources = noise_of if noise_of is not None else expected
-    for (name, kind, ref), (_, _, ref64), (_, _, rounded), value in zip(
-            expected, exact, sources, got, strict=True):
+    for (name, kind, ref64), (_, _, ref), value in zip(exact, rounded, got, strict=True):
         want = ref64.detach().to(torch.float64).cpu().numpy()
-        eager = rounded.detach().to(torch.float64).cpu().numpy()
+        eager = ref.detach().to(torch.float64).cpu().numpy()
         have = np.asarray(value, dtype=np.float64)
         floating = ref.is_floating_point()
         rel = (RTOL.get(ref.dtype, 1e-4) if rtol is None else rtol) if floating else 0.0
@@ -794,6 +794,7 @@ def _verify_widened(result: TrainCaptureResult, module: torch.nn.Module) -> list
     if len(got) != len(exact):
         return [TensorCheck(f"float64 run: {len(got)} outputs for {len(exact)}", "error",
                             float("inf"), 0.0, 0.0, False)]
-    noise = [(n, k, t + (b - a)) for (n, k, t), (_, _, a), (_, _, b)
+    # the rounding term is eager's own: its float32 step's distance from its float64 one
+    noise = [(n, k, t - b64 + b32) for (n, k, t), (_, _, b64), (_, _, b32)
              in zip(exact, own64, own32, strict=True)]
-    return _compare(exact, exact, got, rtol=RTOL[torch.float64], atol=ATOL64, noise_of=noise)
+    return _compare(exact, got, noise, rtol=RTOL[torch.float64], atol=ATOL64)

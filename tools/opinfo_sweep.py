@@ -387,14 +387,15 @@ def run_op(op: Any, key: str, paths: Sequence[str],
                                              f"{o.atol:g} + rtol {o.rtol:g} of max |eager|)")
                             result("irbridge", "mismatch", f"input 1: {why}")
                     else:
-                        why, note = None, ""
+                        why, note, inaccurate = None, "", False
                         if ref2 is not None:
                             feeds = {n: t.numpy() for n, t in zip(in_names, feeds_of[2],
                                                                   strict=True)}
                             outs = run_graphs(cap.model, feeds)
                             got = [outs[g][p] for g, p in mapping]  # type: ignore[misc]
                             why = compare(got, ref2, "verify")
-                            if why and _eager_inaccurate(sample, got, ref2):
+                            inaccurate = bool(why) and _eager_inaccurate(sample, got, ref2)
+                            if inaccurate:
                                 note = (f"input 2: eager float32 is the inaccurate side "
                                         f"({why}); the IR agrees with eager float64")
                                 why = None
@@ -402,7 +403,8 @@ def run_op(op: Any, key: str, paths: Sequence[str],
                             result("irbridge", "mismatch", f"input 2: {why}",
                                    silently_wrong=True)
                         else:
-                            result("irbridge", "pass", note)
+                            result("irbridge", "pass", note,
+                                   **({"eager_inaccurate": True} if inaccurate else {}))
                 except Exception as exc:
                     result("irbridge", "error", one_line(exc))
 
@@ -885,8 +887,8 @@ def write_report(records: Mapping[str, Mapping[str, Any]], skipped: Mapping[str,
         ops = c["silent"][p]
         lines.append(f"- `{p}` ({len(ops)}): " + (", ".join(
             f"`{k}` ({md(records[k]['paths'][p]['message'])})" for k in ops) or "none"))
-    accurate = [k for k in tried if "inaccurate side" in
-                (records[k].get("paths", {}).get("irbridge", {}).get("message") or "")]
+    accurate = [k for k in tried
+                if records[k].get("paths", {}).get("irbridge", {}).get("eager_inaccurate")]
     lines += ["", "## Passes where eager float32 was the inaccurate side", "",
               "- " + (", ".join(f"`{k}` ({md(records[k]['paths']['irbridge']['message'])})"
                               for k in accurate) or "none")]

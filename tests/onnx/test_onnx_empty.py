@@ -9,26 +9,15 @@ with no output at all is refused in one line (onnxruntime cannot load an empty g
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 import torch
 from onnxtools import ort_run
+from torchtools import FnModule
 
 from irbridge.converters.onnx import to_onnx
 from irbridge.converters.pytorch import capture
 from irbridge.errors import ExportError
-
-
-class Fn(torch.nn.Module):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
-
 
 F = torch.nn.functional
 CASES = {
@@ -43,7 +32,7 @@ CASES = {
 def test_zero_size_outputs_run_in_onnxruntime(name: str) -> None:
     fn, shape = CASES[name]
     x = torch.randn(shape)
-    module = Fn(fn)
+    module = FnModule(fn)
     ir = capture(module, (x,), frontend="export").model
     proto = to_onnx(ir)
     got = ort_run(proto, {proto.graph.input[0].name: x.numpy()})
@@ -55,7 +44,7 @@ def test_zero_size_outputs_run_in_onnxruntime(name: str) -> None:
 def test_non_empty_outputs_are_computed_as_before() -> None:
     fn, _ = CASES["pad_circular"]
     x = torch.randn(2, 3, 3)
-    ir = capture(Fn(fn), (x,), frontend="export").model
+    ir = capture(FnModule(fn), (x,), frontend="export").model
     proto = to_onnx(ir)
     assert "Pad" in {n.op_type for n in proto.graph.node}
     got = ort_run(proto, {proto.graph.input[0].name: x.numpy()})
@@ -63,7 +52,7 @@ def test_non_empty_outputs_are_computed_as_before() -> None:
 
 
 def test_a_model_with_no_output_is_refused_in_one_line() -> None:
-    ir = capture(Fn(lambda: torch.broadcast_shapes((2, 1), (1, 3))), (),
+    ir = capture(FnModule(lambda: torch.broadcast_shapes((2, 1), (1, 3))), (),
                  frontend="export").model
     with pytest.raises(ExportError, match="no graph has an output") as info:
         to_onnx(ir)

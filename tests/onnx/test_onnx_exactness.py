@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from torchtools import FnModule
 
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx import to_onnx
@@ -138,14 +139,6 @@ def test_complex_cast_is_refused_with_one_line(source: DType, target: DType) -> 
     assert "fails the ONNX checker" not in text
 
 
-class _Fn(torch.nn.Module):
-    def __init__(self, fn: Any) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
-
 
 def _special_values() -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(6)
@@ -183,7 +176,7 @@ def test_torch_ops_of_the_sweep_capture_and_export_right(name: str) -> None:
     if name in ("logaddexp", "softplus", "clamp_tensor"):
         a = a.nan_to_num(0.0, 5.0, -5.0)
         b = b.nan_to_num(0.0, 5.0, -5.0)
-    module = _Fn(fn)
+    module = FnModule(fn)
     result = capture(module, (a, b))
     assert result.opaque_count == 0
     check = verify(result, module)

@@ -4,33 +4,24 @@ that node opaque with the reason recorded; it never ends the whole capture."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
+from torchtools import FnModule
 
 from irbridge.converters.pytorch import capture, verify
 
 
-class Fn(torch.nn.Module):
-    def __init__(self, fn: Callable[..., torch.Tensor]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: torch.Tensor) -> Any:
-        return self.fn(*args)
-
-
 def test_roll_of_a_zero_size_dim_captures_and_verifies() -> None:
-    module = Fn(lambda x: torch.roll(x, 2, 0) + 1)
+    module = FnModule(lambda x: torch.roll(x, 2, 0) + 1)
     result = capture(module, (torch.zeros(0, 3),), frontend="export")
     report = verify(result, module)
     assert report.passed, report.summary()
 
 
 def test_complex32_leaves_its_nodes_opaque_with_the_reason() -> None:
-    module = Fn(lambda x: x.to(torch.complex32).real.float() * 2)
+    module = FnModule(lambda x: x.to(torch.complex32).real.float() * 2)
     result = capture(module, (torch.randn(3),), frontend="export")
     assert result.opaque_count >= 1
     notes = [n for n in result.stats.notes if n.startswith("opaque")]
@@ -41,7 +32,7 @@ def test_complex32_leaves_its_nodes_opaque_with_the_reason() -> None:
 
 @pytest.mark.parametrize("frontend", ["export"])
 def test_tensor_split_with_tensor_indices_does_not_end_the_capture(frontend: str) -> None:
-    module = Fn(lambda x, i: torch.tensor_split(x, i)[0] * 2)
+    module = FnModule(lambda x, i: torch.tensor_split(x, i)[0] * 2)
     args = (torch.randn(6), torch.tensor([2, 4]))
     result = capture(module, args, frontend=frontend)
     if result.opaque_count:

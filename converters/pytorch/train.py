@@ -725,7 +725,7 @@ def verify_train(result: TrainCaptureResult, module: torch.nn.Module) -> TrainVe
         t.dtype == torch.float32 for t in result.inputs.values())  # (LMs: int token inputs)
     if failed and report.flops_match and float32 \
             and all(c.kind not in FORWARD_KINDS for c in failed):
-        report.float64 = _verify_widened(result, module)
+        report.float64 = _verify_widened(result, module, expected, exact)
     return report
 
 
@@ -765,11 +765,14 @@ the terms; measured worst error on mobilenet_v2's step 7.7e-13 relative to O(1) 
 the relative part, RTOL[float64] = 1e-10 of each tensor's scale, is what bounds it)."""
 
 
-def _verify_widened(result: TrainCaptureResult, module: torch.nn.Module) -> list[TensorCheck]:
+def _verify_widened(result: TrainCaptureResult, module: torch.nn.Module, eager32: Stepped,
+                    eager64: Stepped) -> list[TensorCheck]:
     """The same IR with float32 widened to float64, run on the same inputs (widened
     exactly), against the eager step in float64 (torch.optim stepping from the widened
     IR's gradients). Tolerance per tensor: RTOL[float64] x its scale + ATOL64 +
-    NOISE_FACTOR x the distance between eager autograd's own float32 and float64 steps.
+    NOISE_FACTOR x the distance between the float32 check's eager float32 and float64
+    steps (`eager32`, `eager64`: autograd's loss, gradients and buffers, and torch.optim
+    stepping from the float32 IR's gradients at each precision; reused, not run again).
     The last term is there because the widened IR still holds the constants the float32
     capture rounded (eps, 1/N, the learning rate, ...): a perturbation of float32
     rounding size, which the step amplifies as much as it amplifies eager float32's
@@ -784,8 +787,6 @@ def _verify_widened(result: TrainCaptureResult, module: torch.nn.Module) -> list
     try:
         got = run_model(widened(result.model), feeds)
         exact, _ = eager_step(result, module, got[1:1 + len(result.params)], float64=True)
-        own32, _ = eager_step(result, module)
-        own64, _ = eager_step(result, module, float64=True)
     except Exception as exc:
         return [TensorCheck(f"float64 run: {one_line(exc)}", "error", float("inf"), 0.0,
                             0.0, False)]
@@ -796,5 +797,5 @@ def _verify_widened(result: TrainCaptureResult, module: torch.nn.Module) -> list
                             float("inf"), 0.0, 0.0, False)]
     # the rounding term is eager's own: its float32 step's distance from its float64 one
     noise = [(n, k, t - b64 + b32) for (n, k, t), (_, _, b64), (_, _, b32)
-             in zip(exact, own64, own32, strict=True)]
+             in zip(exact, eager64, eager32, strict=True)]
     return _compare(exact, got, noise, rtol=RTOL[torch.float64], atol=ATOL64)

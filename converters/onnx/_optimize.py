@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -290,21 +290,28 @@ class _Optimizer:
                     or conv.input[1] not in self.inits \
                     or (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in self.inits):
                 continue
-            w = self._value(conv.input[1])
+            w_resolver = self._resolver(conv.input[1])
+            w = w_resolver()
             if w.dtype.kind != "f":
                 continue
-            scale, bias, mean, var = (self._value(n).astype(np.float64) for n in bn.input[1:])
+            resolvers = [self._resolver(n) for n in bn.input[1:]]
+            b_resolver = (self._resolver(conv.input[2])
+                          if len(conv.input) > 2 and conv.input[2] else None)
             eps = float(attrs.get("epsilon", 1e-5))
-            factor = scale / np.sqrt(var + eps)
-            b = (self._value(conv.input[2]).astype(np.float64)
-                 if len(conv.input) > 2 and conv.input[2] else np.zeros_like(mean))
-            new_w = (w.astype(np.float64)
-                     * factor.reshape(-1, *([1] * (w.ndim - 1)))).astype(w.dtype)
-            new_b = ((b - mean) * factor + bias).astype(w.dtype)
+            fold = functools.partial(_fold_batch_norm, w_resolver, b_resolver, resolvers, eps,
+                                     w.dtype)
+            new_b = fold(bias_only=True)
             w_name = self._fresh(conv.input[1] + "_bn")
             b_name = self._fresh((conv.input[2] if len(conv.input) > 2 and conv.input[2]
                                   else conv.output[0]) + "_bn_bias")
-            self.add_initializer(new_w, w_name)
+            if self.payloads is not None and streamable(w):
+                # left pending like a folded constant: computed again, alone, when the
+                # file is written, so folding keeps no copy of the model's conv weights
+                self.inits[w_name] = pending(w_name, w.shape, w.dtype)
+                self.payloads[w_name] = fold
+            else:
+                self.add_initializer(fold(), w_name)
+            del w
             self.add_initializer(new_b, b_name)
             assert producer is not None
             self.set_input(producer, 1, w_name)
@@ -551,3 +558,21 @@ def _perm(node: NodeProto) -> list[int] | None:
 def _is_identity_perm(node: NodeProto) -> bool:
     perm = _perm(node)
     return perm is not None and perm == list(range(len(perm)))
+
+
+def _fold_batch_norm(weight: Callable[[], np.ndarray], bias: Callable[[], np.ndarray] | None,
+                     stats: Sequence[Callable[[], np.ndarray]], eps: float, dtype: np.dtype,
+                     *, bias_only: bool = False) -> np.ndarray:
+    """A Conv's weight (or, `bias_only`, its bias) with the inference BatchNormalization
+    after it folded in: w * scale / sqrt(var + eps), (b - mean) * scale / sqrt(var + eps)
+    + beta, computed in float64 and rounded once to the weight's dtype."""
+    scale, beta, mean, var = (s().astype(np.float64) for s in stats)
+    factor = scale / np.sqrt(var + eps)
+    if bias_only:
+        b = bias().astype(np.float64) if bias is not None else np.zeros_like(mean)
+        return ((b - mean) * factor + beta).astype(dtype)
+    w = weight()
+    out = np.empty(w.shape, dtype)
+    for channel in range(w.shape[0]):  # one output channel at a time: no float64 copy of w
+        out[channel] = w[channel].astype(np.float64) * factor[channel]
+    return out

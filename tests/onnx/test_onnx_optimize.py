@@ -137,3 +137,34 @@ def test_cli_export_options(tmp_path: Path) -> None:
     result = runner.invoke(app, ["export", str(irb), "--to", "irb", "-o",
                                  str(tmp_path / "x.irb"), "--fold-batch-norm"])
     assert result.exit_code == 2 and "apply to --to onnx" in result.stderr
+
+
+def test_fold_batch_norm_of_a_streamed_weight_in_the_written_file(tmp_path: Path) -> None:
+    """export_onnx streams large weights: a folded conv weight past STREAM_MIN_BYTES is
+    computed when the file is written, and the file holds torch's own folding of it."""
+    import torch
+
+    from irbridge.converters.onnx import export_onnx
+    from irbridge.converters.pytorch import capture
+
+    torch.manual_seed(0)
+    conv, bn = torch.nn.Conv2d(16, 64, 5, padding=2), torch.nn.BatchNorm2d(64)  # 100 KiB weight
+    with torch.no_grad():
+        for t in (bn.weight, bn.bias, bn.running_mean):
+            t.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+    module = torch.nn.Sequential(conv, bn, torch.nn.ReLU()).eval()
+    x = torch.randn(1, 16, 12, 12)
+    path = export_onnx(capture(module, (x,), frontend="fx").model, tmp_path / "cnn.onnx",
+                       opset=20, fold_batch_norm=True)
+    proto = onnx.load(path)
+    assert "BatchNormalization" not in _ops(proto)
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in proto.graph.initializer}
+    weight = inits[next(n for n in proto.graph.node if n.op_type == "Conv").input[1]]
+    factor = (bn.weight.double() / torch.sqrt(bn.running_var.double() + bn.eps))
+    expected = (conv.weight.double() * factor.reshape(-1, 1, 1, 1)).float().detach().numpy()
+    np.testing.assert_array_equal(weight, expected)  # both round the float64 product once
+    with torch.no_grad():
+        eager = module(x).numpy()
+    # folding reorders float32 arithmetic: rounding only
+    assert_close(ort_run(proto, {proto.graph.input[0].name: x.numpy()}), [eager], rtol=1e-5, atol=1e-5)

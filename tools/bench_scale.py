@@ -24,8 +24,15 @@ The ratio 100k / 10k of each stage is the figure that matters: linear stages com
 10 (the issue's bound is "under 10x"; a quadratic one would be near 100). Writes its section
 of docs/benchmarks.md between its markers.
 
+With `--llm`, it measures a real LLM instead (its own section of the doc, `scale-llm`):
+Llama-3-70B built on the meta device and captured shape-only with torch.export, traced
+whole and with `repeat_blocks=True`, each in a fresh process: build, capture and analysis
+(`analyze` on h100-sxm) CPU and wall seconds, peak RSS, node count and MACs (which must be
+equal for the two captures).
+
     uv run python tools/bench_scale.py                    # 1k, 10k, 100k; writes the doc
     uv run python tools/bench_scale.py --sizes 1000 4000 --no-write
+    uv run python tools/bench_scale.py --llm              # Llama-3-70B on meta
 """
 
 from __future__ import annotations
@@ -270,7 +277,101 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
     return "\n".join(lines)
 
 
-def write_section(md: Path, section: str, body: str) -> None:
+LLM = "llama-3-70b"
+LLM_VARIANTS = (("whole", False), ("repeat_blocks", True))
+
+
+def _llm_child(repeat: bool, queue: Any) -> None:
+    try:
+        def clock() -> tuple[float, float]:
+            return time.process_time(), time.perf_counter()
+
+        def since(start: tuple[float, float]) -> dict[str, float]:
+            now = clock()
+            return {"cpu": now[0] - start[0], "wall": now[1] - start[1]}
+
+        from irbridge.analysis import analyze, resolve_targets
+        from irbridge.converters.pytorch import capture, zoo
+
+        start = clock()
+        built = zoo.build(LLM, device="meta")
+        row: dict[str, Any] = {"build": since(start)}
+        start = clock()
+        result = capture(built.module, built.args, built.kwargs, frontend="export",
+                         weights=False, repeat_blocks=repeat)
+        row["capture"] = since(start)
+        start = clock()
+        analysis = analyze(result.model, resolve_targets("h100-sxm"))
+        row["analysis"] = since(start)
+        row["nodes"] = len(result.model.graph.nodes)
+        row["macs"] = analysis.runs[0].costs.total.macs
+        row["note"] = result.model.metadata.get("capture.repeated_blocks", "")
+        with open("/proc/self/status") as status:
+            row["peak_mib"] = next(int(line.split()[1]) for line in status
+                                   if line.startswith("VmHWM")) / 1024
+        queue.put(("ok", row))
+    except BaseException as exc:
+        queue.put(("error", f"{type(exc).__name__}: {exc}"[:300]))
+
+
+def measure_llm(timeout: float) -> list[dict[str, Any]]:
+    rows = []
+    ctx = mp.get_context("spawn")
+    for name, repeat in LLM_VARIANTS:
+        queue = ctx.Queue()
+        proc = ctx.Process(target=_llm_child, args=(repeat, queue))
+        proc.start()
+        try:
+            status, value = queue.get(timeout=timeout)
+        except Exception:
+            status, value = "error", "timed out"
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+        row = {"variant": name, **(value if status == "ok" else {"error": value})}
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def render_llm(rows: Sequence[dict[str, Any]], command: str, total: float,
+               conditions: str) -> str:
+    lines = [f"Measured with `{command}` ({total / 60:.1f} min, {platform.machine()}, "
+             f"{mp.cpu_count()} cores, Python {platform.python_version()}). {conditions}".rstrip(),
+             "",
+             f"{LLM} (transformers, 80 layers, 70.6 B parameters) built on the meta device "
+             "and captured shape-only with torch.export, in a fresh process per variant: "
+             "`whole` traces all 80 layers; `repeat_blocks` (`capture(..., "
+             "repeat_blocks=True)`, CLI `--repeat-blocks`) traces the model cut to 2 and 3 "
+             "layers and copies layer 2 for the rest once the two traces show it repeated. "
+             "CPU seconds (user + system) with wall seconds in brackets; analysis is "
+             "`analyze` on h100-sxm (costs, fusion partitions, roofline). **Target: capture "
+             "+ analysis under 10 s** (wall).", "",
+             "| variant | build s | capture s | analysis s | capture + analysis s (wall) | "
+             "under 10 s | nodes | MACs | peak RSS MiB |",
+             "|---|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['variant']} | failed: {r['error'][:80]} |" + " |" * 8)
+            continue
+        both = r["capture"]["wall"] + r["analysis"]["wall"]
+        lines.append(
+            f"| {r['variant']} | " + " | ".join(
+                f"{r[k]['cpu']:.2f} ({r[k]['wall']:.2f})" for k in ("build", "capture",
+                                                                     "analysis"))
+            + f" | {both:.2f} | {'yes' if both < 10 else 'no'} | {r['nodes']:,} | "
+            f"{r['macs']:,} | {r['peak_mib']:.0f} |")
+    ok = [r for r in rows if "error" not in r]
+    if len(ok) == 2:
+        same = ok[0]["nodes"] == ok[1]["nodes"] and ok[0]["macs"] == ok[1]["macs"]
+        lines += ["", "Both captures have the same node count and MACs: "
+                  + ("yes." if same else "**no**."),
+                  f"`capture.repeated_blocks`: {ok[1]['note']}"]
+    return "\n".join(lines)
+
+
+def write_section(md: Path, section: str, body: str,
+                  heading: str = "Graph size: linear in the node count") -> None:
     begin, end = f"<!-- {section}:begin -->", f"<!-- {section}:end -->"
     text = md.read_text() if md.exists() else "# Benchmarks\n"
     block = f"{begin}\n{body}\n{end}"
@@ -278,8 +379,7 @@ def write_section(md: Path, section: str, body: str) -> None:
         head, rest = text.split(begin, 1)
         text = head + block + rest.split(end, 1)[1]
     else:
-        text = text.rstrip("\n") + "\n\n## Graph size: linear in the node count\n\n" + \
-            block + "\n"
+        text = text.rstrip("\n") + f"\n\n## {heading}\n\n" + block + "\n"
     md.write_text(text)
 
 
@@ -295,11 +395,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conditions", default="",
                         help="what else ran on the machine, for the doc")
     parser.add_argument("--no-write", dest="write", action="store_false")
+    parser.add_argument("--llm", action="store_true",
+                        help=f"measure {LLM} on the meta device instead (section scale-llm)")
     args = parser.parse_args(argv)
     command = "uv run python tools/bench_scale.py" + "".join(
         f" {shlex.quote(a)}" for a in (sys.argv[1:] if argv is None else argv))
     began = time.perf_counter()
     loads = [os.getloadavg()[0]]
+    if args.llm:
+        llm_rows = measure_llm(args.timeout)
+        loads.append(os.getloadavg()[0])
+        body = render_llm(llm_rows, command, time.perf_counter() - began,
+                          (f"Load average (1 min) at the start and the end: "
+                           f"{', '.join(f'{x:.1f}' for x in loads)}. {args.conditions}").strip())
+        print(body)
+        if args.write:
+            write_section(args.md, "scale-llm", body,
+                          heading="A 70B LLM on the meta device: capture and analysis")
+            print(f"wrote the scale-llm section of {args.md}")
+        return 0
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench_scale.") as folder:
         import onnx

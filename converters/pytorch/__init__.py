@@ -30,6 +30,7 @@ from .capture import (
     warm_up,
 )
 from .lower import LoweringStats, lower_capture
+from .repeat import MIN_BLOCKS, NotRepeated, capture_repeated, find_blocks
 from .verify import VerifyReport, verify
 
 FRONTENDS = ("auto", "fx", "export", "dynamo")
@@ -71,7 +72,8 @@ class CaptureResult:
 def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping[str, Any]
             | None = None, *, frontend: str = "auto", weights: bool = True,
             dynamic: DynamicSpec | None = None, decompose: bool = False, strict: bool = False,
-            warmup: bool | None = None, copy_weights: bool = False) -> CaptureResult:
+            warmup: bool | None = None, copy_weights: bool = False,
+            repeat_blocks: bool = False) -> CaptureResult:
     """Capture `model(*args, **kwargs)` into an irbridge Model.
 
     frontend: auto | fx | export | dynamo. `auto` tries `AUTO_ORDER` and keeps the first
@@ -97,6 +99,11 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
     every input symbolic (export and dynamo). decompose=True lowers torch.export graphs
     from core ATen. frontend="fx" turns submodules symbolic tracing cannot follow into
     leaves (see `capture._trace_with_leaves`); auto's fx attempt does not.
+
+    repeat_blocks=True: a shape-only capture of a deep stack of alike layers traces the
+    model with the stack cut to 2 and 3 layers and writes the rest as copies of the last,
+    when the two traces show one layer repeated (see `repeat`); else it traces the whole
+    model. `model.metadata["capture.repeated_blocks"]` says which happened.
     """
     if not isinstance(args, tuple):
         args = (args,)
@@ -119,7 +126,8 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
         with keep_buffers(model):
             return _capture(model, args, kwargs, frontend=frontend, weights=weights,
                             dynamic=dynamic, decompose=decompose, strict=strict,
-                            warmup=warmup, copy_weights=copy_weights, adaptive=adaptive)
+                            warmup=warmup, copy_weights=copy_weights, adaptive=adaptive,
+                            repeat=repeat_blocks and (not weights or on_meta))
     finally:
         entry_state.restore()
 
@@ -127,7 +135,7 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
 def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
              frontend: str, weights: bool, dynamic: DynamicSpec | None, decompose: bool,
              strict: bool, warmup: bool | None, copy_weights: bool,
-             adaptive: bool) -> CaptureResult:
+             adaptive: bool, repeat: bool = False) -> CaptureResult:
     warm_reason = ""
     attempted = False
 
@@ -164,7 +172,7 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
         result, reason = _attempt(method, model, args, kwargs, weights=weights,
                                   copy_weights=copy_weights, dynamic=dynamic,
                                   decompose=decompose, strict=strict,
-                                  leaf_fallback=frontend == "fx")
+                                  leaf_fallback=frontend == "fx", repeat=repeat)
         changed = state.changed()
         if changed:
             # the forward assigned model attributes (lazily built state): what tracing
@@ -178,7 +186,7 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
                 result, reason = _attempt(method, model, args, kwargs, weights=weights,
                                           copy_weights=copy_weights, dynamic=dynamic,
                                           decompose=decompose, strict=strict,
-                                          leaf_fallback=frontend == "fx")
+                                          leaf_fallback=frontend == "fx", repeat=repeat)
                 if state.changed():
                     state.restore()
         if result is None:
@@ -227,15 +235,46 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
 def _attempt(method: str, model: torch.nn.Module, args: tuple[Any, ...],
              kwargs: dict[str, Any], *, weights: bool, copy_weights: bool,
              dynamic: DynamicSpec | None, decompose: bool, strict: bool,
-             leaf_fallback: bool = False) -> tuple[CaptureResult | None, str]:
-    """One capture method, capture and lowering: (result, "") or (None, why it failed)."""
+             leaf_fallback: bool = False,
+             repeat: bool = False) -> tuple[CaptureResult | None, str]:
+    """One capture method, capture and lowering: (result, "") or (None, why it failed).
+    `repeat`: try the repeated-blocks capture first (shape-only captures only)."""
     start = time.perf_counter()
+    note = ""
+    blocks = find_blocks(model) if repeat else None
+    if repeat and blocks is None:
+        note = f"no: no ModuleList of {MIN_BLOCKS} or more alike layers"
+    if blocks is not None:
+        traced: list[tuple[Capture, LoweringStats]] = []
+
+        def trace() -> Model:
+            with capture_mode():
+                cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
+                                  decompose=decompose, strict=strict,
+                                  leaf_fallback=leaf_fallback)
+            short, short_stats = lower_capture(cap, weights=False)
+            traced.append((cap, short_stats))
+            return short
+
+        try:
+            ir, note = capture_repeated(model, blocks, trace)
+        except NotRepeated as exc:
+            note = f"no: {exc}"
+        except Exception as exc:  # a short trace failed: the whole model may still trace
+            note = f"no: the model cut to 2 or 3 layers did not capture ({one_line(exc)})"
+        else:
+            ir.metadata["capture.repeated_blocks"] = note
+            cap, stats = traced[-1]
+            return CaptureResult(ir, method, [], args, kwargs, cap, stats,
+                                 time.perf_counter() - start), ""
     try:
         with capture_mode():
             cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
                               decompose=decompose, strict=strict,
                               leaf_fallback=leaf_fallback)
         ir, stats = lower_capture(cap, weights=weights, copy_weights=copy_weights)
+        if note:
+            ir.metadata["capture.repeated_blocks"] = note
         if stats.opaque and FX_LEAF_CLASSES in cap.metadata:
             # a leaf that could neither be traced nor re-traced: fx did not capture the
             # model, and an IR with opaque holes would only fail later (verify, export)

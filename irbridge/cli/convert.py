@@ -47,6 +47,11 @@ def convert(
     meta: Annotated[bool, typer.Option(
         "--meta", help="Build and capture on the meta device: no weight is allocated, for "
                        "models larger than memory. Implies --no-weights.")] = False,
+    repeat_blocks: Annotated[bool, typer.Option(
+        "--repeat-blocks", help="With --meta or --no-weights: trace a deep stack of alike "
+                                "layers cut to 2 and 3 layers and copy the last for the "
+                                "rest, when the two traces show one layer repeated (else "
+                                "the whole model is traced); see docs/pytorch.md.")] = False,
     verify: Annotated[bool, typer.Option(
         "--verify", help="Run the IR in the reference executor and compare every output with "
                          "the eager model; exit 1 on a mismatch.")] = False,
@@ -104,8 +109,13 @@ def convert(
             "--weights": weights_file is not None, "--pretrained": pretrained,
             "--trust-checkpoint": trust_checkpoint, "--frontend": frontend != "auto",
             "--phase": phase is not None, "--kv-len": kv_len is not None,
-            "--train": train,
+            "--train": train, "--repeat-blocks": repeat_blocks,
         })
+    if repeat_blocks and not (meta or no_weights):
+        raise IrbridgeError("--repeat-blocks makes a shape-only IR: add --meta or --no-weights")
+    if repeat_blocks and train:
+        raise IrbridgeError("--repeat-blocks does not apply to --train (the training step is "
+                            "traced with make_fx on real tensors)")
     train_spec = _train_spec(train, loss, optimizer, lr, frontend=frontend, phase=phase,
                              dynamic=bool(dynamic), decompose=decompose, strict=strict,
                              meta=meta, no_weights_verify=no_weights and verify)
@@ -148,7 +158,7 @@ def convert(
     with _status(f"capturing {built.name} with {frontend}"):
         result = capture(built.module, built.args, built.kwargs, frontend=frontend,
                          weights=not (no_weights or meta), dynamic=dynamic_spec or None,
-                         decompose=decompose, strict=strict)
+                         decompose=decompose, strict=strict, repeat_blocks=repeat_blocks)
     ir = result.model
     ir.name = built.name
     if phase is not None:
@@ -157,6 +167,9 @@ def convert(
         ir.metadata.update(phase_info(built.module, built.args).metadata())  # type: ignore[arg-type]
     for method, outcome in result.attempts:
         console.print(f"  {method}: {clean(outcome)}", markup=False)
+    if "capture.repeated_blocks" in ir.metadata:
+        console.print(f"  repeated blocks: {clean(ir.metadata['capture.repeated_blocks'])}",
+                      markup=False)
     report = None
     if verify:
         with _status("verifying against the eager model"):

@@ -259,9 +259,7 @@ def _ort_run(session: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
     import ml_dtypes
     import onnxruntime as ort
-    from onnx import TensorProto
-
-    from onnx import numpy_helper
+    from onnx import TensorProto, numpy_helper
 
     values = {}
     for name, array in feeds.items():

@@ -147,7 +147,8 @@ def _source_opset(model: Model) -> int | None:
 
 def _type_opset(model: Model) -> tuple[int, DType] | None:
     """The newest opset that introduced an element type the model uses (a weight, a value
-    or a dtype attribute), with that type; None when every type exists from opset 13."""
+    or a dtype attribute), with that type; None when every type exists from opset 13.
+    Raises ExportError for a type ONNX lacks."""
     used = {t.dtype for t in model.tensors.values()}
     for graph in model.graphs:
         used |= {v.type.dtype for v in graph.inputs if v.type is not None}
@@ -155,6 +156,8 @@ def _type_opset(model: Model) -> tuple[int, DType] | None:
         used |= {v.type.dtype for v in node.outputs if v.type is not None}
         used |= {v for v in node.attrs.values() if isinstance(v, DType)}
         used |= {v.dtype for v in node.attrs.values() if isinstance(v, Tensor)}
+    for dtype in sorted(used, key=lambda d: d.value):
+        dtype_to_onnx(dtype)  # ExportError for a type ONNX lacks (float6, float8 e3m4, ...)
     found = [(TYPE_OPSET[d], d) for d in used if d in TYPE_OPSET]
     return max(found, key=lambda pair: (pair[0], pair[1].value)) if found else None
 

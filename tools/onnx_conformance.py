@@ -364,7 +364,7 @@ def _failure_class(r: Result) -> str:
     if r.status == "mismatch":
         return "mismatch"
     if "cannot represent" in text or "cannot hold" in text:
-        return "import: a value type the IR cannot represent (string, sequence, optional, 2/4-bit, float8 fnuz/e8m0)"
+        return "import: a value type the IR cannot represent (string, sequence, optional)"
     if text.startswith("import"):
         return "import refused (other)"
     if text.startswith("export"):

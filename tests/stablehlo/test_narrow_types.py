@@ -97,3 +97,33 @@ def test_narrow_float_converts_and_adds_as_the_reference_interpreter(dtype: DTyp
             assert g.dtype == w.dtype, index
             np.testing.assert_array_equal(g.astype(np.float64), w.astype(np.float64),
                                           err_msg=f"result {index}")
+
+
+@pytest.mark.parametrize("dtype", SUB_BYTE, ids=lambda d: d.short)
+def test_sub_byte_division_clamp_and_float_convert_as_the_reference_interpreter(
+        dtype: DType) -> None:
+    """divide / remainder truncate toward zero (numpy's floor_divide of int4 does not), over
+    every pair but a zero divisor and min / -1 (undefined in StableHLO)."""
+    info = ml_dtypes.iinfo(dtype.numpy)
+    values = range(int(info.min), int(info.max) + 1)
+    pairs = np.array([(a, b) for a, b in itertools.product(values, values)
+                      if b != 0 and not (a == info.min and b == -1)], dtype=np.int64)
+    a, b = pairs[:, 0].astype(dtype.numpy), pairs[:, 1].astype(dtype.numpy)
+    t, n = f"tensor<{len(pairs)}x{ELEMENT_TYPES[dtype]}>", len(pairs)
+    types = [t, t, f"tensor<{n}xf32>", t]
+    program = (f"func.func @main(%a: {t}, %b: {t}) -> ({', '.join(types)}) {{\n"
+               f"  %d = stablehlo.divide %a, %b : {t}\n"
+               f"  %r = stablehlo.remainder %a, %b : {t}\n"
+               f"  %f = stablehlo.convert %a : ({t}) -> tensor<{n}xf32>\n"
+               f"  %c = stablehlo.clamp %b, %a, %b : {t}\n"
+               f"  return %d, %r, %f, %c : {', '.join(types)}\n}}")
+    want = evaluate(program, [a, b])
+    if dtype is DType.INT4:  # -7 / 2: truncation gives -3 where floor division gives -4
+        index = int(np.flatnonzero((pairs[:, 0] == -7) & (pairs[:, 1] == 2))[0])
+        assert int(want[0][index]) == -3
+    model = from_mlir(program)
+    for got in (run_model(model, [a, b]), evaluate(to_mlir_text(model), [a, b])):
+        for index, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert g.dtype == w.dtype, index
+            np.testing.assert_array_equal(g.astype(np.float64), w.astype(np.float64),
+                                          err_msg=f"result {index}")

@@ -233,7 +233,8 @@ register("clip", _clip, "Clip")
 
 _SATURATING = (DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2, DType.FLOAT8_E4M3FNUZ,
                DType.FLOAT8_E5M2FNUZ)
-"""Targets ONNX Cast saturates by default (and float8e8m0, which it also rounds up)."""
+"""Float8 targets ONNX's Cast saturates by default: the IR's cast (ml_dtypes) does not, so
+the export says saturate=0. (float8e8m0, below, is also rounded up by default.)"""
 
 
 def _cast(e: NodeEmit) -> None:

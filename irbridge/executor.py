@@ -172,7 +172,8 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
             if len(results) != len(node.outputs):
                 raise ExecutionError(f"{where}: produced {len(results)} outputs, "
                                      f"expected {len(node.outputs)}")
-            arrays = [np.asarray(a) for a in results]
+            arrays = [_narrow(v, np.asarray(a)) for v, a in zip(node.outputs, results,
+                                                                 strict=True)]
             produced = sum(int(a.nbytes) for a in arrays)
             _check_memory(budget, produced, where, "produced")
             for value, array in zip(node.outputs, arrays, strict=True):
@@ -190,6 +191,17 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
         return [_lookup(env, v, f"graph {graph.name!r} output") for v in graph.outputs]
     finally:
         budget.held -= sum(held.values())
+
+
+def _narrow(value: Value, array: np.ndarray) -> np.ndarray:
+    """ml_dtypes computes many ufuncs of int4 / int2 (neg, abs, shifts, bitwise ops) in
+    int8: a result of a sub-byte integer type goes back to it, wrapping modulo 2^bits as
+    StableHLO's integer arithmetic does."""
+    t = value.type
+    if t is not None and t.dtype.is_integer and t.dtype.bits < 8 and array.dtype != t.dtype.numpy \
+            and array.dtype.kind in "iu":
+        return array.astype(t.dtype.numpy)
+    return array
 
 
 def _check_memory(budget: Budget, nbytes: int, where: str, verb: str) -> None:

@@ -120,7 +120,7 @@ class _Writer:
         msg = pb.Tensor(name=tensor.name, dtype=_wire(tensor.dtype.value), dims=tensor.shape)
         if tensor.data is None or not self.weights:
             return msg
-        data = tensor.data.astype(tensor.data.dtype.newbyteorder("<"), copy=False).tobytes()
+        data = _tensor_bytes(tensor)
         if self.sidecar is not None and len(data) >= self.sidecar.threshold:
             msg.external.CopyFrom(self.sidecar.place(data))
         else:
@@ -179,6 +179,17 @@ class _Writer:
         else:
             raise TypeError(f"attribute {name!r}: cannot serialise {value!r}")
         return msg
+
+
+def _tensor_bytes(tensor: Tensor) -> bytes:
+    """Little-endian row-major bytes. A sub-byte element takes one byte: its canonical bit
+    pattern in the low bits, the high bits zero (ml_dtypes reads a byte with high bits set as
+    some value; converting through float32 gives that value's canonical pattern)."""
+    assert tensor.data is not None
+    if tensor.dtype.bits < 8:
+        canonical = tensor.data.astype(np.float32).astype(tensor.dtype.numpy)
+        return (canonical.view(np.uint8) & ((1 << tensor.dtype.bits) - 1)).tobytes()
+    return tensor.data.astype(tensor.data.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
 def _wire(number: int) -> Any:
@@ -325,6 +336,9 @@ class _Reader:
         if len(raw) != nbytes:
             raise self.fail(f"tensor {msg.name!r}: {len(raw)} bytes of data for "
                             f"{dtype.short}{list(shape)} ({nbytes} bytes)")
+        if dtype.bits < 8 and any(np.frombuffer(raw, dtype=np.uint8) >> dtype.bits):
+            raise self.fail(f"tensor {msg.name!r}: a {dtype.short} element has bits set above "
+                            f"its low {dtype.bits} (one element per byte, high bits zero)")
         array = np.frombuffer(raw, dtype=dtype.numpy.newbyteorder("<")).astype(
             dtype.numpy, copy=True).reshape(shape)
         return Tensor(msg.name, dtype, shape, array)

@@ -45,6 +45,8 @@ def tensors(draw: st.DrawFn, name: str | None = None) -> Tensor:
         return Tensor(tensor_name, dtype, shape)  # shape-only
     count = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     raw = draw(st.binary(min_size=count, max_size=count))
+    if dtype.bits < 8:  # the .irb form of a sub-byte element: its bits in the low bits of a byte
+        raw = bytes(b & ((1 << dtype.bits) - 1) for b in raw)
     data = np.frombuffer(raw, dtype=dtype.numpy).reshape(shape).copy()
     return Tensor(tensor_name, dtype, shape, data)
 

@@ -246,10 +246,15 @@ def _float(a: np.ndarray) -> np.ndarray:
 
 
 _EXOTIC = {"bfloat16": "BFLOAT16", "float8_e4m3fn": "FLOAT8E4M3FN", "float8_e5m2": "FLOAT8E5M2",
-           "float8_e4m3fnuz": "FLOAT8E4M3FNUZ", "float8_e5m2fnuz": "FLOAT8E5M2FNUZ"}
+           "float8_e4m3fnuz": "FLOAT8E4M3FNUZ", "float8_e5m2fnuz": "FLOAT8E5M2FNUZ",
+           "float8_e8m0fnu": "FLOAT8E8M0"}
 _ORT_TYPES = {"tensor(bfloat16)": "bfloat16", "tensor(float8e4m3fn)": "float8_e4m3fn",
               "tensor(float8e5m2)": "float8_e5m2", "tensor(float8e4m3fnuz)": "float8_e4m3fnuz",
-              "tensor(float8e5m2fnuz)": "float8_e5m2fnuz"}
+              "tensor(float8e5m2fnuz)": "float8_e5m2fnuz", "tensor(float8e8m0)": "float8_e8m0fnu"}
+_PACKED = {"int4": "INT4", "uint4": "UINT4", "int2": "INT2", "uint2": "UINT2",
+           "float4_e2m1fn": "FLOAT4E2M1"}
+"""Sub-byte types onnxruntime holds packed (two or four elements per byte, as ONNX's
+raw_data); numpy_helper packs and unpacks them."""
 
 
 def _ort_run(session: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -259,19 +264,34 @@ def _ort_run(session: Any, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
 
     import ml_dtypes
     import onnxruntime as ort
-    from onnx import TensorProto
+    from onnx import TensorProto, numpy_helper
 
     values = {}
     for name, array in feeds.items():
         exotic = _EXOTIC.get(array.dtype.name)
-        if exotic is None:
+        if array.dtype.name in _PACKED:
+            # onnxruntime takes the shape from the array and reads its first bytes packed
+            packed = numpy_helper.from_array(np.asarray(array)).raw_data
+            buffer = np.zeros(array.shape, dtype=np.uint8)
+            buffer.reshape(-1)[:len(packed)] = np.frombuffer(packed, dtype=np.uint8)
+            values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                buffer, onnx_element_type=getattr(TensorProto, _PACKED[array.dtype.name]))
+        elif exotic is None:
             values[name] = ort.OrtValue.ortvalue_from_numpy(np.require(array, requirements="C"))
         else:
             raw = np.require(array, requirements="C").view(f"u{array.dtype.itemsize}")
             values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
                 raw, onnx_element_type=getattr(TensorProto, exotic))
     outputs = []
+    packed_types = {f"tensor({v.lower()})": v for v in _PACKED.values()}
     for value in session.run_with_ort_values(None, values):
+        if value.data_type() in packed_types:
+            size = value.tensor_size_in_bytes()
+            proto = TensorProto(dims=value.shape(),
+                                data_type=getattr(TensorProto, packed_types[value.data_type()]),
+                                raw_data=ctypes.string_at(value.data_ptr(), size) if size else b"")
+            outputs.append(numpy_helper.to_array(proto))
+            continue
         kind = _ORT_TYPES.get(value.data_type())
         if kind is None:
             outputs.append(value.numpy())
@@ -349,7 +369,7 @@ def _failure_class(r: Result) -> str:
     if r.status == "mismatch":
         return "mismatch"
     if "cannot represent" in text or "cannot hold" in text:
-        return "import: a value type the IR cannot represent (string, sequence, optional, 2/4-bit, float8 fnuz/e8m0)"
+        return "import: a value type the IR cannot represent (string, sequence, optional)"
     if text.startswith("import"):
         return "import refused (other)"
     if text.startswith("export"):

@@ -295,6 +295,10 @@ def parse_dense(literal: str, type_: str) -> np.ndarray:
             return tok == "true"
         if tok.lower().startswith(("0x", "-0x")) and dt.kind not in "iub":
             return np.array(int(tok, 16), bits[dt.itemsize]).view(dt)[()]
+        if dt.name == "float8_e8m0fnu" and float(tok) == 0:
+            # e8m0 has no zero: MLIR's APFloat reads 0 as the smallest value (bits 0x00),
+            # ml_dtypes as NaN
+            return np.array(0, np.uint8).view(dt)[()]
         return int(tok, 0) if dt.kind in "iub" or (dt.kind == "V" and "int" in dt.name) \
             else float(tok)
 
@@ -466,7 +470,7 @@ def run_case(case: Case, skip: Sequence[str] = ()) -> Result:
             options.log_severity_level = 3
             session = ort.InferenceSession(proto.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
-            return list(session.run(None, {}))
+            return [_ort_array(v) for v in session.run_with_ort_values(None, {})]
 
         runs += [("ir", ir_path), ("stablehlo", shlo_path), ("onnx", onnx_path)]
     for path in PATHS[:3]:
@@ -491,6 +495,28 @@ def run_case(case: Case, skip: Sequence[str] = ()) -> Result:
             result.paths[path], result.why[path] = "mismatch", problem
         _report(path, result)
     return result
+
+
+_ORT_NUMPY = {f"tensor({t})" for t in ("float", "double", "float16", "bool", "int8", "int16",
+                                       "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                                       "complex64", "complex128")}
+
+
+def _ort_array(value: Any) -> np.ndarray:
+    """An onnxruntime result as numpy; the types its numpy bridge refuses (bfloat16,
+    float8, the packed int4 / int2) are read as ONNX raw data by numpy_helper."""
+    import ctypes
+
+    from onnx import TensorProto, numpy_helper
+
+    kind = value.data_type()  # "tensor(float8e4m3fn)": the ONNX type name, lower case
+    if kind in _ORT_NUMPY:
+        return np.asarray(value.numpy())
+    size = value.tensor_size_in_bytes()
+    proto = TensorProto(dims=value.shape(),
+                        data_type=TensorProto.DataType.Value(kind[len("tensor("):-1].upper()),
+                        raw_data=ctypes.string_at(value.data_ptr(), size) if size else b"")
+    return np.asarray(numpy_helper.to_array(proto))
 
 
 def _report(path: str, result: Result) -> None:

@@ -12,6 +12,7 @@ import onnx
 from onnx import ModelProto, TensorProto, helper, numpy_helper
 
 from irbridge.dtypes import DType
+from irbridge.errors import ExportError
 from irbridge.ir import Tensor
 
 DEFAULT_OPSET = 18
@@ -70,8 +71,24 @@ _TO_IR: dict[int, DType] = {
     TensorProto.BOOL: DType.BOOL,
     TensorProto.COMPLEX64: DType.COMPLEX64,
     TensorProto.COMPLEX128: DType.COMPLEX128,
+    TensorProto.INT4: DType.INT4,
+    TensorProto.UINT4: DType.UINT4,
+    TensorProto.INT2: DType.INT2,
+    TensorProto.UINT2: DType.UINT2,
+    TensorProto.FLOAT8E4M3FNUZ: DType.FLOAT8_E4M3FNUZ,
+    TensorProto.FLOAT8E5M2FNUZ: DType.FLOAT8_E5M2FNUZ,
+    TensorProto.FLOAT8E8M0: DType.FLOAT8_E8M0FNU,
+    TensorProto.FLOAT4E2M1: DType.FLOAT4_E2M1FN,
 }
 _TO_ONNX: dict[DType, int] = {v: k for k, v in _TO_IR.items()}
+
+TYPE_OPSET: dict[DType, int] = {
+    DType.FLOAT8_E4M3FN: 19, DType.FLOAT8_E5M2: 19, DType.FLOAT8_E4M3FNUZ: 19,
+    DType.FLOAT8_E5M2FNUZ: 19, DType.INT4: 21, DType.UINT4: 21, DType.FLOAT4_E2M1FN: 23,
+    DType.FLOAT8_E8M0FNU: 24, DType.INT2: 25, DType.UINT2: 25,
+}
+"""The first opset of the default domain whose ops take each of these element types (the
+opset that introduced it); the other types exist from the oldest opset exported."""
 
 
 def onnx_type_name(elem_type: int) -> str:
@@ -87,7 +104,13 @@ def dtype_from_onnx(elem_type: int) -> DType | None:
 
 
 def dtype_to_onnx(dtype: DType) -> int:
-    return _TO_ONNX[dtype]
+    """The ONNX element type of an IR dtype; ExportError for the few ONNX lacks (the
+    float6 types, float8 e3m4 / e4m3 / e4m3b11fnuz of StableHLO)."""
+    found = _TO_ONNX.get(dtype)
+    if found is None:
+        raise ExportError(f"element type {dtype.short} ({dtype.name.lower()}) has no ONNX "
+                          "equivalent")
+    return found
 
 
 def tensor_from_proto(proto: TensorProto, name: str | None = None,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from irbridge.converters.onnx import _export_dynamic, _legal
-from irbridge.converters.onnx._common import dtype_to_onnx
+from irbridge.converters.onnx._common import TYPE_OPSET, dtype_to_onnx
 from irbridge.converters.onnx.export import (
     CANONICAL,
     EMITTERS,
@@ -231,11 +231,21 @@ def _clip(e: NodeEmit) -> None:
 register("clip", _clip, "Clip")
 
 
+_SATURATING = (DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2, DType.FLOAT8_E4M3FNUZ,
+               DType.FLOAT8_E5M2FNUZ)
+"""Float8 targets ONNX's Cast saturates by default: the IR's cast (ml_dtypes) does not, so
+the export says saturate=0. (float8e8m0, below, is also rounded up by default.)"""
+
+
 def _cast(e: NodeEmit) -> None:
     target: DType = e.attrs["dtype"]
-    if target in (DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2):
-        e.need_opset(19, "casting to float8")
+    if target in TYPE_OPSET:
+        e.need_opset(TYPE_OPSET[target], f"casting to {target.short}")
+    if target in _SATURATING:  # ONNX saturates by default; the IR's cast (ml_dtypes) does not
         e.out("Cast", [e.input(0)], to=dtype_to_onnx(target), saturate=0)
+        return
+    if target is DType.FLOAT8_E8M0FNU:  # the IR's cast rounds to nearest (ties up), ml_dtypes'
+        e.out("Cast", [e.input(0)], to=dtype_to_onnx(target), saturate=0, round_mode="nearest")
         return
     e.out("Cast", [e.input(0)], to=dtype_to_onnx(target))
 

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import GraphProto, TensorProto, helper
@@ -357,30 +358,50 @@ def _where_op(ctx: NodeCtx) -> Results:
     return [ctx.op("where", [ctx.x(0), ctx.x(1), ctx.x(2)])]
 
 
-_FP8_MAX = {DType.FLOAT8_E4M3FN: 448.0, DType.FLOAT8_E5M2: 57344.0}
+_FP8_MAX = {DType.FLOAT8_E4M3FN: 448.0, DType.FLOAT8_E5M2: 57344.0,
+            DType.FLOAT8_E4M3FNUZ: 240.0, DType.FLOAT8_E5M2FNUZ: 57344.0}
 
 
 def _cast_to(ctx: NodeCtx, x: Value, target: DType) -> Value:
     source = _dtype(x)
     if source == target:
         return ctx.op("identity", [x])
+    if target is DType.FLOAT8_E8M0FNU and source.is_float:
+        return _cast_to_e8m0(ctx, x)
     if target in _FP8_MAX and source.is_float and ctx.a("saturate", 1) and ctx.opset >= 19:
         limit = _FP8_MAX[target]
         x = ctx.op("clip", [x], {"min": -limit, "max": limit})  # infinities included
     return ctx.op("cast", [x], {"dtype": target})
 
 
+def _cast_to_e8m0(ctx: NodeCtx, x: Value) -> Value:
+    """Cast to float8e8m0 (powers of two 2^-127 .. 2^127). The IR's cast (ml_dtypes) rounds
+    to the nearest power, ties up: ONNX's round_mode 'nearest'. ONNX's default 'up' (away
+    from zero; the input is positive) doubles the nearest power where it lies below x;
+    `saturate` (default) first clips to the type's range, so 0 and infinities do not give
+    NaN. 'down' is refused."""
+    mode = ctx.a("round_mode", "up")
+    if mode not in ("up", "nearest"):
+        raise Unsupported(f"round_mode {mode!r} of a cast to float8e8m0")
+    wide = x if _dtype(x) is DType.FLOAT32 else ctx.op("cast", [x], {"dtype": DType.FLOAT32})
+    if ctx.a("saturate", 1):
+        wide = ctx.op("clip", [wide], {"min": 2.0**-127, "max": 2.0**127})
+    nearest = ctx.op("cast", [wide], {"dtype": DType.FLOAT8_E8M0FNU})
+    if mode == "nearest":
+        return nearest
+    power = ctx.op("cast", [nearest], {"dtype": DType.FLOAT32})
+    below = ctx.op("less", [power, wide])
+    up = ctx.op("where", [below, ctx.op("add", [power, power]), power])
+    return ctx.op("cast", [up], {"dtype": DType.FLOAT8_E8M0FNU})
+
+
 @handles("Cast")
 def _cast(ctx: NodeCtx) -> Results:
-    if ctx.a("round_mode", "up") != "up":
-        raise Unsupported("round_mode other than 'up'")
     return [_cast_to(ctx, ctx.x(0), _onnx_dtype(int(ctx.a("to"))))]
 
 
 @handles("CastLike")
 def _cast_like(ctx: NodeCtx) -> Results:
-    if ctx.a("round_mode", "up") != "up":
-        raise Unsupported("round_mode other than 'up'")
     return [_cast_to(ctx, ctx.x(0), _dtype(ctx.x(1)))]
 
 
@@ -1377,7 +1398,8 @@ def _per_axis(ctx: NodeCtx, value: Value, axis_attr: int, rank: int) -> Value:
 
 
 _QUANT = {DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.UINT32,
-          DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2}
+          DType.INT4, DType.UINT4, DType.INT2, DType.UINT2, DType.FLOAT8_E4M3FN,
+          DType.FLOAT8_E5M2, DType.FLOAT8_E4M3FNUZ, DType.FLOAT8_E5M2FNUZ, DType.FLOAT4_E2M1FN}
 
 
 @handles("DequantizeLinear")
@@ -1427,7 +1449,7 @@ def _quantize(ctx: NodeCtx) -> Results:
         if ctx.has(2):
             zero = ctx.op("cast", [_per_axis(ctx, ctx.x(2), axis, rank)], {"dtype": compute})
             y = ctx.op("add", [y, zero])
-        info = np.iinfo(target.numpy)
+        info = ml_dtypes.iinfo(target.numpy)
         y = ctx.op("clip", [y], {"min": float(info.min), "max": float(info.max)})
         return [ctx.op("cast", [y], {"dtype": target})]
     if ctx.has(2):

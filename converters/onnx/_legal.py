@@ -41,6 +41,14 @@ WIDER: dict[DType, tuple[DType, ...]] = {
     D.FLOAT16: (D.FLOAT32, D.FLOAT64),
     D.BFLOAT16: (D.FLOAT32, D.FLOAT64),
     D.FLOAT32: (D.FLOAT64,),
+    D.INT4: (D.INT8, D.INT32, D.INT16, D.INT64, D.FLOAT32, D.FLOAT64),
+    D.UINT4: (D.UINT8, D.INT32, D.INT8, D.INT16, D.UINT16, D.INT64, D.FLOAT32, D.FLOAT64),
+    D.INT2: (D.INT8, D.INT32, D.INT16, D.INT64, D.FLOAT32, D.FLOAT64),
+    D.UINT2: (D.UINT8, D.INT32, D.INT8, D.INT16, D.UINT16, D.INT64, D.FLOAT32, D.FLOAT64),
+    D.FLOAT8_E4M3FNUZ: (D.FLOAT16, D.FLOAT32, D.FLOAT64),   # no -0 or infinities to lose
+    D.FLOAT8_E5M2FNUZ: (D.FLOAT16, D.FLOAT32, D.FLOAT64),
+    D.FLOAT4_E2M1FN: (D.FLOAT16, D.FLOAT32, D.FLOAT64),
+    D.FLOAT8_E8M0FNU: (D.FLOAT32, D.FLOAT64),  # 2^-127 .. 2^127: float32 (subnormal) holds it
 }
 LOGICAL = {"Not", "And", "Or", "Xor", "NonZero"}
 """Ops whose inputs mean truth values: any type is taken as bool (x != 0)."""
@@ -200,7 +208,7 @@ def plan(op: str, opset: int, in_types: Sequence[DType | None],
             continue
         target: DType | None = DType.BOOL if op in LOGICAL and DType.BOOL in ok else \
             next((w for w in WIDER.get(dtype, ()) if w in ok), None)
-        if target is None:
+        if target is None or op == "Cast":  # widening would take a Cast of the same input
             raise IllegalType(op, param, dtype, ok)
         for index, _ in enumerate(in_types):
             if _formal_type(found, index, outputs=False) == param:

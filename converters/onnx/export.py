@@ -61,6 +61,7 @@ from irbridge.converters.onnx._common import (
     MIN_EXPORT_OPSET,
     MODEL_META_OPSETS,
     OPAQUE_ONNX_DOMAIN,
+    TYPE_OPSET,
     array_to_proto,
     attrs_to_json,
     dtype_to_onnx,
@@ -142,6 +143,23 @@ def _source_opset(model: Model) -> int | None:
     exporter's range; None for other models."""
     source = _parse_opsets(model.metadata.get(MODEL_META_OPSETS, "")).get("")
     return None if source is None else min(max(source, MIN_EXPORT_OPSET), max_opset())
+
+
+def _type_opset(model: Model) -> tuple[int, DType] | None:
+    """The newest opset that introduced an element type the model uses (a weight, a value
+    or a dtype attribute), with that type; None when every type exists from opset 13.
+    Raises ExportError for a type ONNX lacks."""
+    used = {t.dtype for t in model.tensors.values()}
+    for graph in model.graphs:
+        used |= {v.type.dtype for v in graph.inputs if v.type is not None}
+    for node in _all_nodes(model):
+        used |= {v.type.dtype for v in node.outputs if v.type is not None}
+        used |= {v for v in node.attrs.values() if isinstance(v, DType)}
+        used |= {v.dtype for v in node.attrs.values() if isinstance(v, Tensor)}
+    for dtype in sorted(used, key=lambda d: d.value):
+        dtype_to_onnx(dtype)  # ExportError for a type ONNX lacks (float6, float8 e3m4, ...)
+    found = [(TYPE_OPSET[d], d) for d in used if d in TYPE_OPSET]
+    return max(found, key=lambda pair: (pair[0], pair[1].value)) if found else None
 
 
 def _all_nodes(model: Model) -> Iterator[Node]:
@@ -243,6 +261,13 @@ def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: boo
                           "returns no tensor), and onnxruntime refuses an ONNX graph "
                           "that computes nothing")
     chosen = default_opset(model) if opset is None else opset
+    typed = _type_opset(model)
+    if typed is not None and chosen < typed[0]:
+        message = (f"{model.name or 'model'}: element type {typed[1].short} needs ONNX opset "
+                   f"{typed[0]} or newer (exporting at {chosen})")
+        if opset is not None or typed[0] > newest:
+            raise OpsetTooOld(message, typed[0])
+        chosen = typed[0]
     while True:
         exporter = _ModelExporter(model, chosen, stream=stream,
                                   allow_custom_ops=allow_custom_ops)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from irbridge.dtypes import DType
+from irbridge.dtypes import NARROW_FLOATS, DType
 from irbridge.ir import Node
 from irbridge.ops.nn import _resize_taps, _Window
 
@@ -529,7 +529,7 @@ _REDUCE_KIND = {"reduce_sum": "add", "reduce_max": "max", "reduce_min": "min",
 
 def _wide(em: Emitter, x: Sym) -> Sym:
     """Low-precision floats are reduced in float32, as the reference does."""
-    if x.dtype in (DType.FLOAT16, DType.BFLOAT16, DType.FLOAT8_E4M3FN, DType.FLOAT8_E5M2):
+    if x.dtype in (DType.FLOAT16, DType.BFLOAT16) or x.dtype in NARROW_FLOATS:
         return em.convert(x, DType.FLOAT32)
     return x
 

@@ -334,10 +334,16 @@ ELEMENT_TYPES: dict[DType, str] = {
     DType.INT8: "i8", DType.INT16: "i16", DType.INT32: "i32", DType.INT64: "i64",
     DType.UINT8: "ui8", DType.UINT16: "ui16", DType.UINT32: "ui32", DType.UINT64: "ui64",
     DType.BOOL: "i1", DType.COMPLEX64: "complex<f32>", DType.COMPLEX128: "complex<f64>",
+    DType.INT4: "i4", DType.UINT4: "ui4", DType.INT2: "i2", DType.UINT2: "ui2",
+    DType.FLOAT8_E4M3FNUZ: "f8E4M3FNUZ", DType.FLOAT8_E5M2FNUZ: "f8E5M2FNUZ",
+    DType.FLOAT8_E8M0FNU: "f8E8M0FNU", DType.FLOAT4_E2M1FN: "f4E2M1FN",
+    DType.FLOAT6_E2M3FN: "f6E2M3FN", DType.FLOAT6_E3M2FN: "f6E3M2FN",
+    DType.FLOAT8_E3M4: "f8E3M4", DType.FLOAT8_E4M3: "f8E4M3",
+    DType.FLOAT8_E4M3B11FNUZ: "f8E4M3B11FNUZ",
 }
 _FROM_ELEMENT = {v: k for k, v in ELEMENT_TYPES.items()}
 _FROM_ELEMENT |= {"si8": DType.INT8, "si16": DType.INT16, "si32": DType.INT32,
-                  "si64": DType.INT64}
+                  "si64": DType.INT64, "si4": DType.INT4, "si2": DType.INT2}
 
 
 def element_type(dtype: DType) -> str:
@@ -456,9 +462,9 @@ def attr_to_array(attr: ir.Attribute, rt: RankedType, *, lazy_splat: bool = Fals
         return np.full(shape, one, dtype=dtype.numpy)
     if dtype in (DType.FLOAT32, DType.FLOAT64, DType.FLOAT16):
         return np.array(ir.DenseFPElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
-    if dtype.is_integer or dtype is DType.BOOL:
+    if (dtype.is_integer or dtype is DType.BOOL) and dtype.bits >= 8:
         return np.array(ir.DenseIntElementsAttr(attr)).astype(dtype.numpy).reshape(shape)
-    return _array_from_text(str(attr), dtype, shape, lazy_splat)  # bf16, fp8: no buffer
+    return _array_from_text(str(attr), dtype, shape, lazy_splat)  # bf16, fp8, i4: no buffer
 
 
 def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...],
@@ -496,7 +502,7 @@ def _scalar(attr: ir.Attribute, dtype: DType) -> object:
         if dtype is DType.BOOL:
             return bool(value)
         if dtype.name.startswith("UINT") and value < 0:
-            return value + (1 << (8 * dtype.itemsize))
+            return value + (1 << dtype.bits)
         return value
     if isinstance(attr, ir.FloatAttr):
         return attr.value

@@ -32,6 +32,19 @@ class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     BOOL: _ClassVar[DataType]
     COMPLEX64: _ClassVar[DataType]
     COMPLEX128: _ClassVar[DataType]
+    INT4: _ClassVar[DataType]
+    UINT4: _ClassVar[DataType]
+    INT2: _ClassVar[DataType]
+    UINT2: _ClassVar[DataType]
+    FLOAT8_E4M3FNUZ: _ClassVar[DataType]
+    FLOAT8_E5M2FNUZ: _ClassVar[DataType]
+    FLOAT8_E8M0FNU: _ClassVar[DataType]
+    FLOAT4_E2M1FN: _ClassVar[DataType]
+    FLOAT6_E2M3FN: _ClassVar[DataType]
+    FLOAT6_E3M2FN: _ClassVar[DataType]
+    FLOAT8_E3M4: _ClassVar[DataType]
+    FLOAT8_E4M3: _ClassVar[DataType]
+    FLOAT8_E4M3B11FNUZ: _ClassVar[DataType]
 IR_VERSION_UNSPECIFIED: IrVersion
 IR_VERSION_2026_11_22: IrVersion
 DATA_TYPE_UNSPECIFIED: DataType
@@ -52,6 +65,19 @@ UINT64: DataType
 BOOL: DataType
 COMPLEX64: DataType
 COMPLEX128: DataType
+INT4: DataType
+UINT4: DataType
+INT2: DataType
+UINT2: DataType
+FLOAT8_E4M3FNUZ: DataType
+FLOAT8_E5M2FNUZ: DataType
+FLOAT8_E8M0FNU: DataType
+FLOAT4_E2M1FN: DataType
+FLOAT6_E2M3FN: DataType
+FLOAT6_E3M2FN: DataType
+FLOAT8_E3M4: DataType
+FLOAT8_E4M3: DataType
+FLOAT8_E4M3B11FNUZ: DataType
 
 class SymbolicDim(_message.Message):
     __slots__ = ("name", "min", "max")

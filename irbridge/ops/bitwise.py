@@ -34,12 +34,30 @@ def _per_element(ctx: OpContext) -> Flops:
     return Flops(other=ctx.out_numel())
 
 
+def _bits(x: np.ndarray) -> int:
+    """The bit width of x's integer type (4 for int4, which ml_dtypes keeps in a byte)."""
+    return DType.from_numpy(x.dtype).bits if x.dtype.kind == "V" else x.dtype.itemsize * 8
+
+
 def _unsigned(x: np.ndarray) -> np.ndarray:
+    """x's bits read unsigned; a sub-byte type (int4, uint2, ...) as a uint8 pattern."""
+    if x.dtype.kind == "V":
+        return (x.astype(np.int16) & ((1 << _bits(x)) - 1)).astype(np.uint8)
     return x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
 
 
 def _signed(x: np.ndarray) -> np.ndarray:
+    """x's bits read signed; a sub-byte type as int8, sign-extended from its top bit."""
+    if x.dtype.kind == "V":
+        half = 1 << (_bits(x) - 1)
+        return ((_unsigned(x).astype(np.int16) ^ half) - half).astype(np.int8)
     return x.view(np.dtype(f"i{x.dtype.itemsize}")) if x.dtype.kind == "u" else x
+
+
+def _as(pattern: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Bits computed in `_unsigned` / `_signed` form back as `dtype` (a sub-byte type keeps
+    the low bits: ml_dtypes' cast of an integer wraps)."""
+    return pattern.astype(dtype) if dtype.kind == "V" else pattern.view(dtype)
 
 
 def _binary_infer(bool_ok: bool) -> Callable[[OpContext], list[TensorType]]:
@@ -66,11 +84,11 @@ def _logical_shift(shift: Callable[[np.ndarray, np.ndarray], np.ndarray]
                    ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """A shift of the bits read unsigned; 0 where the amount is at least the bit width."""
     def fn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        bits = a.dtype.itemsize * 8
+        bits = _bits(a)
         ua, ub = _unsigned(a), _unsigned(b)
         big = ub >= bits
         out = shift(ua, np.where(big, 0, ub).astype(ua.dtype))
-        return np.where(big, 0, out).astype(ua.dtype).view(a.dtype)
+        return _as(np.where(big, 0, out).astype(ua.dtype), a.dtype)
     return fn
 
 
@@ -79,10 +97,10 @@ _shift_right_logical = _logical_shift(np.right_shift)
 
 
 def _shift_right_arithmetic(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    bits = a.dtype.itemsize * 8
+    bits = _bits(a)
     sa, ub = _signed(a), _unsigned(b)
     amount = np.minimum(ub, bits - 1).astype(sa.dtype)  # bits - 1 fills with the sign
-    return np.right_shift(sa, amount).view(a.dtype)
+    return _as(np.right_shift(sa, amount), a.dtype)
 
 
 _BINARY: dict[str, tuple[Callable[[np.ndarray, np.ndarray], np.ndarray], bool, str]] = {
@@ -115,14 +133,14 @@ def _unary_infer(bool_ok: bool) -> Callable[[OpContext], list[TensorType]]:
 def _popcnt(x: np.ndarray) -> np.ndarray:
     u = _unsigned(x)
     count = np.zeros(u.shape, np.int64)
-    for bit in range(u.dtype.itemsize * 8):
+    for bit in range(_bits(x)):
         count += ((u >> u.dtype.type(bit)) & u.dtype.type(1)).astype(np.int64)
     return count.astype(x.dtype)
 
 
 def _clz(x: np.ndarray) -> np.ndarray:
     u = _unsigned(x)
-    bits = u.dtype.itemsize * 8
+    bits = _bits(x)
     count = np.full(u.shape, bits, np.int64)  # 0 has `bits` leading zeros
     for bit in range(bits):  # the highest set bit decides
         count = np.where((u >> u.dtype.type(bit)) & u.dtype.type(1), bits - 1 - bit, count)

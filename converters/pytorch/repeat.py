@@ -80,8 +80,9 @@ def _signature(layer: torch.nn.Module) -> tuple[tuple[Any, ...], dict[tuple[str,
     parts: list[Any] = []
     plain: dict[tuple[str, str], Any] = {}
     for name, sub in layer.named_modules():
-        parts.append((name, type(sub).__qualname__, tuple(sub._forward_hooks),
-                      tuple(sub._forward_pre_hooks)))
+        hooks = [*sub._forward_hooks.values(), *sub._forward_pre_hooks.values()]
+        parts.append((name, type(sub).__qualname__,
+                      tuple(getattr(h, "__qualname__", type(h).__qualname__) for h in hooks)))
         plain.update(((name, k), v) for k, v in vars(sub).items()
                      if not k.startswith("_") and isinstance(v, _PLAIN))
     for name, t in [*layer.named_parameters(), *layer.named_buffers()]:

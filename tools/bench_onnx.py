@@ -203,13 +203,15 @@ def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs
     for tool in sessions:
         for _ in range(warmup):
             sessions[tool].run(None, feeds[tool])
+    cpu: dict[str, list[float]] = {tool: [] for tool in sessions}
     order = list(sessions)
     for rnd in range(runs):
         for tool in (order if rnd % 2 == 0 else order[::-1]):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             sessions[tool].run(None, feeds[tool])
             times[tool].append(time.perf_counter() - start)
-    row.update(times=times, checks=checks, runs=runs, threads=threads)
+            cpu[tool].append(time.process_time() - start_cpu)
+    row.update(times=times, cpu_times=cpu, checks=checks, runs=runs, threads=threads)
     return row
 
 
@@ -303,6 +305,11 @@ def _latency_summary(row: Mapping[str, Any]) -> dict[str, Any]:
         pairs = sorted(a / b for a, b in zip(mine, theirs, strict=False) if b > 0)
         out["ratio"] = statistics.median(mine) / statistics.median(theirs)
         out["pair_p25"], out["pair_p75"] = _pct(pairs, 0.25), _pct(pairs, 0.75)
+    cpu = row.get("cpu_times", {})
+    mine, theirs = cpu.get("irbridge:export_onnx"), cpu.get("torch.onnx")
+    if mine and theirs and statistics.median(theirs) > 0:
+        out["cpu_ratio"] = statistics.median(mine) / statistics.median(theirs)
+    out["threads"] = row.get("threads")
     return out
 
 
@@ -454,7 +461,12 @@ def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
             f"{'yes' if nodes_ok else 'no'} | {ms(only)} | {ms(theirs)} | "
             + (f"{ratio:.2f}x ({lat['pair_p25']:.2f}x-{lat['pair_p75']:.2f}x)"
                if ratio is not None else md_escape(str(lat.get("error", "-"))[:80]))
-            + f" | {'yes' if lat_ok else 'no'} | {check(only)} | {check(theirs)} |")
+            + f" | {'yes' if lat_ok else 'no'} | "
+            + (f"{lat['cpu_ratio']:.2f}x" if "cpu_ratio" in lat else "-")
+            + f" | {check(only)} | {check(theirs)} |")
+    used = sorted({int(t) for m in models
+                   if (t := (table[m]["_"].get("latency") or {}).get("threads"))})
+    threads_text = ("= " + ", ".join(str(t) for t in used)) if used else "as torch's"
     out = [
         "",
         "### Lean ONNX: node count and onnxruntime latency against torch.onnx",
@@ -465,11 +477,14 @@ def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
         + (" and `fold_batch_norm=True` (BatchNormalization folded into the Conv before "
            "it, as torch.onnx does for a model in eval mode)" if fold_batch_norm else "")
         + ". Latency: onnxruntime CPU, one forked child per model, the same "
-        "`SessionOptions` for both files (default graph optimisation, intra-op threads = "
-        "torch's thread count, inter-op 1), the same inputs, warm-up runs first, then "
+        "`SessionOptions` for both files (default graph optimisation, intra-op threads "
+        f"{threads_text}, inter-op 1), the same inputs, warm-up runs first, then "
         "runs interleaved with the order alternating each round. Times are the median "
         "with the 25th-75th percentile in brackets; **ratio** = irbridge median / "
-        "torch.onnx median, with the 25th-75th percentile of the per-round ratios. "
+        "torch.onnx median, with the 25th-75th percentile of the per-round ratios; "
+        "**CPU ratio** the same for the process CPU time of each run (user + system: other "
+        "load on the machine moves it less than wall time; with one thread it is the "
+        "run's work). "
         f"**vs eager**: max |onnx - eager| <= {ATOL} + {RTOL} x max |eager| over every "
         "output (the relative error in brackets).",
         "",
@@ -478,8 +493,9 @@ def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
         f"{met_latency} of {len(models)}.",
         "",
         "| model | irbridge nodes | torch.onnx nodes | nodes <= | irbridge ms | "
-        "torch.onnx ms | ratio | <= 1.0x | irbridge vs eager | torch.onnx vs eager |",
-        "|---|---:|---:|---|---:|---:|---:|---|---|---|",
+        "torch.onnx ms | ratio | <= 1.0x | CPU ratio | irbridge vs eager | "
+        "torch.onnx vs eager |",
+        "|---|---:|---:|---|---:|---:|---:|---|---:|---|---|",
         *rows,
         "",
         "### Memory of export_onnx against the largest tensor",
@@ -524,6 +540,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-runs", type=int, default=40,
                         help="onnxruntime runs per file (0: no latency measurement)")
     parser.add_argument("--latency-warmup", type=int, default=5)
+    parser.add_argument("--latency-threads", type=int, default=0,
+                        help="onnxruntime intra-op threads for the latency runs (default: "
+                             "torch's thread count); 1 makes each run's CPU time its work")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds per measurement")
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
@@ -591,8 +610,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.latency_runs and files:
             def lat(name: str = name, built: Any = built,
                     files: dict[str, Path] = files) -> dict[str, Any]:
-                return latency(name, built, files, threads, args.latency_runs,
-                               args.latency_warmup)
+                return latency(name, built, files, args.latency_threads or threads,
+                               args.latency_runs, args.latency_warmup)
 
             row = run_forked(lat, timeout=args.timeout * 3,
                              log=args.log_dir / f"{name.replace('/', '_')}.latency.log")

@@ -466,7 +466,9 @@ def run_case(case: Case, skip: Sequence[str] = ()) -> Result:
             options.log_severity_level = 3
             session = ort.InferenceSession(proto.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
-            return list(session.run(None, {}))
+            return [_onnx_bits(out, meta.type)
+                    for out, meta in zip(session.run(None, {}), session.get_outputs(),
+                                         strict=True)]
 
         runs += [("ir", ir_path), ("stablehlo", shlo_path), ("onnx", onnx_path)]
     for path in PATHS[:3]:
@@ -491,6 +493,21 @@ def run_case(case: Case, skip: Sequence[str] = ()) -> Result:
             result.paths[path], result.why[path] = "mismatch", problem
         _report(path, result)
     return result
+
+
+_ORT_RAW = {"tensor(float8e4m3fn)": "float8_e4m3fn", "tensor(float8e5m2)": "float8_e5m2",
+            "tensor(float8e4m3fnuz)": "float8_e4m3fnuz",
+            "tensor(float8e5m2fnuz)": "float8_e5m2fnuz"}
+
+
+def _onnx_bits(array: np.ndarray, onnx_type: str) -> np.ndarray:
+    """onnxruntime hands float8 outputs back as their uint8 bit patterns: view them as
+    the declared ONNX element type (ml_dtypes)."""
+    name = _ORT_RAW.get(onnx_type)
+    if name is None or array.dtype != np.uint8:
+        return array
+    import ml_dtypes
+    return array.view(getattr(ml_dtypes, name))
 
 
 def _report(path: str, result: Result) -> None:

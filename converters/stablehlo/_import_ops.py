@@ -23,7 +23,7 @@ from irbridge.dtypes import DType
 from irbridge.errors import CaptureError
 from irbridge.ir import Graph, TensorType, Value
 
-from ._mlir import RankedType, parse_location
+from ._mlir import RankedType, op_constant_array, parse_location
 from .importer import (
     Bound,
     Scope,
@@ -169,9 +169,12 @@ def _constant(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) ->
     try:
         attr = op.attributes["value"]
     except TypeError as exc:  # the bindings cannot read complex dense attributes
-        raise CaptureError(f"{where}: cannot read the constant's value "
-                           f"({rt.element} constants are not supported yet)") from exc
-    data = constant_data(imp, attr, rt, where)
+        if rt.dtype not in (DType.COMPLEX64, DType.COMPLEX128):
+            raise CaptureError(f"{where}: cannot read the constant's value ({rt.element} "
+                               "constants are not supported)") from exc
+        data = op_constant_array(str(op), rt, lazy_splat=True)  # read from its text
+    else:
+        data = constant_data(imp, attr, rt, where)
     loc = parse_location(str(op.location))
     name = loc.names[0] if loc.names else "const"
     shape = rt.static_shape()

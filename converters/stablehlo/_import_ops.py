@@ -215,7 +215,62 @@ _UNARY = {"stablehlo.negate": "neg", "stablehlo.abs": "abs", "stablehlo.exponent
 @handles(*_UNARY)
 def _unary(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     x = imp.lazy(scope, op.operands[0])
-    return [_keep(op, types, _op(scope, _UNARY[op.operation.name], [x]))]
+    name = _UNARY[op.operation.name]
+    if name == "abs" and _is_complex(x):  # the modulus, in the real type
+        name = "complex_abs"
+    return [_keep(op, types, _op(scope, name, [x]))]
+
+
+_COMPLEX_DTYPES = (DType.COMPLEX64, DType.COMPLEX128)
+
+
+def _is_complex(x: Value) -> bool:
+    return x.type is not None and x.type.dtype in _COMPLEX_DTYPES
+
+
+# -- complex numbers ------------------------------------------------------------------------------
+
+@handles("stablehlo.complex")
+def _complex(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    re, im = (imp.lazy(scope, v) for v in op.operands)
+    return [_keep(op, types, _op(scope, "complex", [re, im]))]
+
+
+@handles("stablehlo.real", "stablehlo.imag")
+def _part(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """The real / imaginary part; of a real operand, the operand itself / zeros."""
+    bound = imp.lookup(scope, op.operands[0])[0]
+    real = op.operation.name == "stablehlo.real"
+    if _is_complex(bound.value):
+        return [_keep(op, types, _op(scope, "real" if real else "imag", [bound.value]))]
+    if real:
+        return [bound]
+    zero = np.zeros((1,) * len(bound.shape), dtype=_dtype(types[0], "imag").numpy)
+    return [Bound(imp.constant(scope, zero, "zero"), bound.shape)]
+
+
+_FFT = {"FFT": ("fft_c2c", {"forward": True, "normalization": "none"}),
+        "IFFT": ("fft_c2c", {"forward": False, "normalization": "by_n"}),
+        "RFFT": ("fft_r2c", {"onesided": True, "normalization": "none"}),
+        "IRFFT": ("fft_c2r", {"normalization": "by_n"})}
+
+
+@handles("stablehlo.fft")
+def _fft(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """A DFT over the last len(fft_length) dims; the inverse ones scale by 1/N."""
+    x = imp.materialize(scope, op.operands[0])
+    kind = str(op.attributes["fft_type"]).rstrip(">").split()[-1]
+    if kind not in _FFT:
+        raise Unsupported(f"fft type {kind}")
+    lengths = _ints(op, "fft_length")
+    rank = len(_shape_of(x))
+    name, attrs = _FFT[kind]
+    attrs = {**attrs, "dims": list(range(rank - len(lengths), rank))}
+    if kind == "IRFFT":
+        attrs["last_dim_size"] = lengths[-1]
+    elif tuple(lengths) != _shape_of(x)[rank - len(lengths):]:
+        raise Unsupported(f"fft_length {lengths} differs from the operand's dims")
+    return [_op(scope, name, [x], attrs)]
 
 
 def _keep(op: Any, types: list[RankedType], value: Value) -> Bound:
@@ -300,6 +355,8 @@ def _composed_unary(imp: _Importer, scope: Scope, op: Any, types: list[RankedTyp
         y = _op(scope, "sub", [_op(scope, "exp", [x]), _scalar_const(scope, 1.0, x)])
     elif name == "stablehlo.log_plus_one":
         y = _op(scope, "log", [_op(scope, "add", [x, _scalar_const(scope, 1.0, x)])])
+    elif name == "stablehlo.cbrt" and _is_complex(x):  # the principal root
+        y = _op(scope, "pow", [x, _scalar_const(scope, 1 / 3, x)])
     elif name == "stablehlo.cbrt":
         magnitude = _op(scope, "pow", [_op(scope, "abs", [x]), _scalar_const(scope, 1 / 3, x)])
         y = _op(scope, "mul", [_op(scope, "sign", [x]), magnitude])
@@ -345,6 +402,9 @@ def _convert(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
     x = imp.lazy(scope, op.operands[0])
     dtype = _dtype(types[0], "convert")
     data = imp.const_array(scope, op.operands[0])
+    if _is_complex(x) and dtype not in _COMPLEX_DTYPES:  # complex -> real: the real part
+        x = _op(scope, "real", [x])
+        data = None if data is None else np.real(data)
     if data is not None and data.size <= 16:
         return [Bound(imp.constant(scope, np.asarray(registry_cast(data, dtype))),
                       types[0].static_shape())]

@@ -392,9 +392,10 @@ def splat_literal(value: object, dtype: DType) -> str:
         return "true" if bool(value) else "false"
     if dtype.is_integer:
         return str(int(value))  # type: ignore[call-overload]
-    if dtype in (DType.COMPLEX64, DType.COMPLEX128):
+    if dtype in (DType.COMPLEX64, DType.COMPLEX128):  # each part as hex bits
         c = complex(value)  # type: ignore[call-overload]
-        return f"({float_literal(c.real)}, {float_literal(c.imag)})"
+        part = DType.FLOAT32 if dtype is DType.COMPLEX64 else DType.FLOAT64
+        return f"({splat_literal(c.real, part)}, {splat_literal(c.imag, part)})"
     array = np.asarray(value).astype(dtype.numpy)
     bits = int(array.view(_UINT_OF_SIZE[dtype.itemsize]))
     return f"0x{bits:0{2 * dtype.itemsize}X}"

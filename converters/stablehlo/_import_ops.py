@@ -585,13 +585,17 @@ def _reverse_value(scope: Scope, x: Value, dims: Sequence[int]) -> Value:
 
 @handles("stablehlo.pad")
 def _pad(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    low, high = _ints(op, "edge_padding_low"), _ints(op, "edge_padding_high")
+    return _padded(imp, scope, op, low, high, _ints(op, "interior_padding", [0] * len(low)))
+
+
+def _padded(imp: _Importer, scope: Scope, op: Any, low: list[int], high: list[int],
+            interior: list[int]) -> list[Value | Bound]:
     x = imp.materialize(scope, op.operands[0])
     known = _scalar(imp, scope, op.operands[1])
     # a run-time padding value (a 0-d tensor) is the pad op's `value` input
     fill: Value | None = imp.materialize(scope, op.operands[1]) if known is None else None
     value = 0.0 if known is None else float(known)
-    low, high = _ints(op, "edge_padding_low"), _ints(op, "edge_padding_high")
-    interior = _ints(op, "interior_padding", [0] * len(low))
     if any(i < 0 for i in interior):
         raise Unsupported("negative interior padding")
     for axis, step in enumerate(interior):
@@ -619,6 +623,26 @@ def _interior_pad(scope: Scope, x: Value, axis: int, step: int, value: float,
     return _slice_value(scope, y, [0] * len(shape),
                         [*shape[:axis], n * (step + 1) - step, *shape[axis + 1:]],
                         [1] * len(shape))
+
+
+@handles("stablehlo.dynamic_iota")
+def _dynamic_iota(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                  ) -> list[Value | Bound]:
+    """The result type is static: an iota of it (the shape operand says the same)."""
+    return _iota(imp, scope, op, types)
+
+
+@handles("stablehlo.dynamic_pad")
+def _dynamic_pad(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                 ) -> list[Value | Bound]:
+    """stablehlo.pad with the paddings as constant operands instead of attributes."""
+    pads = []
+    for name, value in zip(("low", "high", "interior"), list(op.operands)[2:], strict=True):
+        data = imp.const_array(scope, value)
+        if data is None:
+            raise Unsupported(f"a dynamic_pad whose {name} padding is not a constant")
+        pads.append([int(v) for v in np.asarray(data).reshape(-1)])
+    return _padded(imp, scope, op, *pads)
 
 
 @handles("stablehlo.get_dimension_size")
@@ -1212,10 +1236,12 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
 def _sort(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     count = len(op.operands)
     axis = _int(op, "dimension", -1)
-    if count > 2 or (count == 2 and _iota_dim(imp, scope, op.operands[1]) != axis % len(types[0].shape)):
-        raise Unsupported("a sort of several operands (other than values with their iota)")
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
+    with_iota = count == 2 and \
+        _iota_dim(imp, scope, op.operands[1]) == axis % len(types[0].shape)
+    if count > 1 and not with_iota and _uses_args(block, args[2:]):
+        raise Unsupported("a sort of several operands compared on more than the first")
     orders = set()  # what the comparisons of the two values say about the order
     for inner in block.operations:
         if inner.operation.name != "stablehlo.compare":
@@ -1232,7 +1258,16 @@ def _sort(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> lis
                                                            "descending": descending})
     if count == 1:
         return [values]
-    return [values, _cast(scope, indices, _dtype(types[1], "sort"))]
+    if with_iota:
+        return [values, _cast(scope, indices, _dtype(types[1], "sort"))]
+    # the other operands follow the first one's (stable) order
+    return [values, *(_op(scope, "gather_elements", [imp.materialize(scope, v), indices],
+                          {"axis": axis}) for v in list(op.operands)[1:])]
+
+
+def _uses_args(block: Any, args: Sequence[ir.Value]) -> bool:
+    """Whether any op of `block` reads one of `args`."""
+    return any(v == a for inner in block.operations for v in inner.operands for a in args)
 
 
 # -- calls, composites, control flow, custom calls ------------------------------------------

@@ -1232,6 +1232,18 @@ def _fmod(lw: Lowering) -> list[Sym]:
 _SAME_WIDTH_INT = {2: DType.INT16, 4: DType.INT32, 8: DType.INT64}
 
 
+@lowers("bitcast")
+def _bitcast(lw: Lowering) -> list[Sym]:
+    return [lw.em.op("stablehlo.bitcast_convert", [lw.x()], lw.out_dtype, lw.out_shape)]
+
+
+@lowers("reduce_precision")
+def _reduce_precision(lw: Lowering) -> list[Sym]:
+    return [lw.em.op("stablehlo.reduce_precision", [lw.x()], lw.out_dtype, lw.out_shape,
+                     f"exponent_bits = {int(lw.attrs['exponent_bits'])} : i32, "
+                     f"mantissa_bits = {int(lw.attrs['mantissa_bits'])} : i32")]
+
+
 @lowers("signbit")
 def _signbit(lw: Lowering) -> list[Sym]:
     """The sign bit itself (bit cast to the integer of the same width): exact for -0.0 and

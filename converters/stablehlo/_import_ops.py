@@ -417,6 +417,21 @@ def registry_cast(data: np.ndarray, dtype: DType) -> np.ndarray:
     return np.asarray(data).astype(dtype.numpy)
 
 
+@handles("stablehlo.bitcast_convert")
+def _bitcast_convert(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                     ) -> list[Value | Bound]:
+    x = imp.materialize(scope, op.operands[0])
+    return [_op(scope, "bitcast", [x], {"dtype": _dtype(types[0], "bitcast_convert")})]
+
+
+@handles("stablehlo.reduce_precision")
+def _reduce_precision(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                      ) -> list[Value | Bound]:
+    x = imp.lazy(scope, op.operands[0])
+    return [_keep(op, types, _op(scope, "reduce_precision", [x], {
+        "exponent_bits": _int(op, "exponent_bits"), "mantissa_bits": _int(op, "mantissa_bits")}))]
+
+
 @handles("stablehlo.optimization_barrier")
 def _barrier(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     return [imp.lookup(scope, v)[0] for v in op.operands]

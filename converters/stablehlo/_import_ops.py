@@ -950,7 +950,18 @@ def _dot_general(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
     return [_reshape(scope, y, [*batch, *(sa[d] for d in lf), *(sb[d] for d in rf)])]
 
 
-@handles("stablehlo.convolution")
+def _conv_padding(imp: _Importer, scope: Scope, op: Any, rank: int) -> list[tuple[int, int]]:
+    """The padding attribute, or dynamic_conv's padding operand when it is a constant."""
+    if op.operation.name != "stablehlo.dynamic_conv":
+        return _padding(op, rank)
+    data = imp.const_array(scope, op.operands[2])
+    if data is None:
+        raise Unsupported("a dynamic_conv whose padding is not a constant")
+    pairs = np.asarray(data).reshape(rank, 2)
+    return [(int(lo), int(hi)) for lo, hi in pairs]
+
+
+@handles("stablehlo.convolution", "stablehlo.dynamic_conv")
 def _convolution(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
                  ) -> list[Value | Bound]:
     dtype = _dtype(types[0], "convolution")
@@ -959,22 +970,39 @@ def _convolution(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
     dn = _stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
     spatial = list(dn.input_spatial_dimensions)
     d = len(spatial)
-    if _int(op, "batch_group_count", 1) != 1:
-        raise Unsupported("batch_group_count > 1 (a weight-gradient convolution)")
+    batch_groups = _int(op, "batch_group_count", 1)
     if any(_bools(op, "window_reversal")):
         raise Unsupported("window reversal")
     groups = _int(op, "feature_group_count", 1)
+    if batch_groups != 1 and groups != 1:
+        raise Unsupported("both batch_group_count and feature_group_count > 1")
     strides = _ints(op, "window_strides", [1] * d)
-    padding = _padding(op, d)
+    padding = _conv_padding(imp, scope, op, d)
     lhs_dil = _ints(op, "lhs_dilation", [1] * d)
     rhs_dil = _ints(op, "rhs_dilation", [1] * d)
     x = _permute(scope, x, [dn.input_batch_dimension, dn.input_feature_dimension, *spatial])
     w = _permute(scope, w, [dn.kernel_output_feature_dimension,
                             dn.kernel_input_feature_dimension, *dn.kernel_spatial_dimensions])
     kernel = _shape_of(w)[2:]
-    if any(s != 1 for s in lhs_dil):
-        y = _transposed(scope, x, w, kernel, strides, padding, lhs_dil, rhs_dil, groups)
+    if batch_groups != 1:  # batch group g pairs with output-feature group g: move the
+        n, c, *rest = _shape_of(x)  # batch groups into the features, as feature groups
+        x = _reshape(scope, x, [batch_groups, n // batch_groups, c, *rest])
+        x = _reshape(scope, _permute(scope, x, [1, 0, *range(2, d + 3)]),
+                     [n // batch_groups, batch_groups * c, *rest])
+        groups = batch_groups
+    transposed = None
+    if any(s != 1 for s in lhs_dil) and all(s == 1 for s in strides):
+        try:
+            transposed = _transposed(scope, x, w, kernel, strides, padding, lhs_dil, rhs_dil,
+                                     groups)
+        except Unsupported:
+            transposed = None
+    if transposed is not None:
+        y = transposed
     else:
+        for axis, step in enumerate(lhs_dil):  # the input dilated explicitly: zeros between
+            if step != 1:
+                x = _interior_pad(scope, x, 2 + axis, step - 1, 0.0)
         if any(lo < 0 or hi < 0 for lo, hi in padding):  # negative padding crops the input
             xs = _shape_of(x)
             x = _slice_value(scope, x, [0, 0, *(max(-lo, 0) for lo, _ in padding)],

@@ -832,7 +832,19 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     if kind is None or kind not in ("add", "max", "min", "mul"):
         raise Unsupported("a windowed reduction body other than add, max, min or mul")
     if any(b != 1 for b in base) or any(lo < 0 or hi < 0 for lo, hi in padding):
-        raise Unsupported("base dilation or negative padding in a windowed reduction")
+        if init is None or not _is_identity(kind, init, dtype):
+            raise Unsupported("base dilation or negative padding in a windowed reduction "
+                              "whose initial value is not its identity")
+        # holes of the identity between the elements, then negative padding cropped
+        for axis, step in enumerate(base):
+            if step != 1:
+                x = _interior_pad(scope, x, axis, step - 1, float(init))
+        shape = _shape_of(x)
+        if any(lo < 0 or hi < 0 for lo, hi in padding):
+            x = _slice_value(scope, x, [max(-lo, 0) for lo, _ in padding],
+                             [n - max(-hi, 0) for n, (_, hi) in zip(shape, padding, strict=True)],
+                             [1] * rank)
+            padding = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
     # StableHLO starts each window at the initial value and pads with it: max / min of a
     # window with padding is max / min(init, the window's elements), a sum without
     # padding is init + the window's sum; the pooling below runs from the identity
@@ -899,15 +911,25 @@ def _reduce_window_pooled(scope: Scope, x: Value, kind: str, window: Sequence[in
         attrs["count_include_pad"] = True
         if any(dilations[d] != 1 for d in pooled):
             attrs["dilations"] = [dilations[d] for d in pooled]
+        dtype = _shape_dtype(y)
+        integer = dtype is not None and not dtype.is_float
+        if integer:  # an integer average would truncate: sum in float64, round back
+            y = _cast(scope, y, DType.FLOAT64)
         y = _op(scope, "avg_pool", [y], attrs)
         size = math.prod(window[d] for d in pooled)
         y = _op(scope, "mul", [y, _scalar_const(scope, float(size), y)])
+        if integer and dtype is not None:
+            y = _cast(scope, _op(scope, "round", [y]), dtype)
     out = _shape_of(y)
     y = _reshape(scope, y, [*kept_sizes, *out[2:]])
     inverse = [0] * rank
     for position, d in enumerate(kept + pooled):
         inverse[d] = position
     return _permute(scope, y, inverse)
+
+
+def _shape_dtype(x: Value) -> DType | None:
+    return None if x.type is None else x.type.dtype
 
 
 def _has_attr(op: str, name: str) -> bool:

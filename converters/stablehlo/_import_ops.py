@@ -23,7 +23,7 @@ from irbridge.dtypes import DType
 from irbridge.errors import CaptureError
 from irbridge.ir import Graph, TensorType, Value
 
-from ._mlir import RankedType, op_constant_array, parse_location
+from ._mlir import RankedType, op_constant_array, parse_location, ranked_type
 from .importer import (
     Bound,
     Scope,
@@ -430,6 +430,50 @@ def _reduce_precision(imp: _Importer, scope: Scope, op: Any, types: list[RankedT
     x = imp.lazy(scope, op.operands[0])
     return [_keep(op, types, _op(scope, "reduce_precision", [x], {
         "exponent_bits": _int(op, "exponent_bits"), "mantissa_bits": _int(op, "mantissa_bits")}))]
+
+
+@handles("stablehlo.map")
+def _map(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """A body of elementwise ops on scalars, applied to the whole operands at once."""
+    rank = len(types[0].shape)
+    if sorted(_ints(op, "dimensions")) != list(range(rank)):
+        raise Unsupported("a map over some of the dims")
+    block = op.regions[0].blocks[0]
+    env: dict[Any, Value] = dict(zip(block.arguments, _inputs(imp, scope, op), strict=True))
+    for inner in block.operations:
+        name = inner.operation.name
+        if name in ("stablehlo.return", "func.return"):  # (a constant stays a lazy splat)
+            return [Bound(env[v] if _shape_of(env[v]) else _reshape(scope, env[v], [1] * rank),
+                          rt.static_shape())
+                    for v, rt in zip(inner.operands, types, strict=True)]
+        xs = [env.get(v) for v in inner.operands]
+        if any(x is None for x in xs):
+            raise Unsupported("a map body reading values from outside it")
+        args = cast(list[Value], xs)
+        rt = ranked_type(inner.results[0].type)
+        if rt is None or rt.dtype is None:
+            raise Unsupported(f"a map body with a {inner.results[0].type} value")
+        if name == "stablehlo.constant" and rt.shape == ():
+            data = constant_data(imp, inner.attributes["value"], rt, "map")
+            value = imp.constant(scope, np.asarray(data).reshape(()), "c")
+        elif name in _UNARY and rt.dtype not in _COMPLEX_DTYPES:
+            value = _op(scope, _UNARY[name], args)
+        elif name in _BINARY and rt.dtype is not DType.BOOL:
+            value = _op(scope, _BINARY[name], args)
+        elif name in _BITWISE and rt.dtype is not DType.BOOL:
+            value = _op(scope, _BITWISE[name], args)
+        elif name in _BOOL_BINARY and rt.dtype is DType.BOOL:
+            value = _op(scope, _BOOL_BINARY[name], args)
+        elif name == "stablehlo.compare":
+            value = _op(scope, _COMPARE[_direction(inner)], args)
+        elif name == "stablehlo.select":
+            value = _op(scope, "where", args)
+        elif name == "stablehlo.convert":
+            value = _cast(scope, args[0], rt.dtype)
+        else:
+            raise Unsupported(f"{name} in a map body")
+        env[inner.results[0]] = value
+    raise Unsupported("a map body without a return")
 
 
 @handles("stablehlo.optimization_barrier")

@@ -249,7 +249,8 @@ def _part(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> lis
     return [Bound(imp.constant(scope, zero, "zero"), bound.shape)]
 
 
-_FFT = {"FFT": ("fft_c2c", {"forward": True, "normalization": "none"}),
+_FFT: dict[str, tuple[str, dict[str, object]]] = {
+        "FFT": ("fft_c2c", {"forward": True, "normalization": "none"}),
         "IFFT": ("fft_c2c", {"forward": False, "normalization": "by_n"}),
         "RFFT": ("fft_r2c", {"onesided": True, "normalization": "none"}),
         "IRFFT": ("fft_c2r", {"normalization": "by_n"})}

@@ -99,7 +99,7 @@ def evaluate(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Module
                 # the bindings abort the process converting such a result back
                 raise ExportError(f"@main result {index} has type {t}, which the evaluator "
                                   "cannot read back")
-        if any(ranked_type(t).dtype in _COMPLEX for t in res_types):  # type: ignore[union-attr]
+        if any(getattr(ranked_type(t), "dtype", None) in _COMPLEX for t in res_types):
             # the bindings abort the process reading a complex result: evaluate a module
             # whose @main returns the real and imaginary parts instead
             ctx, module = _split_complex_results(module, main, arg_types, res_types)

@@ -1206,7 +1206,7 @@ def _batched_index(imp: _Importer, scope: Scope, op: Any, ivd: int,
     return _permute(scope, idx, order), order
 
 
-@handles("stablehlo.gather")
+@handles("stablehlo.gather", "stablehlo.dynamic_gather")
 def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     dn = _stablehlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
     x = imp.materialize(scope, op.operands[0])
@@ -1215,7 +1215,13 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
     idx_shape = imp.shape(op.operands[1])
     ivd = dn.index_vector_dim
     vector, batch = _index_layout(idx_shape, ivd)
-    sizes = _ints(op, "slice_sizes")
+    if op.operation.name == "stablehlo.dynamic_gather":  # slice sizes as an operand
+        data = imp.const_array(scope, op.operands[2])
+        if data is None:
+            raise Unsupported("a dynamic_gather whose slice sizes are not a constant")
+        sizes = [int(v) for v in np.asarray(data).reshape(-1)]
+    else:
+        sizes = _ints(op, "slice_sizes")
     offset_dims = list(dn.offset_dims)
     collapsed = list(dn.collapsed_slice_dims)
     start_map = list(dn.start_index_map)
@@ -1232,7 +1238,12 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
         y = _op(scope, "gather_elements", [x, idx], {"axis": a})
         return [_permute(scope, y, [order.index(p) for p in range(len(batch))])]
     if operand_batch:
-        raise Unsupported("a gather with batching dims in an unrecognised form")
+        flat = _constant_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
+        if flat is None:
+            raise Unsupported("a gather with batching dims in an unrecognised form, with "
+                              "run-time indices")
+        return [_op(scope, "gather", [_reshape(scope, x, [-1]),
+                                      imp.constant(scope, flat, "index")], {"axis": 0})]
     # torch-mlir's torch.gather: full coordinates from iotas and one index tensor
     if vector == r and len(start_map) == r and sorted(collapsed) == list(range(r)) and \
             all(s == 1 for s in sizes) and not offset_dims and ivd == len(idx_shape) - 1:
@@ -1268,7 +1279,49 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
                 mlir.append(("b", counter))
                 counter += 1
         return [_permute(scope, y, [labels.index(label) for label in mlir])]
-    raise Unsupported("a gather form other than take, embedding or torch.gather")
+    flat = _constant_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
+    if flat is None:
+        raise Unsupported("a gather form other than take, embedding or torch.gather, with "
+                          "run-time indices")
+    # constant indices: each output element's flat position in the operand
+    return [_op(scope, "gather", [_reshape(scope, x, [-1]), imp.constant(scope, flat, "index")],
+                {"axis": 0})]
+
+
+def _insert_dim(index: tuple[int, ...], ivd: int, rank: int) -> tuple[Any, ...]:
+    """An index into the start indices: the index vector dim (if any) taken whole."""
+    return (*index[:ivd], slice(None), *index[ivd:]) if ivd < rank else index
+
+
+def _constant_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
+                           x_shape: tuple[int, ...], sizes: list[int],
+                           out_shape: tuple[int, ...]) -> np.ndarray | None:
+    """StableHLO's gather index arithmetic (clamped starts, batching dims) on constant
+    indices: the flat operand position of every output element, or None."""
+    idx = imp.const_array(scope, op.operands[1])
+    if idx is None or math.prod(out_shape) > FOLD_LIMIT:
+        return None
+    idx = np.asarray(idx).astype(np.int64)
+    offset_dims, ivd = list(dn.offset_dims), dn.index_vector_dim
+    collapsed, start_map = list(dn.collapsed_slice_dims), list(dn.start_index_map)
+    operand_batch = list(dn.operand_batching_dims)
+    index_batch = list(dn.start_indices_batching_dims)
+    batch_dims = [d for d in range(len(out_shape)) if d not in offset_dims]
+    windowed = [d for d in range(len(x_shape)) if d not in collapsed + operand_batch]
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    flat = np.zeros(out_shape, dtype=np.int64)
+    for out_index in np.ndindex(*out_shape):
+        batch_index = tuple(out_index[d] for d in batch_dims)
+        start = idx[_insert_dim(batch_index, ivd, idx.ndim)].reshape(-1)
+        full = [0] * len(x_shape)
+        for k, d in enumerate(start_map):
+            full[d] = int(np.clip(start[k], 0, x_shape[d] - sizes[d]))
+        for d, d_start in zip(operand_batch, index_batch, strict=True):
+            full[d] += batch_index[d_start - (0 if d_start < ivd else 1)]
+        for d, p in zip(windowed, offset_dims, strict=True):
+            full[d] += out_index[p]
+        flat[out_index] = int(np.dot(full, strides))
+    return flat
 
 
 _SCATTER_KIND = {None: "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
@@ -1314,7 +1367,8 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         return [_op(scope, "scatter_elements", [x, idx, _permute(scope, updates, order)],
                     {"axis": a, **attrs})]
     if operand_batch:
-        raise Unsupported("a scatter with batching dims in an unrecognised form")
+        return [_constant_scatter(imp, scope, op, dn, x, updates, kind,
+                                  "a scatter with batching dims in an unrecognised form")]
     if vector == r and len(to_operand) == r and sorted(inserted) == list(range(r)) and \
             not window and ivd == len(idx_shape) - 1:
         found = _concat_iota_index(imp, scope, op.operands[1], ivd, to_operand)
@@ -1337,7 +1391,53 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         idx = _reshape(scope, idx, [n if dim == a else 1 for dim in range(r)])
         idx = _op(scope, "expand", [idx], {"shape": list(target)})
         return [_op(scope, "scatter_elements", [x, idx, u], {"axis": a, **attrs})]
-    raise Unsupported("a scatter form other than torch.scatter or row updates")
+    return [_constant_scatter(imp, scope, op, dn, x, updates, kind,
+                              "a scatter form other than torch.scatter or row updates")]
+
+
+def _constant_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
+                      updates: Value, kind: str, form: str) -> Value:
+    """StableHLO's scatter index arithmetic on constant indices: every update element's
+    flat position in the operand (updates out of bounds are skipped, as StableHLO does),
+    then one scatter_elements on the flattened operand."""
+    idx = imp.const_array(scope, op.operands[1])
+    u_shape = _shape_of(updates)
+    if idx is None or math.prod(u_shape) > FOLD_LIMIT:
+        raise Unsupported(form + ", with run-time indices")
+    idx = np.asarray(idx).astype(np.int64)
+    x_shape = _shape_of(x)
+    window, ivd = list(dn.update_window_dims), dn.index_vector_dim
+    inserted, to_operand = list(dn.inserted_window_dims), list(dn.scattered_dims_to_operand_dims)
+    operand_batch = list(dn.input_batching_dims)
+    index_batch = list(dn.scatter_indices_batching_dims)
+    scatter_dims = [d for d in range(len(u_shape)) if d not in window]
+    windowed = [d for d in range(len(x_shape)) if d not in inserted + operand_batch]
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    targets: list[int] = []
+    sources: list[int] = []
+    for position, u_index in enumerate(np.ndindex(*u_shape)):
+        scatter_index = tuple(u_index[d] for d in scatter_dims)
+        start = idx[_insert_dim(scatter_index, ivd, idx.ndim)].reshape(-1)
+        full = [0] * len(x_shape)
+        for k, d in enumerate(to_operand):
+            full[d] = int(start[k])
+        for d, d_start in zip(operand_batch, index_batch, strict=True):
+            full[d] += scatter_index[d_start - (0 if d_start < ivd else 1)]
+        for d, p in zip(windowed, window, strict=True):
+            full[d] += u_index[p]
+        if all(0 <= v < n for v, n in zip(full, x_shape, strict=True)):
+            targets.append(int(np.dot(full, strides)))
+            sources.append(position)
+    if not targets:
+        return x
+    flat_x = _reshape(scope, x, [-1])
+    picked = _op(scope, "gather", [_reshape(scope, updates, [-1]),
+                                   imp.constant(scope, np.array(sources, np.int64), "index")],
+                 {"axis": 0})
+    y = _op(scope, "scatter_elements",
+            [flat_x, imp.constant(scope, np.array(targets, np.int64), "index"), picked],
+            {"axis": 0, "reduction": kind})
+    return _reshape(scope, y, list(x_shape))
 
 
 # -- sorting -----------------------------------------------------------------------------------

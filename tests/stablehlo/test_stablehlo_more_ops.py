@@ -186,3 +186,41 @@ def test_map_applies_its_body_to_whole_operands() -> None:
 }}"""
     _check(text, [RNG.standard_normal((3, 4)).astype(np.float32),
                   RNG.standard_normal((3, 4)).astype(np.float32)])
+
+
+_GATHER = """func.func @main(%x: tensor<3x4x2xf32>) -> tensor<2x3x2x2xf32> {
+  %i = stablehlo.constant dense<[[[0, 0], [1, 0], [2, 1]], [[0, 1], [1, 1], [0, 9]]]> : tensor<2x3x2xi64>
+  %r = "stablehlo.gather"(%x, %i) {
+    dimension_numbers = #stablehlo.gather<offset_dims = [2, 3], collapsed_slice_dims = [0],
+                                          start_index_map = [1, 0], index_vector_dim = 2>,
+    slice_sizes = array<i64: 1, 2, 2>, indices_are_sorted = false
+  } : (tensor<3x4x2xf32>, tensor<2x3x2xi64>) -> tensor<2x3x2x2xf32>
+  func.return %r : tensor<2x3x2x2xf32>
+}"""
+
+_SCATTER = """func.func @main(%x: tensor<3x4x2xf32>, %u: tensor<2x3x2x2xf32>) -> tensor<3x4x2xf32> {
+  %i = stablehlo.constant dense<[[[0, 2], [1, 0], [2, 1]], [[0, 1], [1, 0], [0, 9]]]> : tensor<2x3x2xi64>
+  %r = "stablehlo.scatter"(%x, %i, %u) ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %0 = stablehlo.BODY %a, %b : tensor<f32>
+      stablehlo.return %0 : tensor<f32>
+  }) {
+    scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [2, 3],
+      inserted_window_dims = [0], scatter_dims_to_operand_dims = [1, 0], index_vector_dim = 2>,
+    indices_are_sorted = false, unique_indices = false
+  } : (tensor<3x4x2xf32>, tensor<2x3x2xi64>, tensor<2x3x2x2xf32>) -> tensor<3x4x2xf32>
+  func.return %r : tensor<3x4x2xf32>
+}"""
+
+
+def test_gather_of_a_general_form_with_constant_indices() -> None:
+    """Starts past the end ([0, 9]) are clamped, as StableHLO says."""
+    _check(_GATHER, [RNG.standard_normal((3, 4, 2)).astype(np.float32)])
+
+
+@pytest.mark.parametrize("body", ["add", "maximum", "multiply"])
+def test_scatter_of_a_general_form_with_constant_indices(body: str) -> None:
+    """Windows partly out of bounds drop those elements, as StableHLO says."""
+    _check(_SCATTER.replace("BODY", body),
+           [RNG.standard_normal((3, 4, 2)).astype(np.float32),
+            RNG.standard_normal((2, 3, 2, 2)).astype(np.float32)])

@@ -1324,6 +1324,65 @@ def _constant_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
     return flat
 
 
+_SELECT = {"GE": np.greater_equal, "GT": np.greater, "LE": np.less_equal, "LT": np.less}
+
+
+@handles("stablehlo.select_and_scatter")
+def _select_and_scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                        ) -> list[Value | Bound]:
+    """Of a constant operand: each window's selected element (the first that the select
+    body keeps against every later one; padding is never selected) is found at import
+    time, then the source is scattered there from the initial value."""
+    select_block = op.regions[0].blocks[0]
+    compares = [o for o in select_block.operations if o.operation.name == "stablehlo.compare"]
+    args = list(select_block.arguments)
+    if len(compares) != 1 or [_trace_arg(v, args) for v in compares[0].operands] != [0, 1] \
+            or _direction(compares[0]) not in _SELECT:
+        raise Unsupported("a select_and_scatter whose select body is not one compare")
+    keep = _SELECT[_direction(compares[0])]
+    kind = _scatter_kind(op.regions[1])
+    dtype = _dtype(types[0], "select_and_scatter")
+    if kind is None or kind == "none" or \
+            not _is_identity(kind, _scalar(imp, scope, op.operands[2]), dtype):
+        # (for other initial values the spec, init + the sources, and the reference
+        # interpreter, which adds the initial value once more per source, disagree)
+        raise Unsupported("a select_and_scatter other than add/mul/max/min from its identity")
+    data = imp.const_array(scope, op.operands[0])
+    source_shape = imp.shape(op.operands[1])
+    if data is None or math.prod(source_shape) > FOLD_LIMIT:
+        raise Unsupported("a select_and_scatter of a run-time operand")
+    data = np.asarray(data)
+    rank = data.ndim
+    window = _ints(op, "window_dimensions")
+    strides = _ints(op, "window_strides", [1] * rank)
+    padding = _padding(op, rank)
+    targets, sources = [], []
+    for position, s_index in enumerate(np.ndindex(*source_shape)):
+        selected: tuple[int, ...] | None = None
+        for offset in np.ndindex(*window):
+            at = tuple(i * st - lo + o for i, st, (lo, _), o in
+                       zip(s_index, strides, padding, offset, strict=True))
+            if not all(0 <= a < n for a, n in zip(at, data.shape, strict=True)):
+                continue
+            if selected is None or not keep(data[selected], data[at]):
+                selected = at
+        if selected is not None:
+            targets.append(int(np.ravel_multi_index(selected, data.shape)))
+            sources.append(position)
+    init = imp.materialize(scope, op.operands[2])
+    out_shape = types[0].static_shape()
+    y = _op(scope, "expand", [_reshape(scope, init, [1] * rank)], {"shape": list(out_shape)})
+    if not targets:
+        return [y]
+    picked = _op(scope, "gather", [_reshape(scope, imp.materialize(scope, op.operands[1]), [-1]),
+                                   imp.constant(scope, np.array(sources, np.int64), "index")],
+                 {"axis": 0})
+    y = _op(scope, "scatter_elements",
+            [_reshape(scope, y, [-1]), imp.constant(scope, np.array(targets, np.int64), "index"),
+             picked], {"axis": 0, "reduction": "none" if kind == "none" else kind})
+    return [_reshape(scope, y, list(out_shape))]
+
+
 _SCATTER_KIND = {None: "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
 
 

@@ -274,3 +274,17 @@ def test_select_and_scatter_from_another_initial_value_stays_opaque() -> None:
     with pytest.warns(UserWarning, match="opaque"):
         model = from_mlir(text)
     assert [n.op for _, n in model.all_nodes() if n.domain] == ["select_and_scatter"]
+
+
+def test_tuples_group_values_and_get_tuple_element_reads_them() -> None:
+    text = """func.func @main(%a: tensor<2xf32>, %b: tensor<i64>) -> (tensor<2xf32>, tensor<i64>) {
+  %e = stablehlo.tuple : tuple<>
+  %t1 = stablehlo.tuple %b, %e : tuple<tensor<i64>, tuple<>>
+  %t = stablehlo.tuple %a, %t1 : tuple<tensor<2xf32>, tuple<tensor<i64>, tuple<>>>
+  %x = stablehlo.get_tuple_element %t[0] : (tuple<tensor<2xf32>, tuple<tensor<i64>, tuple<>>>) -> tensor<2xf32>
+  %u = stablehlo.get_tuple_element %t[1] : (tuple<tensor<2xf32>, tuple<tensor<i64>, tuple<>>>) -> tuple<tensor<i64>, tuple<>>
+  %y = stablehlo.get_tuple_element %u[0] : (tuple<tensor<i64>, tuple<>>) -> tensor<i64>
+  %z = stablehlo.add %x, %x : tensor<2xf32>
+  func.return %z, %y : tensor<2xf32>, tensor<i64>
+}"""
+    _check(text, [np.array([1.5, -2.0], np.float32), np.array(7)])

@@ -12,7 +12,7 @@ two-operand reductions over an iota become argmax / argmin.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -1293,33 +1293,45 @@ def _insert_dim(index: tuple[int, ...], ivd: int, rank: int) -> tuple[Any, ...]:
     return (*index[:ivd], slice(None), *index[ivd:]) if ivd < rank else index
 
 
-def _constant_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
-                           x_shape: tuple[int, ...], sizes: list[int],
-                           out_shape: tuple[int, ...]) -> np.ndarray | None:
-    """StableHLO's gather index arithmetic (clamped starts, batching dims) on constant
-    indices: the flat operand position of every output element, or None."""
-    idx = imp.const_array(scope, op.operands[1])
-    if idx is None or math.prod(out_shape) > FOLD_LIMIT:
-        return None
-    idx = np.asarray(idx).astype(np.int64)
-    offset_dims, ivd = list(dn.offset_dims), dn.index_vector_dim
-    collapsed, start_map = list(dn.collapsed_slice_dims), list(dn.start_index_map)
-    operand_batch = list(dn.operand_batching_dims)
-    index_batch = list(dn.start_indices_batching_dims)
-    batch_dims = [d for d in range(len(out_shape)) if d not in offset_dims]
-    windowed = [d for d in range(len(x_shape)) if d not in collapsed + operand_batch]
-    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
-    flat = np.zeros(out_shape, dtype=np.int64)
-    for out_index in np.ndindex(*out_shape):
-        batch_index = tuple(out_index[d] for d in batch_dims)
+def _operand_positions(idx: np.ndarray, ivd: int, shape: tuple[int, ...],
+                       window_dims: list[int], x_shape: tuple[int, ...], start_map: list[int],
+                       dropped: list[int], operand_batch: list[int], index_batch: list[int],
+                       sizes: list[int] | None) -> Iterator[tuple[int, tuple[int, ...], list[int]]]:
+    """StableHLO's gather / scatter index arithmetic: for each element of `shape` (the
+    gather result, the scatter updates) its position, index and operand index: the start
+    read from `idx` (clamped so that a slice of `sizes` fits, as gather does), plus its
+    batching index and its offset in the window (`dropped` dims have none)."""
+    batch_dims = [d for d in range(len(shape)) if d not in window_dims]
+    windowed = [d for d in range(len(x_shape)) if d not in dropped + operand_batch]
+    for position, index in enumerate(np.ndindex(*shape)):
+        batch_index = tuple(index[d] for d in batch_dims)
         start = idx[_insert_dim(batch_index, ivd, idx.ndim)].reshape(-1)
         full = [0] * len(x_shape)
         for k, d in enumerate(start_map):
-            full[d] = int(np.clip(start[k], 0, x_shape[d] - sizes[d]))
+            full[d] = int(start[k]) if sizes is None else \
+                int(np.clip(start[k], 0, x_shape[d] - sizes[d]))
         for d, d_start in zip(operand_batch, index_batch, strict=True):
             full[d] += batch_index[d_start - (0 if d_start < ivd else 1)]
-        for d, p in zip(windowed, offset_dims, strict=True):
-            full[d] += out_index[p]
+        for d, p in zip(windowed, window_dims, strict=True):
+            full[d] += index[p]
+        yield position, index, full
+
+
+def _constant_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
+                           x_shape: tuple[int, ...], sizes: list[int],
+                           out_shape: tuple[int, ...]) -> np.ndarray | None:
+    """StableHLO's gather on constant indices: the flat operand position of every output
+    element, or None."""
+    idx = imp.const_array(scope, op.operands[1])
+    if idx is None or math.prod(out_shape) > FOLD_LIMIT:
+        return None
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    flat = np.zeros(out_shape, dtype=np.int64)
+    for _, out_index, full in _operand_positions(
+            np.asarray(idx).astype(np.int64), dn.index_vector_dim, out_shape,
+            list(dn.offset_dims), x_shape, list(dn.start_index_map),
+            list(dn.collapsed_slice_dims), list(dn.operand_batching_dims),
+            list(dn.start_indices_batching_dims), sizes):
         flat[out_index] = int(np.dot(full, strides))
     return flat
 
@@ -1463,27 +1475,15 @@ def _constant_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
     u_shape = _shape_of(updates)
     if idx is None or math.prod(u_shape) > FOLD_LIMIT:
         raise Unsupported(form + ", with run-time indices")
-    idx = np.asarray(idx).astype(np.int64)
     x_shape = _shape_of(x)
-    window, ivd = list(dn.update_window_dims), dn.index_vector_dim
-    inserted, to_operand = list(dn.inserted_window_dims), list(dn.scattered_dims_to_operand_dims)
-    operand_batch = list(dn.input_batching_dims)
-    index_batch = list(dn.scatter_indices_batching_dims)
-    scatter_dims = [d for d in range(len(u_shape)) if d not in window]
-    windowed = [d for d in range(len(x_shape)) if d not in inserted + operand_batch]
     strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
     targets: list[int] = []
     sources: list[int] = []
-    for position, u_index in enumerate(np.ndindex(*u_shape)):
-        scatter_index = tuple(u_index[d] for d in scatter_dims)
-        start = idx[_insert_dim(scatter_index, ivd, idx.ndim)].reshape(-1)
-        full = [0] * len(x_shape)
-        for k, d in enumerate(to_operand):
-            full[d] = int(start[k])
-        for d, d_start in zip(operand_batch, index_batch, strict=True):
-            full[d] += scatter_index[d_start - (0 if d_start < ivd else 1)]
-        for d, p in zip(windowed, window, strict=True):
-            full[d] += u_index[p]
+    for position, _, full in _operand_positions(
+            np.asarray(idx).astype(np.int64), dn.index_vector_dim, u_shape,
+            list(dn.update_window_dims), x_shape, list(dn.scattered_dims_to_operand_dims),
+            list(dn.inserted_window_dims), list(dn.input_batching_dims),
+            list(dn.scatter_indices_batching_dims), None):
         if all(0 <= v < n for v, n in zip(full, x_shape, strict=True)):
             targets.append(int(np.dot(full, strides)))
             sources.append(position)

@@ -146,7 +146,8 @@ def _split_complex_results(module: ir.Module, main: ir.Operation,
     lines.append(f"  func.return {', '.join(values)} : {', '.join(types)}")
     wrapper = (f"func.func @main({args}) -> ({', '.join(types)}) {{\n" + "\n".join(lines)
                + "\n}\n")
-    end = text.rstrip().rindex("}")
+    resources = text.find("\n{-#")  # dialect resources (dense_resource data) follow it
+    end = (text if resources < 0 else text[:resources]).rstrip().rindex("}")  # module's end
     return load_module(text[:end] + wrapper + text[end:])
 
 

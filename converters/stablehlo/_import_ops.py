@@ -1238,12 +1238,7 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
         y = _op(scope, "gather_elements", [x, idx], {"axis": a})
         return [_permute(scope, y, [order.index(p) for p in range(len(batch))])]
     if operand_batch:
-        flat = _constant_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
-        if flat is None:
-            raise Unsupported("a gather with batching dims in an unrecognised form, with "
-                              "run-time indices")
-        return [_op(scope, "gather", [_reshape(scope, x, [-1]),
-                                      imp.constant(scope, flat, "index")], {"axis": 0})]
+        return [_flat_gather(imp, scope, op, dn, x, sizes, out_shape)]
     # torch-mlir's torch.gather: full coordinates from iotas and one index tensor
     if vector == r and len(start_map) == r and sorted(collapsed) == list(range(r)) and \
             all(s == 1 for s in sizes) and not offset_dims and ivd == len(idx_shape) - 1:
@@ -1279,13 +1274,65 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
                 mlir.append(("b", counter))
                 counter += 1
         return [_permute(scope, y, [labels.index(label) for label in mlir])]
-    flat = _constant_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
-    if flat is None:
-        raise Unsupported("a gather form other than take, embedding or torch.gather, with "
-                          "run-time indices")
-    # constant indices: each output element's flat position in the operand
-    return [_op(scope, "gather", [_reshape(scope, x, [-1]), imp.constant(scope, flat, "index")],
-                {"axis": 0})]
+    return [_flat_gather(imp, scope, op, dn, x, sizes, out_shape)]
+
+
+def _flat_gather(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value, sizes: list[int],
+                 out_shape: tuple[int, ...]) -> Value:
+    """Any gather: each output element's flat position in the operand (computed at import
+    time for constant indices), then one gather from the flattened operand."""
+    x_shape = _shape_of(x)
+    known = _constant_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
+    flat = imp.constant(scope, known, "index") if known is not None else \
+        _runtime_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
+    return _op(scope, "gather", [_reshape(scope, x, [-1]), flat], {"axis": 0})
+
+
+def _runtime_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
+                          x_shape: tuple[int, ...], sizes: list[int],
+                          out_shape: tuple[int, ...]) -> Value:
+    """StableHLO's gather index arithmetic as IR ops on run-time indices: the sum over the
+    operand dims of (clamped start + batching index + window offset) * that dim's stride."""
+    idx = _cast(scope, imp.materialize(scope, op.operands[1]), DType.INT64)
+    ivd, rank = dn.index_vector_dim, len(out_shape)
+    idx_shape = _shape_of(idx)
+    if ivd == len(idx_shape):
+        idx = _reshape(scope, idx, [*idx_shape, 1])
+    else:  # the index vector last
+        idx = _permute(scope, idx, [d for d in range(len(idx_shape)) if d != ivd] + [ivd])
+    batch_shape = list(_shape_of(idx)[:-1])
+    offset_dims = list(dn.offset_dims)
+    batch_dims = [d for d in range(rank) if d not in offset_dims]
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    terms: list[Value] = []
+
+    def iota_at(position: int, stride: int) -> Value:
+        shape = [1] * rank
+        shape[position] = out_shape[position]
+        return imp.constant(scope, (np.arange(out_shape[position], dtype=np.int64) * stride)
+                            .reshape(shape), "iota")
+
+    for k, d in enumerate(dn.start_index_map):
+        part = _slice_value(scope, idx, [0] * len(batch_shape) + [k], [*batch_shape, k + 1],
+                            [1] * (len(batch_shape) + 1))
+        part = _op(scope, "clip", [part], {"min": 0.0, "max": float(x_shape[d] - sizes[d])})
+        part = _reshape(scope, part, [out_shape[p] if p in batch_dims else 1
+                                      for p in range(rank)])
+        terms.append(_op(scope, "mul", [part, imp.constant(scope, np.array(strides[d]), "s")]))
+    for d, d_start in zip(dn.operand_batching_dims, dn.start_indices_batching_dims,
+                          strict=True):
+        terms.append(iota_at(batch_dims[d_start - (0 if d_start < ivd else 1)],
+                             int(strides[d])))
+    dropped = list(dn.collapsed_slice_dims) + list(dn.operand_batching_dims)
+    windowed = [d for d in range(len(x_shape)) if d not in dropped]
+    for d, p in zip(windowed, offset_dims, strict=True):
+        terms.append(iota_at(p, int(strides[d])))
+    flat = terms[0] if terms else imp.constant(scope, np.zeros((1,) * rank, np.int64), "index")
+    for term in terms[1:]:
+        flat = _op(scope, "add", [flat, term])
+    if _shape_of(flat) != out_shape:
+        flat = _op(scope, "expand", [flat], {"shape": list(out_shape)})
+    return flat
 
 
 def _insert_dim(index: tuple[int, ...], ivd: int, rank: int) -> tuple[Any, ...]:

@@ -288,3 +288,30 @@ def test_tuples_group_values_and_get_tuple_element_reads_them() -> None:
   func.return %z, %y : tensor<2xf32>, tensor<i64>
 }"""
     _check(text, [np.array([1.5, -2.0], np.float32), np.array(7)])
+
+
+def test_gather_of_a_general_form_with_run_time_indices() -> None:
+    """The same gather with the indices an argument: clamping done by IR ops."""
+    text = _GATHER.replace("(%x: tensor<3x4x2xf32>)",
+                           "(%x: tensor<3x4x2xf32>, %j: tensor<2x3x2xi32>)")
+    text = text.replace("  %i = stablehlo.constant", "  %c = stablehlo.constant")
+    text = text.replace('"stablehlo.gather"(%x, %i)', '"stablehlo.gather"(%x, %j)')
+    text = text.replace("(tensor<3x4x2xf32>, tensor<2x3x2xi64>)",
+                        "(tensor<3x4x2xf32>, tensor<2x3x2xi32>)")
+    index = np.array([[[0, 0], [1, 0], [2, 1]], [[0, 1], [1, 1], [0, 9]]], np.int32)
+    index[1, 1] = [-4, 3]  # clamped up to 0
+    _check(text, [RNG.standard_normal((3, 4, 2)).astype(np.float32), index])
+
+
+def test_gather_with_batching_dims_and_run_time_indices() -> None:
+    text = """func.func @main(%x: tensor<2x3x4x2xf32>, %i: tensor<2x2x3x2xi64>) -> tensor<2x2x3x2x2xf32> {
+  %r = "stablehlo.gather"(%x, %i) {
+    dimension_numbers = #stablehlo.gather<offset_dims = [3, 4], collapsed_slice_dims = [1],
+      operand_batching_dims = [0], start_indices_batching_dims = [1],
+      start_index_map = [2, 1], index_vector_dim = 3>,
+    slice_sizes = array<i64: 1, 1, 2, 2>, indices_are_sorted = false
+  } : (tensor<2x3x4x2xf32>, tensor<2x2x3x2xi64>) -> tensor<2x2x3x2x2xf32>
+  func.return %r : tensor<2x2x3x2x2xf32>
+}"""
+    _check(text, [RNG.standard_normal((2, 3, 4, 2)).astype(np.float32),
+                  RNG.integers(-1, 5, (2, 2, 3, 2))])

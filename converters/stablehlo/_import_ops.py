@@ -1293,46 +1293,70 @@ def _runtime_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
                           out_shape: tuple[int, ...]) -> Value:
     """StableHLO's gather index arithmetic as IR ops on run-time indices: the sum over the
     operand dims of (clamped start + batching index + window offset) * that dim's stride."""
-    idx = _cast(scope, imp.materialize(scope, op.operands[1]), DType.INT64)
-    ivd, rank = dn.index_vector_dim, len(out_shape)
+    parts = _runtime_operand_index(
+        imp, scope, op.operands[1], dn.index_vector_dim, out_shape, list(dn.offset_dims),
+        x_shape, list(dn.start_index_map), list(dn.collapsed_slice_dims),
+        list(dn.operand_batching_dims), list(dn.start_indices_batching_dims), sizes)
+    return _flat_index(imp, scope, parts, x_shape, out_shape)
+
+
+def _flat_index(imp: _Importer, scope: Scope, parts: list[Value | None],
+                x_shape: tuple[int, ...], shape: tuple[int, ...]) -> Value:
+    """sum(parts[d] * stride of d) in `shape` (a missing part is 0)."""
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    flat: Value | None = None
+    for d, part in enumerate(parts):
+        if part is None:
+            continue
+        term = _op(scope, "mul", [part, imp.constant(scope, np.array(strides[d]), "stride")])
+        flat = term if flat is None else _op(scope, "add", [flat, term])
+    if flat is None:
+        flat = imp.constant(scope, np.zeros((1,) * len(shape), np.int64), "index")
+    if _shape_of(flat) != shape:
+        flat = _op(scope, "expand", [flat], {"shape": list(shape)})
+    return flat
+
+
+def _runtime_operand_index(imp: _Importer, scope: Scope, indices: ir.Value, ivd: int,
+                           shape: tuple[int, ...], window_dims: list[int],
+                           x_shape: tuple[int, ...], start_map: list[int], dropped: list[int],
+                           operand_batch: list[int], index_batch: list[int],
+                           sizes: list[int] | None) -> list[Value | None]:
+    """`_operand_positions` as IR ops on run-time indices: per operand dim, the operand
+    index of every element of `shape` (broadcastable to it; None where always 0)."""
+    idx = _cast(scope, imp.materialize(scope, indices), DType.INT64)
+    rank = len(shape)
     idx_shape = _shape_of(idx)
     if ivd == len(idx_shape):
         idx = _reshape(scope, idx, [*idx_shape, 1])
     else:  # the index vector last
         idx = _permute(scope, idx, [d for d in range(len(idx_shape)) if d != ivd] + [ivd])
     batch_shape = list(_shape_of(idx)[:-1])
-    offset_dims = list(dn.offset_dims)
-    batch_dims = [d for d in range(rank) if d not in offset_dims]
-    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
-    terms: list[Value] = []
+    batch_dims = [d for d in range(rank) if d not in window_dims]
+    parts: list[Value | None] = [None] * len(x_shape)
 
-    def iota_at(position: int, stride: int) -> Value:
-        shape = [1] * rank
-        shape[position] = out_shape[position]
-        return imp.constant(scope, (np.arange(out_shape[position], dtype=np.int64) * stride)
-                            .reshape(shape), "iota")
+    def add(d: int, value: Value) -> None:
+        current = parts[d]
+        parts[d] = value if current is None else _op(scope, "add", [current, value])
 
-    for k, d in enumerate(dn.start_index_map):
+    def iota_at(position: int) -> Value:
+        dims = [1] * rank
+        dims[position] = shape[position]
+        return imp.constant(scope, np.arange(shape[position], dtype=np.int64).reshape(dims),
+                            "iota")
+
+    for k, d in enumerate(start_map):
         part = _slice_value(scope, idx, [0] * len(batch_shape) + [k], [*batch_shape, k + 1],
                             [1] * (len(batch_shape) + 1))
-        part = _op(scope, "clip", [part], {"min": 0.0, "max": float(x_shape[d] - sizes[d])})
-        part = _reshape(scope, part, [out_shape[p] if p in batch_dims else 1
-                                      for p in range(rank)])
-        terms.append(_op(scope, "mul", [part, imp.constant(scope, np.array(strides[d]), "s")]))
-    for d, d_start in zip(dn.operand_batching_dims, dn.start_indices_batching_dims,
-                          strict=True):
-        terms.append(iota_at(batch_dims[d_start - (0 if d_start < ivd else 1)],
-                             int(strides[d])))
-    dropped = list(dn.collapsed_slice_dims) + list(dn.operand_batching_dims)
-    windowed = [d for d in range(len(x_shape)) if d not in dropped]
-    for d, p in zip(windowed, offset_dims, strict=True):
-        terms.append(iota_at(p, int(strides[d])))
-    flat = terms[0] if terms else imp.constant(scope, np.zeros((1,) * rank, np.int64), "index")
-    for term in terms[1:]:
-        flat = _op(scope, "add", [flat, term])
-    if _shape_of(flat) != out_shape:
-        flat = _op(scope, "expand", [flat], {"shape": list(out_shape)})
-    return flat
+        if sizes is not None:  # gather: the slice must fit
+            part = _op(scope, "clip", [part], {"min": 0.0, "max": float(x_shape[d] - sizes[d])})
+        add(d, _reshape(scope, part, [shape[p] if p in batch_dims else 1 for p in range(rank)]))
+    for d, d_start in zip(operand_batch, index_batch, strict=True):
+        add(d, iota_at(batch_dims[d_start - (0 if d_start < ivd else 1)]))
+    windowed = [d for d in range(len(x_shape)) if d not in dropped + operand_batch]
+    for d, p in zip(windowed, window_dims, strict=True):
+        add(d, iota_at(p))
+    return parts
 
 
 def _insert_dim(index: tuple[int, ...], ivd: int, rank: int) -> tuple[Any, ...]:
@@ -1485,8 +1509,7 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         return [_op(scope, "scatter_elements", [x, idx, _permute(scope, updates, order)],
                     {"axis": a, **attrs})]
     if operand_batch:
-        return [_constant_scatter(imp, scope, op, dn, x, updates, kind,
-                                  "a scatter with batching dims in an unrecognised form")]
+        return [_constant_scatter(imp, scope, op, dn, x, updates, kind)]
     if vector == r and len(to_operand) == r and sorted(inserted) == list(range(r)) and \
             not window and ivd == len(idx_shape) - 1:
         found = _concat_iota_index(imp, scope, op.operands[1], ivd, to_operand)
@@ -1509,20 +1532,54 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         idx = _reshape(scope, idx, [n if dim == a else 1 for dim in range(r)])
         idx = _op(scope, "expand", [idx], {"shape": list(target)})
         return [_op(scope, "scatter_elements", [x, idx, u], {"axis": a, **attrs})]
-    return [_constant_scatter(imp, scope, op, dn, x, updates, kind,
-                              "a scatter form other than torch.scatter or row updates")]
+    return [_constant_scatter(imp, scope, op, dn, x, updates, kind)]
+
+
+def _runtime_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
+                     updates: Value, kind: str) -> Value:
+    """A scatter with run-time indices: StableHLO's index arithmetic as IR ops; updates
+    whose operand index is out of bounds go to one extra element, dropped after."""
+    x_shape, u_shape = _shape_of(x), _shape_of(updates)
+    parts = _runtime_operand_index(
+        imp, scope, op.operands[1], dn.index_vector_dim, u_shape, list(dn.update_window_dims),
+        x_shape, list(dn.scattered_dims_to_operand_dims), list(dn.inserted_window_dims),
+        list(dn.input_batching_dims), list(dn.scatter_indices_batching_dims), None)
+    flat = _flat_index(imp, scope, parts, x_shape, u_shape)
+    size = math.prod(x_shape)
+    inside: Value | None = None
+    for d, part in enumerate(parts):
+        if part is None:
+            continue
+        ok = _op(scope, "logical_and", [
+            _op(scope, "greater_equal", [part, imp.constant(scope, np.array(0), "zero")]),
+            _op(scope, "less", [part, imp.constant(scope, np.array(x_shape[d]), "size")])])
+        inside = ok if inside is None else _op(scope, "logical_and", [inside, ok])
+    if inside is not None:
+        flat = _op(scope, "where", [inside, flat, imp.constant(scope, np.array(size), "past")])
+    spare = imp.constant(scope, np.zeros(1, dtype=_dtype_of(x).numpy), "spare")
+    y = _op(scope, "concat", [_reshape(scope, x, [-1]), spare], {"axis": 0})
+    y = _op(scope, "scatter_elements", [y, _reshape(scope, flat, [-1]),
+                                        _reshape(scope, updates, [-1])],
+            {"axis": 0, "reduction": kind})
+    return _reshape(scope, _slice_value(scope, y, [0], [size], [1]), list(x_shape))
+
+
+def _dtype_of(x: Value) -> DType:
+    t = x.type
+    assert t is not None
+    return t.dtype
 
 
 def _constant_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
-                      updates: Value, kind: str, form: str) -> Value:
-    """StableHLO's scatter index arithmetic on constant indices: every update element's
-    flat position in the operand (updates out of bounds are skipped, as StableHLO does),
-    then one scatter_elements on the flattened operand."""
+                      updates: Value, kind: str) -> Value:
+    """StableHLO's scatter index arithmetic (updates out of bounds skipped, as StableHLO
+    does): on constant indices, every update element's flat position in the operand at
+    import time, then one scatter_elements on the flattened operand."""
     idx = imp.const_array(scope, op.operands[1])
     u_shape = _shape_of(updates)
-    if idx is None or math.prod(u_shape) > FOLD_LIMIT:
-        raise Unsupported(form + ", with run-time indices")
     x_shape = _shape_of(x)
+    if idx is None or math.prod(u_shape) > FOLD_LIMIT:
+        return _runtime_scatter(imp, scope, op, dn, x, updates, kind)
     strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
     targets: list[int] = []
     sources: list[int] = []

@@ -315,3 +315,15 @@ def test_gather_with_batching_dims_and_run_time_indices() -> None:
 }"""
     _check(text, [RNG.standard_normal((2, 3, 4, 2)).astype(np.float32),
                   RNG.integers(-1, 5, (2, 2, 3, 2))])
+
+
+@pytest.mark.parametrize("body", ["add", "maximum"])
+def test_scatter_of_a_general_form_with_run_time_indices(body: str) -> None:
+    """Out-of-bounds update elements (partly outside windows, negative starts) dropped
+    by IR ops: they go to a spare element."""
+    text = _SCATTER.replace("BODY", body)
+    text = text.replace("%u: tensor<2x3x2x2xf32>)", "%u: tensor<2x3x2x2xf32>, %j: tensor<2x3x2xi64>)")
+    text = text.replace('"stablehlo.scatter"(%x, %i, %u)', '"stablehlo.scatter"(%x, %j, %u)')
+    index = np.array([[[0, 2], [1, 0], [2, 1]], [[0, 1], [-1, 0], [0, 9]]], np.int64)
+    _check(text, [RNG.standard_normal((3, 4, 2)).astype(np.float32),
+                  RNG.standard_normal((2, 3, 2, 2)).astype(np.float32), index])

@@ -466,9 +466,7 @@ def run_case(case: Case, skip: Sequence[str] = ()) -> Result:
             options.log_severity_level = 3
             session = ort.InferenceSession(proto.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
-            return [_onnx_bits(out, meta.type)
-                    for out, meta in zip(session.run(None, {}), session.get_outputs(),
-                                         strict=True)]
+            return [_ort_array(value) for value in session.run_with_ort_values(None, {})]
 
         runs += [("ir", ir_path), ("stablehlo", shlo_path), ("onnx", onnx_path)]
     for path in PATHS[:3]:
@@ -495,19 +493,26 @@ def run_case(case: Case, skip: Sequence[str] = ()) -> Result:
     return result
 
 
-_ORT_RAW = {"tensor(float8e4m3fn)": "float8_e4m3fn", "tensor(float8e5m2)": "float8_e5m2",
-            "tensor(float8e4m3fnuz)": "float8_e4m3fnuz",
+_ORT_RAW = {"tensor(bfloat16)": "bfloat16", "tensor(float8e4m3fn)": "float8_e4m3fn",
+            "tensor(float8e5m2)": "float8_e5m2", "tensor(float8e4m3fnuz)": "float8_e4m3fnuz",
             "tensor(float8e5m2fnuz)": "float8_e5m2fnuz"}
 
 
-def _onnx_bits(array: np.ndarray, onnx_type: str) -> np.ndarray:
-    """onnxruntime hands float8 outputs back as their uint8 bit patterns: view them as
-    the declared ONNX element type (ml_dtypes)."""
-    name = _ORT_RAW.get(onnx_type)
-    if name is None or array.dtype != np.uint8:
-        return array
+def _ort_array(value: Any) -> np.ndarray:
+    """An onnxruntime output as numpy: bfloat16 and float8 outputs (which onnxruntime's
+    numpy conversion refuses, or hands back as uint8 bits) read from their CPU buffer as
+    the declared element type (ml_dtypes)."""
+    name = _ORT_RAW.get(value.data_type())
+    if name is None:
+        return value.numpy()
+    import ctypes
+
     import ml_dtypes
-    return array.view(getattr(ml_dtypes, name))
+    dtype = np.dtype(getattr(ml_dtypes, name))
+    shape = tuple(value.shape())
+    size = int(np.prod(shape)) * dtype.itemsize
+    raw = ctypes.string_at(value.data_ptr(), size) if size else b""
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
 
 
 def _report(path: str, result: Result) -> None:

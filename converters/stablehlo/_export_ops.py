@@ -88,12 +88,75 @@ _FLOAT_ONLY = {"floor", "ceil", "round"}
 @lowers(*_UNARY)
 def _unary(lw: Lowering) -> list[Sym]:
     x = lw.x()
+    if x.dtype in _COMPLEX and lw.node.op not in _FLOAT_ONLY:  # StableHLO's complex forms
+        return [lw.em.op(_UNARY[lw.node.op], [x], lw.out_dtype, x.shape)]
     if lw.node.op in _FLOAT_ONLY and not x.dtype.is_float:
         return [x]
     if not x.dtype.is_float and lw.node.op not in ("neg", "abs", "sign"):
         x = lw.em.convert(x, DType.FLOAT32)
         return [lw.em.convert(lw.em.unary(_UNARY[lw.node.op], x), lw.out_dtype)]
     return [lw.em.unary(_UNARY[lw.node.op], x)]
+
+
+_COMPLEX = (DType.COMPLEX64, DType.COMPLEX128)
+_REAL_OF = {DType.COMPLEX64: DType.FLOAT32, DType.COMPLEX128: DType.FLOAT64}
+
+
+def _complex_of(em: Emitter, re: Sym, im: Sym, dtype: DType) -> Sym:
+    re, im = em.to_common([re, im], _REAL_OF[dtype])
+    return em.op("stablehlo.complex", [re, im], dtype, re.shape)
+
+
+def _part(em: Emitter, op: str, x: Sym) -> Sym:
+    return em.op(op, [x], _REAL_OF[x.dtype], x.shape)
+
+
+@lowers("complex")
+def _complex(lw: Lowering) -> list[Sym]:
+    return [_complex_of(lw.em, lw.x(0), lw.x(1), lw.out_dtype)]
+
+
+@lowers("polar")
+def _polar(lw: Lowering) -> list[Sym]:
+    em = lw.em
+    r, theta = em.to_common([lw.x(0), lw.x(1)], _REAL_OF[lw.out_dtype])
+    return [_complex_of(em, em.mul(r, em.unary("stablehlo.cosine", theta)),
+                        em.mul(r, em.unary("stablehlo.sine", theta)), lw.out_dtype)]
+
+
+@lowers("real", "imag", "complex_abs")
+def _to_real(lw: Lowering) -> list[Sym]:
+    op = {"real": "stablehlo.real", "imag": "stablehlo.imag", "complex_abs": "stablehlo.abs"}
+    return [_part(lw.em, op[lw.node.op], lw.x())]
+
+
+@lowers("conj")
+def _conj(lw: Lowering) -> list[Sym]:
+    em, x = lw.em, lw.x()
+    return [_complex_of(em, _part(em, "stablehlo.real", x),
+                        em.unary("stablehlo.negate", _part(em, "stablehlo.imag", x)), x.dtype)]
+
+
+@lowers("angle")
+def _angle(lw: Lowering) -> list[Sym]:
+    em, x = lw.em, lw.x()
+    return [_atan2(em, _part(em, "stablehlo.imag", x), _part(em, "stablehlo.real", x))]
+
+
+@lowers("view_as_real")
+def _view_as_real(lw: Lowering) -> list[Sym]:
+    em, x = lw.em, lw.x()
+    parts = [em.reshape(_part(em, op, x), (*x.shape, 1))
+             for op in ("stablehlo.real", "stablehlo.imag")]
+    return [em.concat(parts, x.rank)]
+
+
+@lowers("view_as_complex")
+def _view_as_complex(lw: Lowering) -> list[Sym]:
+    em, x = lw.em, lw.x()
+    re, im = (em.reshape(em.slice_axis(x, x.rank - 1, i, i + 1), x.shape[:-1])
+              for i in (0, 1))
+    return [_complex_of(em, re, im, lw.out_dtype)]
 
 
 @lowers("identity")
@@ -1167,6 +1230,18 @@ def _fmod(lw: Lowering) -> list[Sym]:
 
 
 _SAME_WIDTH_INT = {2: DType.INT16, 4: DType.INT32, 8: DType.INT64}
+
+
+@lowers("bitcast")
+def _bitcast(lw: Lowering) -> list[Sym]:
+    return [lw.em.op("stablehlo.bitcast_convert", [lw.x()], lw.out_dtype, lw.out_shape)]
+
+
+@lowers("reduce_precision")
+def _reduce_precision(lw: Lowering) -> list[Sym]:
+    return [lw.em.op("stablehlo.reduce_precision", [lw.x()], lw.out_dtype, lw.out_shape,
+                     f"exponent_bits = {int(lw.attrs['exponent_bits'])} : i32, "
+                     f"mantissa_bits = {int(lw.attrs['mantissa_bits'])} : i32")]
 
 
 @lowers("signbit")

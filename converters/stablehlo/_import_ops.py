@@ -12,7 +12,7 @@ two-operand reductions over an iota become argmax / argmin.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -23,7 +23,7 @@ from irbridge.dtypes import DType
 from irbridge.errors import CaptureError
 from irbridge.ir import Graph, TensorType, Value
 
-from ._mlir import RankedType, parse_location
+from ._mlir import RankedType, op_constant_array, parse_location, ranked_type
 from .importer import (
     Bound,
     Scope,
@@ -169,9 +169,12 @@ def _constant(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) ->
     try:
         attr = op.attributes["value"]
     except TypeError as exc:  # the bindings cannot read complex dense attributes
-        raise CaptureError(f"{where}: cannot read the constant's value "
-                           f"({rt.element} constants are not supported yet)") from exc
-    data = constant_data(imp, attr, rt, where)
+        if rt.dtype not in (DType.COMPLEX64, DType.COMPLEX128):
+            raise CaptureError(f"{where}: cannot read the constant's value ({rt.element} "
+                               "constants are not supported)") from exc
+        data = op_constant_array(str(op), rt, lazy_splat=True)  # read from its text
+    else:
+        data = constant_data(imp, attr, rt, where)
     loc = parse_location(str(op.location))
     name = loc.names[0] if loc.names else "const"
     shape = rt.static_shape()
@@ -212,7 +215,63 @@ _UNARY = {"stablehlo.negate": "neg", "stablehlo.abs": "abs", "stablehlo.exponent
 @handles(*_UNARY)
 def _unary(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     x = imp.lazy(scope, op.operands[0])
-    return [_keep(op, types, _op(scope, _UNARY[op.operation.name], [x]))]
+    name = _UNARY[op.operation.name]
+    if name == "abs" and _is_complex(x):  # the modulus, in the real type
+        name = "complex_abs"
+    return [_keep(op, types, _op(scope, name, [x]))]
+
+
+_COMPLEX_DTYPES = (DType.COMPLEX64, DType.COMPLEX128)
+
+
+def _is_complex(x: Value) -> bool:
+    return x.type is not None and x.type.dtype in _COMPLEX_DTYPES
+
+
+# -- complex numbers ------------------------------------------------------------------------------
+
+@handles("stablehlo.complex")
+def _complex(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    re, im = (imp.lazy(scope, v) for v in op.operands)
+    return [_keep(op, types, _op(scope, "complex", [re, im]))]
+
+
+@handles("stablehlo.real", "stablehlo.imag")
+def _part(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """The real / imaginary part; of a real operand, the operand itself / zeros."""
+    bound = imp.lookup(scope, op.operands[0])[0]
+    real = op.operation.name == "stablehlo.real"
+    if _is_complex(bound.value):
+        return [_keep(op, types, _op(scope, "real" if real else "imag", [bound.value]))]
+    if real:
+        return [bound]
+    zero = np.zeros((1,) * len(bound.shape), dtype=_dtype(types[0], "imag").numpy)
+    return [Bound(imp.constant(scope, zero, "zero"), bound.shape)]
+
+
+_FFT: dict[str, tuple[str, dict[str, object]]] = {
+        "FFT": ("fft_c2c", {"forward": True, "normalization": "none"}),
+        "IFFT": ("fft_c2c", {"forward": False, "normalization": "by_n"}),
+        "RFFT": ("fft_r2c", {"onesided": True, "normalization": "none"}),
+        "IRFFT": ("fft_c2r", {"normalization": "by_n"})}
+
+
+@handles("stablehlo.fft")
+def _fft(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """A DFT over the last len(fft_length) dims; the inverse ones scale by 1/N."""
+    x = imp.materialize(scope, op.operands[0])
+    kind = str(op.attributes["fft_type"]).rstrip(">").split()[-1]
+    if kind not in _FFT:
+        raise Unsupported(f"fft type {kind}")
+    lengths = _ints(op, "fft_length")
+    rank = len(_shape_of(x))
+    name, attrs = _FFT[kind]
+    attrs = {**attrs, "dims": list(range(rank - len(lengths), rank))}
+    if kind == "IRFFT":
+        attrs["last_dim_size"] = lengths[-1]
+    elif tuple(lengths) != _shape_of(x)[rank - len(lengths):]:
+        raise Unsupported(f"fft_length {lengths} differs from the operand's dims")
+    return [_op(scope, name, [x], attrs)]
 
 
 def _keep(op: Any, types: list[RankedType], value: Value) -> Bound:
@@ -297,6 +356,8 @@ def _composed_unary(imp: _Importer, scope: Scope, op: Any, types: list[RankedTyp
         y = _op(scope, "sub", [_op(scope, "exp", [x]), _scalar_const(scope, 1.0, x)])
     elif name == "stablehlo.log_plus_one":
         y = _op(scope, "log", [_op(scope, "add", [x, _scalar_const(scope, 1.0, x)])])
+    elif name == "stablehlo.cbrt" and _is_complex(x):  # the principal root
+        y = _op(scope, "pow", [x, _scalar_const(scope, 1 / 3, x)])
     elif name == "stablehlo.cbrt":
         magnitude = _op(scope, "pow", [_op(scope, "abs", [x]), _scalar_const(scope, 1 / 3, x)])
         y = _op(scope, "mul", [_op(scope, "sign", [x]), magnitude])
@@ -342,6 +403,9 @@ def _convert(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
     x = imp.lazy(scope, op.operands[0])
     dtype = _dtype(types[0], "convert")
     data = imp.const_array(scope, op.operands[0])
+    if _is_complex(x) and dtype not in _COMPLEX_DTYPES:  # complex -> real: the real part
+        x = _op(scope, "real", [x])
+        data = None if data is None else np.real(data)
     if data is not None and data.size <= 16:
         return [Bound(imp.constant(scope, np.asarray(registry_cast(data, dtype))),
                       types[0].static_shape())]
@@ -352,6 +416,65 @@ def registry_cast(data: np.ndarray, dtype: DType) -> np.ndarray:
     if dtype.is_integer and data.dtype.kind == "f":
         data = np.trunc(data)
     return np.asarray(data).astype(dtype.numpy)
+
+
+@handles("stablehlo.bitcast_convert")
+def _bitcast_convert(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                     ) -> list[Value | Bound]:
+    x = imp.materialize(scope, op.operands[0])
+    return [_op(scope, "bitcast", [x], {"dtype": _dtype(types[0], "bitcast_convert")})]
+
+
+@handles("stablehlo.reduce_precision")
+def _reduce_precision(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                      ) -> list[Value | Bound]:
+    x = imp.lazy(scope, op.operands[0])
+    return [_keep(op, types, _op(scope, "reduce_precision", [x], {
+        "exponent_bits": _int(op, "exponent_bits"), "mantissa_bits": _int(op, "mantissa_bits")}))]
+
+
+@handles("stablehlo.map")
+def _map(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """A body of elementwise ops on scalars, applied to the whole operands at once."""
+    rank = len(types[0].shape)
+    if sorted(_ints(op, "dimensions")) != list(range(rank)):
+        raise Unsupported("a map over some of the dims")
+    block = op.regions[0].blocks[0]
+    env: dict[Any, Value] = dict(zip(block.arguments, _inputs(imp, scope, op), strict=True))
+    for inner in block.operations:
+        name = inner.operation.name
+        if name in ("stablehlo.return", "func.return"):  # (a constant stays a lazy splat)
+            return [Bound(env[v] if _shape_of(env[v]) else _reshape(scope, env[v], [1] * rank),
+                          rt.static_shape())
+                    for v, rt in zip(inner.operands, types, strict=True)]
+        xs = [env.get(v) for v in inner.operands]
+        if any(x is None for x in xs):
+            raise Unsupported("a map body reading values from outside it")
+        args = cast(list[Value], xs)
+        rt = ranked_type(inner.results[0].type)
+        if rt is None or rt.dtype is None:
+            raise Unsupported(f"a map body with a {inner.results[0].type} value")
+        if name == "stablehlo.constant" and rt.shape == ():
+            data = constant_data(imp, inner.attributes["value"], rt, "map")
+            value = imp.constant(scope, np.asarray(data).reshape(()), "c")
+        elif name in _UNARY and rt.dtype not in _COMPLEX_DTYPES:
+            value = _op(scope, _UNARY[name], args)
+        elif name in _BINARY and rt.dtype is not DType.BOOL:
+            value = _op(scope, _BINARY[name], args)
+        elif name in _BITWISE and rt.dtype is not DType.BOOL:
+            value = _op(scope, _BITWISE[name], args)
+        elif name in _BOOL_BINARY and rt.dtype is DType.BOOL:
+            value = _op(scope, _BOOL_BINARY[name], args)
+        elif name == "stablehlo.compare":
+            value = _op(scope, _COMPARE[_direction(inner)], args)
+        elif name == "stablehlo.select":
+            value = _op(scope, "where", args)
+        elif name == "stablehlo.convert":
+            value = _cast(scope, args[0], rt.dtype)
+        else:
+            raise Unsupported(f"{name} in a map body")
+        env[inner.results[0]] = value
+    raise Unsupported("a map body without a return")
 
 
 @handles("stablehlo.optimization_barrier")
@@ -522,13 +645,17 @@ def _reverse_value(scope: Scope, x: Value, dims: Sequence[int]) -> Value:
 
 @handles("stablehlo.pad")
 def _pad(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    low, high = _ints(op, "edge_padding_low"), _ints(op, "edge_padding_high")
+    return _padded(imp, scope, op, low, high, _ints(op, "interior_padding", [0] * len(low)))
+
+
+def _padded(imp: _Importer, scope: Scope, op: Any, low: list[int], high: list[int],
+            interior: list[int]) -> list[Value | Bound]:
     x = imp.materialize(scope, op.operands[0])
     known = _scalar(imp, scope, op.operands[1])
     # a run-time padding value (a 0-d tensor) is the pad op's `value` input
     fill: Value | None = imp.materialize(scope, op.operands[1]) if known is None else None
     value = 0.0 if known is None else float(known)
-    low, high = _ints(op, "edge_padding_low"), _ints(op, "edge_padding_high")
-    interior = _ints(op, "interior_padding", [0] * len(low))
     if any(i < 0 for i in interior):
         raise Unsupported("negative interior padding")
     for axis, step in enumerate(interior):
@@ -556,6 +683,26 @@ def _interior_pad(scope: Scope, x: Value, axis: int, step: int, value: float,
     return _slice_value(scope, y, [0] * len(shape),
                         [*shape[:axis], n * (step + 1) - step, *shape[axis + 1:]],
                         [1] * len(shape))
+
+
+@handles("stablehlo.dynamic_iota")
+def _dynamic_iota(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                  ) -> list[Value | Bound]:
+    """The result type is static: an iota of it (the shape operand says the same)."""
+    return _iota(imp, scope, op, types)
+
+
+@handles("stablehlo.dynamic_pad")
+def _dynamic_pad(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                 ) -> list[Value | Bound]:
+    """stablehlo.pad with the paddings as constant operands instead of attributes."""
+    pads = []
+    for name, value in zip(("low", "high", "interior"), list(op.operands)[2:], strict=True):
+        data = imp.const_array(scope, value)
+        if data is None:
+            raise Unsupported(f"a dynamic_pad whose {name} padding is not a constant")
+        pads.append([int(v) for v in np.asarray(data).reshape(-1)])
+    return _padded(imp, scope, op, *pads)
 
 
 @handles("stablehlo.get_dimension_size")
@@ -730,7 +877,19 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     if kind is None or kind not in ("add", "max", "min", "mul"):
         raise Unsupported("a windowed reduction body other than add, max, min or mul")
     if any(b != 1 for b in base) or any(lo < 0 or hi < 0 for lo, hi in padding):
-        raise Unsupported("base dilation or negative padding in a windowed reduction")
+        if init is None or not _is_identity(kind, init, dtype):
+            raise Unsupported("base dilation or negative padding in a windowed reduction "
+                              "whose initial value is not its identity")
+        # holes of the identity between the elements, then negative padding cropped
+        for axis, step in enumerate(base):
+            if step != 1:
+                x = _interior_pad(scope, x, axis, step - 1, float(init))
+        shape = _shape_of(x)
+        if any(lo < 0 or hi < 0 for lo, hi in padding):
+            x = _slice_value(scope, x, [max(-lo, 0) for lo, _ in padding],
+                             [n - max(-hi, 0) for n, (_, hi) in zip(shape, padding, strict=True)],
+                             [1] * rank)
+            padding = [(max(lo, 0), max(hi, 0)) for lo, hi in padding]
     # StableHLO starts each window at the initial value and pads with it: max / min of a
     # window with padding is max / min(init, the window's elements), a sum without
     # padding is init + the window's sum; the pooling below runs from the identity
@@ -797,15 +956,25 @@ def _reduce_window_pooled(scope: Scope, x: Value, kind: str, window: Sequence[in
         attrs["count_include_pad"] = True
         if any(dilations[d] != 1 for d in pooled):
             attrs["dilations"] = [dilations[d] for d in pooled]
+        dtype = _shape_dtype(y)
+        integer = dtype is not None and not dtype.is_float
+        if integer:  # an integer average would truncate: sum in float64, round back
+            y = _cast(scope, y, DType.FLOAT64)
         y = _op(scope, "avg_pool", [y], attrs)
         size = math.prod(window[d] for d in pooled)
         y = _op(scope, "mul", [y, _scalar_const(scope, float(size), y)])
+        if integer and dtype is not None:
+            y = _cast(scope, _op(scope, "round", [y]), dtype)
     out = _shape_of(y)
     y = _reshape(scope, y, [*kept_sizes, *out[2:]])
     inverse = [0] * rank
     for position, d in enumerate(kept + pooled):
         inverse[d] = position
     return _permute(scope, y, inverse)
+
+
+def _shape_dtype(x: Value) -> DType | None:
+    return None if x.type is None else x.type.dtype
 
 
 def _has_attr(op: str, name: str) -> bool:
@@ -848,7 +1017,18 @@ def _dot_general(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
     return [_reshape(scope, y, [*batch, *(sa[d] for d in lf), *(sb[d] for d in rf)])]
 
 
-@handles("stablehlo.convolution")
+def _conv_padding(imp: _Importer, scope: Scope, op: Any, rank: int) -> list[tuple[int, int]]:
+    """The padding attribute, or dynamic_conv's padding operand when it is a constant."""
+    if op.operation.name != "stablehlo.dynamic_conv":
+        return _padding(op, rank)
+    data = imp.const_array(scope, op.operands[2])
+    if data is None:
+        raise Unsupported("a dynamic_conv whose padding is not a constant")
+    pairs = np.asarray(data).reshape(rank, 2)
+    return [(int(lo), int(hi)) for lo, hi in pairs]
+
+
+@handles("stablehlo.convolution", "stablehlo.dynamic_conv")
 def _convolution(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
                  ) -> list[Value | Bound]:
     dtype = _dtype(types[0], "convolution")
@@ -857,22 +1037,39 @@ def _convolution(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
     dn = _stablehlo.ConvDimensionNumbers(op.attributes["dimension_numbers"])
     spatial = list(dn.input_spatial_dimensions)
     d = len(spatial)
-    if _int(op, "batch_group_count", 1) != 1:
-        raise Unsupported("batch_group_count > 1 (a weight-gradient convolution)")
+    batch_groups = _int(op, "batch_group_count", 1)
     if any(_bools(op, "window_reversal")):
         raise Unsupported("window reversal")
     groups = _int(op, "feature_group_count", 1)
+    if batch_groups != 1 and groups != 1:
+        raise Unsupported("both batch_group_count and feature_group_count > 1")
     strides = _ints(op, "window_strides", [1] * d)
-    padding = _padding(op, d)
+    padding = _conv_padding(imp, scope, op, d)
     lhs_dil = _ints(op, "lhs_dilation", [1] * d)
     rhs_dil = _ints(op, "rhs_dilation", [1] * d)
     x = _permute(scope, x, [dn.input_batch_dimension, dn.input_feature_dimension, *spatial])
     w = _permute(scope, w, [dn.kernel_output_feature_dimension,
                             dn.kernel_input_feature_dimension, *dn.kernel_spatial_dimensions])
     kernel = _shape_of(w)[2:]
-    if any(s != 1 for s in lhs_dil):
-        y = _transposed(scope, x, w, kernel, strides, padding, lhs_dil, rhs_dil, groups)
+    if batch_groups != 1:  # batch group g pairs with output-feature group g: move the
+        n, c, *rest = _shape_of(x)  # batch groups into the features, as feature groups
+        x = _reshape(scope, x, [batch_groups, n // batch_groups, c, *rest])
+        x = _reshape(scope, _permute(scope, x, [1, 0, *range(2, d + 3)]),
+                     [n // batch_groups, batch_groups * c, *rest])
+        groups = batch_groups
+    transposed = None
+    if any(s != 1 for s in lhs_dil) and all(s == 1 for s in strides):
+        try:
+            transposed = _transposed(scope, x, w, kernel, strides, padding, lhs_dil, rhs_dil,
+                                     groups)
+        except Unsupported:
+            transposed = None
+    if transposed is not None:
+        y = transposed
     else:
+        for axis, step in enumerate(lhs_dil):  # the input dilated explicitly: zeros between
+            if step != 1:
+                x = _interior_pad(scope, x, 2 + axis, step - 1, 0.0)
         if any(lo < 0 or hi < 0 for lo, hi in padding):  # negative padding crops the input
             xs = _shape_of(x)
             x = _slice_value(scope, x, [0, 0, *(max(-lo, 0) for lo, _ in padding)],
@@ -1009,7 +1206,7 @@ def _batched_index(imp: _Importer, scope: Scope, op: Any, ivd: int,
     return _permute(scope, idx, order), order
 
 
-@handles("stablehlo.gather")
+@handles("stablehlo.gather", "stablehlo.dynamic_gather")
 def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     dn = _stablehlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
     x = imp.materialize(scope, op.operands[0])
@@ -1018,7 +1215,13 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
     idx_shape = imp.shape(op.operands[1])
     ivd = dn.index_vector_dim
     vector, batch = _index_layout(idx_shape, ivd)
-    sizes = _ints(op, "slice_sizes")
+    if op.operation.name == "stablehlo.dynamic_gather":  # slice sizes as an operand
+        data = imp.const_array(scope, op.operands[2])
+        if data is None:
+            raise Unsupported("a dynamic_gather whose slice sizes are not a constant")
+        sizes = [int(v) for v in np.asarray(data).reshape(-1)]
+    else:
+        sizes = _ints(op, "slice_sizes")
     offset_dims = list(dn.offset_dims)
     collapsed = list(dn.collapsed_slice_dims)
     start_map = list(dn.start_index_map)
@@ -1035,7 +1238,7 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
         y = _op(scope, "gather_elements", [x, idx], {"axis": a})
         return [_permute(scope, y, [order.index(p) for p in range(len(batch))])]
     if operand_batch:
-        raise Unsupported("a gather with batching dims in an unrecognised form")
+        return [_flat_gather(imp, scope, op, dn, x, sizes, out_shape)]
     # torch-mlir's torch.gather: full coordinates from iotas and one index tensor
     if vector == r and len(start_map) == r and sorted(collapsed) == list(range(r)) and \
             all(s == 1 for s in sizes) and not offset_dims and ivd == len(idx_shape) - 1:
@@ -1071,7 +1274,196 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
                 mlir.append(("b", counter))
                 counter += 1
         return [_permute(scope, y, [labels.index(label) for label in mlir])]
-    raise Unsupported("a gather form other than take, embedding or torch.gather")
+    return [_flat_gather(imp, scope, op, dn, x, sizes, out_shape)]
+
+
+def _flat_gather(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value, sizes: list[int],
+                 out_shape: tuple[int, ...]) -> Value:
+    """Any gather: each output element's flat position in the operand (computed at import
+    time for constant indices), then one gather from the flattened operand."""
+    x_shape = _shape_of(x)
+    known = _constant_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
+    flat = imp.constant(scope, known, "index") if known is not None else \
+        _runtime_gather_index(imp, scope, op, dn, x_shape, sizes, out_shape)
+    return _op(scope, "gather", [_reshape(scope, x, [-1]), flat], {"axis": 0})
+
+
+def _runtime_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
+                          x_shape: tuple[int, ...], sizes: list[int],
+                          out_shape: tuple[int, ...]) -> Value:
+    """StableHLO's gather index arithmetic as IR ops on run-time indices: the sum over the
+    operand dims of (clamped start + batching index + window offset) * that dim's stride."""
+    parts = _runtime_operand_index(
+        imp, scope, op.operands[1], dn.index_vector_dim, out_shape, list(dn.offset_dims),
+        x_shape, list(dn.start_index_map), list(dn.collapsed_slice_dims),
+        list(dn.operand_batching_dims), list(dn.start_indices_batching_dims), sizes)
+    return _flat_index(imp, scope, parts, x_shape, out_shape)
+
+
+def _flat_index(imp: _Importer, scope: Scope, parts: list[Value | None],
+                x_shape: tuple[int, ...], shape: tuple[int, ...]) -> Value:
+    """sum(parts[d] * stride of d) in `shape` (a missing part is 0)."""
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    flat: Value | None = None
+    for d, part in enumerate(parts):
+        if part is None:
+            continue
+        term = _op(scope, "mul", [part, imp.constant(scope, np.array(strides[d]), "stride")])
+        flat = term if flat is None else _op(scope, "add", [flat, term])
+    if flat is None:
+        flat = imp.constant(scope, np.zeros((1,) * len(shape), np.int64), "index")
+    if _shape_of(flat) != shape:
+        flat = _op(scope, "expand", [flat], {"shape": list(shape)})
+    return flat
+
+
+def _runtime_operand_index(imp: _Importer, scope: Scope, indices: ir.Value, ivd: int,
+                           shape: tuple[int, ...], window_dims: list[int],
+                           x_shape: tuple[int, ...], start_map: list[int], dropped: list[int],
+                           operand_batch: list[int], index_batch: list[int],
+                           sizes: list[int] | None) -> list[Value | None]:
+    """`_operand_positions` as IR ops on run-time indices: per operand dim, the operand
+    index of every element of `shape` (broadcastable to it; None where always 0)."""
+    idx = _cast(scope, imp.materialize(scope, indices), DType.INT64)
+    rank = len(shape)
+    idx_shape = _shape_of(idx)
+    if ivd == len(idx_shape):
+        idx = _reshape(scope, idx, [*idx_shape, 1])
+    else:  # the index vector last
+        idx = _permute(scope, idx, [d for d in range(len(idx_shape)) if d != ivd] + [ivd])
+    batch_shape = list(_shape_of(idx)[:-1])
+    batch_dims = [d for d in range(rank) if d not in window_dims]
+    parts: list[Value | None] = [None] * len(x_shape)
+
+    def add(d: int, value: Value) -> None:
+        current = parts[d]
+        parts[d] = value if current is None else _op(scope, "add", [current, value])
+
+    def iota_at(position: int) -> Value:
+        dims = [1] * rank
+        dims[position] = shape[position]
+        return imp.constant(scope, np.arange(shape[position], dtype=np.int64).reshape(dims),
+                            "iota")
+
+    for k, d in enumerate(start_map):
+        part = _slice_value(scope, idx, [0] * len(batch_shape) + [k], [*batch_shape, k + 1],
+                            [1] * (len(batch_shape) + 1))
+        if sizes is not None:  # gather: the slice must fit
+            part = _op(scope, "clip", [part], {"min": 0.0, "max": float(x_shape[d] - sizes[d])})
+        add(d, _reshape(scope, part, [shape[p] if p in batch_dims else 1 for p in range(rank)]))
+    for d, d_start in zip(operand_batch, index_batch, strict=True):
+        add(d, iota_at(batch_dims[d_start - (0 if d_start < ivd else 1)]))
+    windowed = [d for d in range(len(x_shape)) if d not in dropped + operand_batch]
+    for d, p in zip(windowed, window_dims, strict=True):
+        add(d, iota_at(p))
+    return parts
+
+
+def _insert_dim(index: tuple[int, ...], ivd: int, rank: int) -> tuple[Any, ...]:
+    """An index into the start indices: the index vector dim (if any) taken whole."""
+    return (*index[:ivd], slice(None), *index[ivd:]) if ivd < rank else index
+
+
+def _operand_positions(idx: np.ndarray, ivd: int, shape: tuple[int, ...],
+                       window_dims: list[int], x_shape: tuple[int, ...], start_map: list[int],
+                       dropped: list[int], operand_batch: list[int], index_batch: list[int],
+                       sizes: list[int] | None) -> Iterator[tuple[int, tuple[int, ...], list[int]]]:
+    """StableHLO's gather / scatter index arithmetic: for each element of `shape` (the
+    gather result, the scatter updates) its position, index and operand index: the start
+    read from `idx` (clamped so that a slice of `sizes` fits, as gather does), plus its
+    batching index and its offset in the window (`dropped` dims have none)."""
+    batch_dims = [d for d in range(len(shape)) if d not in window_dims]
+    windowed = [d for d in range(len(x_shape)) if d not in dropped + operand_batch]
+    for position, index in enumerate(np.ndindex(*shape)):
+        batch_index = tuple(index[d] for d in batch_dims)
+        start = idx[_insert_dim(batch_index, ivd, idx.ndim)].reshape(-1)
+        full = [0] * len(x_shape)
+        for k, d in enumerate(start_map):
+            full[d] = int(start[k]) if sizes is None else \
+                int(np.clip(start[k], 0, x_shape[d] - sizes[d]))
+        for d, d_start in zip(operand_batch, index_batch, strict=True):
+            full[d] += batch_index[d_start - (0 if d_start < ivd else 1)]
+        for d, p in zip(windowed, window_dims, strict=True):
+            full[d] += index[p]
+        yield position, index, full
+
+
+def _constant_gather_index(imp: _Importer, scope: Scope, op: Any, dn: Any,
+                           x_shape: tuple[int, ...], sizes: list[int],
+                           out_shape: tuple[int, ...]) -> np.ndarray | None:
+    """StableHLO's gather on constant indices: the flat operand position of every output
+    element, or None."""
+    idx = imp.const_array(scope, op.operands[1])
+    if idx is None or math.prod(out_shape) > FOLD_LIMIT:
+        return None
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    flat = np.zeros(out_shape, dtype=np.int64)
+    for _, out_index, full in _operand_positions(
+            np.asarray(idx).astype(np.int64), dn.index_vector_dim, out_shape,
+            list(dn.offset_dims), x_shape, list(dn.start_index_map),
+            list(dn.collapsed_slice_dims), list(dn.operand_batching_dims),
+            list(dn.start_indices_batching_dims), sizes):
+        flat[out_index] = int(np.dot(full, strides))
+    return flat
+
+
+_SELECT = {"GE": np.greater_equal, "GT": np.greater, "LE": np.less_equal, "LT": np.less}
+
+
+@handles("stablehlo.select_and_scatter")
+def _select_and_scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                        ) -> list[Value | Bound]:
+    """Of a constant operand: each window's selected element (the first that the select
+    body keeps against every later one; padding is never selected) is found at import
+    time, then the source is scattered there from the initial value."""
+    select_block = op.regions[0].blocks[0]
+    compares = [o for o in select_block.operations if o.operation.name == "stablehlo.compare"]
+    args = list(select_block.arguments)
+    if len(compares) != 1 or [_trace_arg(v, args) for v in compares[0].operands] != [0, 1] \
+            or _direction(compares[0]) not in _SELECT:
+        raise Unsupported("a select_and_scatter whose select body is not one compare")
+    keep = _SELECT[_direction(compares[0])]
+    kind = _scatter_kind(op.regions[1])
+    dtype = _dtype(types[0], "select_and_scatter")
+    if kind is None or kind == "none" or \
+            not _is_identity(kind, _scalar(imp, scope, op.operands[2]), dtype):
+        # (for other initial values the spec, init + the sources, and the reference
+        # interpreter, which adds the initial value once more per source, disagree)
+        raise Unsupported("a select_and_scatter other than add/mul/max/min from its identity")
+    data = imp.const_array(scope, op.operands[0])
+    source_shape = imp.shape(op.operands[1])
+    if data is None or math.prod(source_shape) > FOLD_LIMIT:
+        raise Unsupported("a select_and_scatter of a run-time operand")
+    data = np.asarray(data)
+    rank = data.ndim
+    window = _ints(op, "window_dimensions")
+    strides = _ints(op, "window_strides", [1] * rank)
+    padding = _padding(op, rank)
+    targets, sources = [], []
+    for position, s_index in enumerate(np.ndindex(*source_shape)):
+        selected: tuple[int, ...] | None = None
+        for offset in np.ndindex(*window):
+            at = tuple(i * st - lo + o for i, st, (lo, _), o in
+                       zip(s_index, strides, padding, offset, strict=True))
+            if not all(0 <= a < n for a, n in zip(at, data.shape, strict=True)):
+                continue
+            if selected is None or not keep(data[selected], data[at]):
+                selected = at
+        if selected is not None:
+            targets.append(int(np.ravel_multi_index(selected, data.shape)))
+            sources.append(position)
+    init = imp.materialize(scope, op.operands[2])
+    out_shape = types[0].static_shape()
+    y = _op(scope, "expand", [_reshape(scope, init, [1] * rank)], {"shape": list(out_shape)})
+    if not targets:
+        return [y]
+    picked = _op(scope, "gather", [_reshape(scope, imp.materialize(scope, op.operands[1]), [-1]),
+                                   imp.constant(scope, np.array(sources, np.int64), "index")],
+                 {"axis": 0})
+    y = _op(scope, "scatter_elements",
+            [_reshape(scope, y, [-1]), imp.constant(scope, np.array(targets, np.int64), "index"),
+             picked], {"axis": 0, "reduction": "none" if kind == "none" else kind})
+    return [_reshape(scope, y, list(out_shape))]
 
 
 _SCATTER_KIND = {None: "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
@@ -1117,7 +1509,7 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         return [_op(scope, "scatter_elements", [x, idx, _permute(scope, updates, order)],
                     {"axis": a, **attrs})]
     if operand_batch:
-        raise Unsupported("a scatter with batching dims in an unrecognised form")
+        return [_constant_scatter(imp, scope, op, dn, x, updates, kind)]
     if vector == r and len(to_operand) == r and sorted(inserted) == list(range(r)) and \
             not window and ivd == len(idx_shape) - 1:
         found = _concat_iota_index(imp, scope, op.operands[1], ivd, to_operand)
@@ -1140,7 +1532,75 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         idx = _reshape(scope, idx, [n if dim == a else 1 for dim in range(r)])
         idx = _op(scope, "expand", [idx], {"shape": list(target)})
         return [_op(scope, "scatter_elements", [x, idx, u], {"axis": a, **attrs})]
-    raise Unsupported("a scatter form other than torch.scatter or row updates")
+    return [_constant_scatter(imp, scope, op, dn, x, updates, kind)]
+
+
+def _runtime_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
+                     updates: Value, kind: str) -> Value:
+    """A scatter with run-time indices: StableHLO's index arithmetic as IR ops; updates
+    whose operand index is out of bounds go to one extra element, dropped after."""
+    x_shape, u_shape = _shape_of(x), _shape_of(updates)
+    parts = _runtime_operand_index(
+        imp, scope, op.operands[1], dn.index_vector_dim, u_shape, list(dn.update_window_dims),
+        x_shape, list(dn.scattered_dims_to_operand_dims), list(dn.inserted_window_dims),
+        list(dn.input_batching_dims), list(dn.scatter_indices_batching_dims), None)
+    flat = _flat_index(imp, scope, parts, x_shape, u_shape)
+    size = math.prod(x_shape)
+    inside: Value | None = None
+    for d, part in enumerate(parts):
+        if part is None:
+            continue
+        ok = _op(scope, "logical_and", [
+            _op(scope, "greater_equal", [part, imp.constant(scope, np.array(0), "zero")]),
+            _op(scope, "less", [part, imp.constant(scope, np.array(x_shape[d]), "size")])])
+        inside = ok if inside is None else _op(scope, "logical_and", [inside, ok])
+    if inside is not None:
+        flat = _op(scope, "where", [inside, flat, imp.constant(scope, np.array(size), "past")])
+    spare = imp.constant(scope, np.zeros(1, dtype=_dtype_of(x).numpy), "spare")
+    y = _op(scope, "concat", [_reshape(scope, x, [-1]), spare], {"axis": 0})
+    y = _op(scope, "scatter_elements", [y, _reshape(scope, flat, [-1]),
+                                        _reshape(scope, updates, [-1])],
+            {"axis": 0, "reduction": kind})
+    return _reshape(scope, _slice_value(scope, y, [0], [size], [1]), list(x_shape))
+
+
+def _dtype_of(x: Value) -> DType:
+    t = x.type
+    assert t is not None
+    return t.dtype
+
+
+def _constant_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
+                      updates: Value, kind: str) -> Value:
+    """StableHLO's scatter index arithmetic (updates out of bounds skipped, as StableHLO
+    does): on constant indices, every update element's flat position in the operand at
+    import time, then one scatter_elements on the flattened operand."""
+    idx = imp.const_array(scope, op.operands[1])
+    u_shape = _shape_of(updates)
+    x_shape = _shape_of(x)
+    if idx is None or math.prod(u_shape) > FOLD_LIMIT:
+        return _runtime_scatter(imp, scope, op, dn, x, updates, kind)
+    strides = np.cumprod((1, *x_shape[:0:-1]))[::-1]
+    targets: list[int] = []
+    sources: list[int] = []
+    for position, _, full in _operand_positions(
+            np.asarray(idx).astype(np.int64), dn.index_vector_dim, u_shape,
+            list(dn.update_window_dims), x_shape, list(dn.scattered_dims_to_operand_dims),
+            list(dn.inserted_window_dims), list(dn.input_batching_dims),
+            list(dn.scatter_indices_batching_dims), None):
+        if all(0 <= v < n for v, n in zip(full, x_shape, strict=True)):
+            targets.append(int(np.dot(full, strides)))
+            sources.append(position)
+    if not targets:
+        return x
+    flat_x = _reshape(scope, x, [-1])
+    picked = _op(scope, "gather", [_reshape(scope, updates, [-1]),
+                                   imp.constant(scope, np.array(sources, np.int64), "index")],
+                 {"axis": 0})
+    y = _op(scope, "scatter_elements",
+            [flat_x, imp.constant(scope, np.array(targets, np.int64), "index"), picked],
+            {"axis": 0, "reduction": kind})
+    return _reshape(scope, y, list(x_shape))
 
 
 # -- sorting -----------------------------------------------------------------------------------
@@ -1149,10 +1609,12 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
 def _sort(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     count = len(op.operands)
     axis = _int(op, "dimension", -1)
-    if count > 2 or (count == 2 and _iota_dim(imp, scope, op.operands[1]) != axis % len(types[0].shape)):
-        raise Unsupported("a sort of several operands (other than values with their iota)")
     block = op.regions[0].blocks[0]
     args = list(block.arguments)
+    with_iota = count == 2 and \
+        _iota_dim(imp, scope, op.operands[1]) == axis % len(types[0].shape)
+    if count > 1 and not with_iota and _uses_args(block, args[2:]):
+        raise Unsupported("a sort of several operands compared on more than the first")
     orders = set()  # what the comparisons of the two values say about the order
     for inner in block.operations:
         if inner.operation.name != "stablehlo.compare":
@@ -1169,7 +1631,16 @@ def _sort(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> lis
                                                            "descending": descending})
     if count == 1:
         return [values]
-    return [values, _cast(scope, indices, _dtype(types[1], "sort"))]
+    if with_iota:
+        return [values, _cast(scope, indices, _dtype(types[1], "sort"))]
+    # the other operands follow the first one's (stable) order
+    return [values, *(_op(scope, "gather_elements", [imp.materialize(scope, v), indices],
+                          {"axis": axis}) for v in list(op.operands)[1:])]
+
+
+def _uses_args(block: Any, args: Sequence[ir.Value]) -> bool:
+    """Whether any op of `block` reads one of `args`."""
+    return any(v == a for inner in block.operations for v in inner.operands for a in args)
 
 
 # -- calls, composites, control flow, custom calls ------------------------------------------

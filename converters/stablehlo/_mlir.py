@@ -398,9 +398,10 @@ def splat_literal(value: object, dtype: DType) -> str:
         return "true" if bool(value) else "false"
     if dtype.is_integer:
         return str(int(value))  # type: ignore[call-overload]
-    if dtype in (DType.COMPLEX64, DType.COMPLEX128):
+    if dtype in (DType.COMPLEX64, DType.COMPLEX128):  # each part as hex bits
         c = complex(value)  # type: ignore[call-overload]
-        return f"({float_literal(c.real)}, {float_literal(c.imag)})"
+        part = DType.FLOAT32 if dtype is DType.COMPLEX64 else DType.FLOAT64
+        return f"({splat_literal(c.real, part)}, {splat_literal(c.imag, part)})"
     array = np.asarray(value).astype(dtype.numpy)
     bits = int(array.view(_UINT_OF_SIZE[dtype.itemsize]))
     return f"0x{bits:0{2 * dtype.itemsize}X}"
@@ -432,6 +433,10 @@ def dense_attr(array: np.ndarray, dtype: DType) -> ir.DenseElementsAttr:
             return ir.DenseElementsAttr.get(array.reshape(-1), type=_element(dtype),
                                             shape=list(array.shape))
         return ir.DenseElementsAttr.get(array)
+    if dtype in (DType.COMPLEX64, DType.COMPLEX128):  # the binding reads no complex buffer:
+        parts = array.reshape(-1).view(np.float32 if dtype is DType.COMPLEX64 else np.float64)
+        return ir.DenseElementsAttr.get(parts, type=_element(dtype),
+                                        shape=list(array.shape))
     bits = array.view(_UINT_OF_SIZE[dtype.itemsize]) if dtype.itemsize in _UINT_OF_SIZE \
         else array
     return ir.DenseElementsAttr.get(bits.reshape(-1) if array.size == 1 else bits,
@@ -478,22 +483,39 @@ def _array_from_text(text: str, dtype: DType, shape: tuple[int, ...],
         raw = bytes.fromhex(hexed[1])
         return np.frombuffer(raw, dtype=dtype.numpy).reshape(shape).copy()
     tokens = re.findall(r"0x[0-9A-Fa-f]+|[-+]?(?:inf|nan|\d+\.?\d*(?:[eE][-+]?\d+)?)", body)
-    if dtype in (DType.COMPLEX64, DType.COMPLEX128):
-        parts = [float(v) for v in tokens]
-        array = np.array([complex(a, b) for a, b in zip(parts[::2], parts[1::2], strict=True)])
+    complex_ = dtype in (DType.COMPLEX64, DType.COMPLEX128)
+    part = (np.dtype(np.float32) if dtype is DType.COMPLEX64 else np.dtype(np.float64)) \
+        if complex_ else dtype.numpy
+    values = []
+    for token in tokens:
+        if token.startswith("0x"):  # a bit pattern of the (part) element type
+            bits = np.array(int(token, 16), dtype=_UINT_OF_SIZE[part.itemsize])
+            values.append(float(bits.view(part).astype(np.float64)))
+        else:
+            values.append(float(token))
+    if complex_:
+        pairs = np.array(values, dtype=np.float64).reshape(-1, 2)
+        array = np.empty(len(pairs), dtype=np.complex128)  # parts set one by one: re + 1j *
+        array.real, array.imag = pairs[:, 0], pairs[:, 1]  # im makes (inf, 0) (inf, nan)
     else:
-        values = []
-        for token in tokens:
-            if token.startswith("0x"):
-                bits = np.array(int(token, 16), dtype=_UINT_OF_SIZE[dtype.itemsize])
-                values.append(float(bits.view(dtype.numpy).astype(np.float64)))
-            else:
-                values.append(float(token))
         array = np.array(values, dtype=np.float64)
     if array.size == 1 and int(np.prod(shape)) != 1:  # a splat
         one = array[0].astype(dtype.numpy)
         return np.broadcast_to(one, shape) if lazy_splat else np.full(shape, one)
     return array.astype(dtype.numpy).reshape(shape)
+
+
+def op_constant_array(op_text: str, rt: RankedType, *, lazy_splat: bool = False
+                      ) -> np.ndarray:
+    """The value of a constant op read from its printed text (`str(op)`), for element
+    types whose attributes the bindings cannot hand to Python (complex: reading
+    `op.attributes["value"]` raises TypeError). MLIR prints each element so that it reads
+    back exactly (hex bit patterns for inf and nan, raw hex data for large constants)."""
+    if rt.dtype is None:
+        raise ValueError(f"element type {rt.element} has no irbridge dtype")
+    if "dense<" not in op_text:
+        raise ValueError("the constant's value is not a dense literal")
+    return _array_from_text(op_text, rt.dtype, rt.static_shape(), lazy_splat)
 
 
 def _scalar(attr: ir.Attribute, dtype: DType) -> object:
@@ -702,6 +724,7 @@ __all__ = [
     "minimum_version",
     "new_context",
     "one_line",
+    "op_constant_array",
     "parse_location",
     "ranked_type",
     "splat_literal",

@@ -12,9 +12,11 @@ from torch_mlir._mlir_libs import _stablehlo
 
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, FileFormatError
+from irbridge.ops.complex import REAL_OF
 
 from ._mlir import (
     BYTECODE_MAGIC,
+    RankedType,
     attr_to_array,
     dense_attr,
     diagnostics_line,
@@ -93,35 +95,98 @@ def evaluate(source: str | bytes | os.PathLike[str] | ExportedModule | ir.Module
                          .results)
         for index, t in enumerate(res_types):
             rt = ranked_type(t)
-            if rt is None or rt.dtype is None or rt.dtype in (DType.COMPLEX64,
-                                                              DType.COMPLEX128):
+            if rt is None or rt.dtype is None:
                 # the bindings abort the process converting such a result back
                 raise ExportError(f"@main result {index} has type {t}, which the evaluator "
-                                  "cannot read back (complex results are not supported yet)")
-        if len(inputs) != len(arg_types):
-            raise ExportError(f"@main takes {len(arg_types)} arguments, got {len(inputs)} inputs")
-        args = []
-        for index, (array, t) in enumerate(zip(inputs, arg_types, strict=True)):
-            rt = ranked_type(t)
-            if rt is None or rt.dtype is None or not rt.is_static:
-                raise ExportError(f"argument {index} has type {t}, which the evaluator cannot "
-                                  "feed")
-            data = np.asarray(array)
-            if tuple(data.shape) != rt.static_shape():
-                raise ExportError(f"argument {index}: got shape {list(data.shape)}, expected "
-                                  f"{t}")
-            args.append(dense_attr(data.astype(rt.dtype.numpy, copy=False), rt.dtype))
-        try:
-            results = _stablehlo.eval_module(module, args)
-        except Exception as exc:
-            raise ExportError(f"the StableHLO interpreter failed: {diagnostics_line(exc)}") \
-                from exc
-        out = []
-        for attr, t in zip(results, res_types, strict=True):
-            rt = ranked_type(t)
-            assert rt is not None
-            out.append(attr_to_array(attr, rt))
-        return out
+                                  "cannot read back")
+        if any(getattr(ranked_type(t), "dtype", None) in _COMPLEX for t in res_types):
+            # the bindings abort the process reading a complex result: evaluate a module
+            # whose @main returns the real and imaginary parts instead
+            ctx, module = _split_complex_results(module, main, arg_types, res_types)
+            with ctx, ir.Location.unknown():
+                return _evaluate(module, inputs, arg_types, res_types)
+        return _evaluate(module, inputs, arg_types, res_types)
+
+
+_COMPLEX = (DType.COMPLEX64, DType.COMPLEX128)
+
+
+def _split_complex_results(module: ir.Module, main: ir.Operation,
+                           arg_types: Sequence[ir.Type], res_types: Sequence[ir.Type]
+                           ) -> tuple[ir.Context, ir.Module]:
+    """A copy of `module` whose @main calls the original (renamed) and returns each
+    complex result as two results, its real and imaginary parts (in that order)."""
+    inner = "__irbridge_complex_main"
+    saved = {key: main.attributes[key] for key in ("sym_name", "sym_visibility")
+             if key in main.attributes}
+    main.attributes["sym_name"] = ir.StringAttr.get(inner)
+    main.attributes["sym_visibility"] = ir.StringAttr.get("private")
+    text = str(module)
+    del main.attributes["sym_visibility"]  # leave the caller's module as it was
+    for key, value in saved.items():
+        main.attributes[key] = value
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(arg_types))
+    refs = ", ".join(f"%a{i}" for i in range(len(arg_types)))
+    ins = ", ".join(str(t) for t in arg_types)
+    outs = ", ".join(str(t) for t in res_types)
+    lines = [f"  %r:{len(res_types)} = func.call @{inner}({refs}) : ({ins}) -> ({outs})"]
+    values, types = [], []
+    for index, t in enumerate(res_types):
+        rt = ranked_type(t)
+        assert rt is not None and rt.dtype is not None
+        if rt.dtype not in _COMPLEX:
+            values.append(f"%r#{index}")
+            types.append(str(t))
+            continue
+        part = str(t).replace(rt.element, rt.element[len("complex<"):-1])
+        for op in ("real", "imag"):
+            lines.append(f"  %{op}{index} = stablehlo.{op} %r#{index} : ({t}) -> {part}")
+            values.append(f"%{op}{index}")
+            types.append(part)
+    lines.append(f"  func.return {', '.join(values)} : {', '.join(types)}")
+    wrapper = (f"func.func @main({args}) -> ({', '.join(types)}) {{\n" + "\n".join(lines)
+               + "\n}\n")
+    resources = text.find("\n{-#")  # dialect resources (dense_resource data) follow it
+    end = (text if resources < 0 else text[:resources]).rstrip().rindex("}")  # module's end
+    return load_module(text[:end] + wrapper + text[end:])
+
+
+def _evaluate(module: ir.Module, inputs: Sequence[np.ndarray], arg_types: Sequence[ir.Type],
+              res_types: Sequence[ir.Type]) -> list[np.ndarray]:
+    """Run `@main` of `module` (in the current context); `res_types` are the results of
+    the program asked for (complex ones come back from `module` as two real parts)."""
+    if len(inputs) != len(arg_types):
+        raise ExportError(f"@main takes {len(arg_types)} arguments, got {len(inputs)} inputs")
+    args = []
+    for index, (array, t) in enumerate(zip(inputs, arg_types, strict=True)):
+        rt = ranked_type(t)
+        if rt is None or rt.dtype is None or not rt.is_static:
+            raise ExportError(f"argument {index} has type {t}, which the evaluator cannot "
+                              "feed")
+        data = np.asarray(array)
+        if tuple(data.shape) != rt.static_shape():
+            raise ExportError(f"argument {index}: got shape {list(data.shape)}, expected "
+                              f"{t}")
+        args.append(dense_attr(data.astype(rt.dtype.numpy, copy=False), rt.dtype))
+    try:
+        results = _stablehlo.eval_module(module, args)
+    except Exception as exc:
+        raise ExportError(f"the StableHLO interpreter failed: {diagnostics_line(exc)}") \
+            from exc
+    out = []
+    attrs = iter(results)
+    for t in res_types:
+        rt = ranked_type(t)
+        assert rt is not None and rt.dtype is not None
+        if rt.dtype in _COMPLEX:
+            part = RankedType(REAL_OF[rt.dtype], rt.shape, rt.element[len("complex<"):-1])
+            re, im = attr_to_array(next(attrs), part), attr_to_array(next(attrs), part)
+            value = np.empty(re.shape, dtype=rt.dtype.numpy)
+            value.real, value.imag = re, im
+            out.append(value)
+        else:
+            out.append(attr_to_array(next(attrs), rt))
+    return out
 
 
 def _main(module: ir.Module) -> ir.Operation:

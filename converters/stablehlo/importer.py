@@ -357,6 +357,7 @@ class Scope:
         self.builder = builder
         self.parent = None if isolated else parent
         self.env: dict[ir.Value, Bound] = {}
+        self.tuples: dict[ir.Value, tuple[Any, ...]] = {}  # of Bounds and nested tuples
 
     @property
     def graph(self) -> Graph:
@@ -368,6 +369,15 @@ class Scope:
             bound = scope.env.get(value)
             if bound is not None:
                 return bound, scope
+            scope = scope.parent
+        return None
+
+    def find_tuple(self, value: ir.Value) -> tuple[Any, ...] | None:
+        scope: Scope | None = self
+        while scope is not None:
+            items = scope.tuples.get(value)
+            if items is not None:
+                return items
             scope = scope.parent
         return None
 
@@ -552,6 +562,9 @@ class _Importer:
         self.report.ops[name] += 1
         loc = parse_location(str(op.location))
         where = self.where(name, loc)
+        if name in ("stablehlo.tuple", "stablehlo.get_tuple_element"):
+            self.tuple_op(scope, op, where)
+            return
         types = [self.static_type(r.type, f"{where}: result {i}")
                  for i, r in enumerate(op.results)]
         saved = scope.builder.provenance
@@ -571,6 +584,25 @@ class _Importer:
             self.bind(scope, op, outs, types, where)
         finally:
             scope.builder.provenance = saved
+
+    def tuple_op(self, scope: Scope, op: Any, where: str) -> None:
+        """Tuples only group values: a tuple is its elements, get_tuple_element one."""
+        if op.operation.name == "stablehlo.tuple":
+            items: list[Any] = []
+            for v in op.operands:
+                nested = scope.find_tuple(v)
+                items.append(nested if nested is not None else self.lookup(scope, v)[0])
+            scope.tuples[op.results[0]] = tuple(items)
+            return
+        found = scope.find_tuple(op.operands[0])
+        if found is None:
+            raise CaptureError(f"{where}: reads a tuple that is not built by stablehlo.tuple "
+                               "in the program")
+        item = found[int(ir.IntegerAttr(op.attributes["index"]).value)]
+        if isinstance(item, tuple):
+            scope.tuples[op.results[0]] = item
+        else:
+            scope.env[op.results[0]] = item
 
     def bind(self, scope: Scope, op: Any, outs: Sequence[Value | Bound],
              types: list[RankedType], where: str) -> None:

@@ -17,7 +17,16 @@ import numpy as np
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType
 from irbridge.ops._shapes import broadcast_shapes, promote
-from irbridge.ops.registry import Category, Flops, OpContext, RefContext, define, inputs
+from irbridge.ops.registry import (
+    AttrKind,
+    Category,
+    Flops,
+    OpContext,
+    RefContext,
+    attr,
+    define,
+    inputs,
+)
 
 Arrays = list[np.ndarray | None]
 
@@ -167,3 +176,120 @@ define("count_leading_zeros", Category.ELEMENTWISE, inputs=inputs("x"),
        infer=_unary_infer(False), cost=_per_element, cost_doc="1 per output element",
        reference=_unary_ref(_clz),
        doc="Number of leading zero bits of each integer (the bit width for 0), in x's type.")
+
+
+# -- bitcast and reduce_precision (StableHLO's bitcast_convert and reduce_precision) -------
+
+
+def _bits(dtype: DType) -> int:
+    """Bit width of an element: booleans count one bit (StableHLO's i1)."""
+    return 1 if dtype is DType.BOOL else 8 * dtype.itemsize
+
+
+def _bitcast_infer(ctx: OpContext) -> list[TensorType]:
+    t = ctx.input(0)
+    target: DType = ctx.attrs["dtype"]
+    have, want = _bits(t.dtype), _bits(target)
+    if have == want:
+        return [TensorType(target, t.shape)]
+    if t.shape is None:
+        raise ctx.fail(f"input rank must be known to change the bit width, got {t}")
+    if have > want:  # one element becomes have / want: a new last dim
+        return [TensorType(target, (*t.shape, have // want))]
+    if not t.shape or t.shape[-1] != want // have:
+        raise ctx.fail(f"to bitcast {t.dtype.short} to {target.short} the last dim must be "
+                       f"{want // have}, got {t}")
+    return [TensorType(target, tuple(t.shape[:-1]))]
+
+
+def _bitcast_ref(xs: Arrays, attrs: dict[str, Any], ctx: RefContext) -> list[np.ndarray]:
+    x = xs[0]
+    assert x is not None
+    target: DType = attrs["dtype"]
+    x = np.array(x, order="C")  # (np.ascontiguousarray would make a 0-d array 1-d)
+    if DType.from_numpy(x.dtype) is target:
+        return [x.copy()]
+    if x.dtype == np.bool_:  # little-endian bits: element i is bit i
+        raw = np.packbits(x, axis=-1, bitorder="little")
+        return [np.ascontiguousarray(raw).view(target.numpy).reshape(x.shape[:-1])]
+    raw = x.reshape(*x.shape, 1).view(np.uint8)  # (..., bytes) little-endian
+    if target is DType.BOOL:
+        return [np.unpackbits(raw, axis=-1, bitorder="little").astype(bool)]
+    out = raw.reshape(*x.shape[:-1], -1).view(target.numpy) if x.ndim else \
+        raw.reshape(-1).view(target.numpy)
+    want = _bitcast_out_shape(x.shape, x.dtype.itemsize, target.itemsize)
+    return [out.reshape(want)]
+
+
+def _bitcast_out_shape(shape: tuple[int, ...], have: int, want: int) -> tuple[int, ...]:
+    if have == want:
+        return shape
+    if have > want:
+        return (*shape, have // want)
+    return shape[:-1]
+
+
+define("bitcast", Category.ELEMENTWISE, inputs=inputs("x"),
+       attrs=(attr("dtype", AttrKind.DTYPE, doc="target element type"),),
+       infer=_bitcast_infer, cost=lambda ctx: Flops(), cost_doc="0 (bytes only)",
+       reference=_bitcast_ref,
+       doc="The bits of x read as another element type (StableHLO's bitcast_convert, "
+           "little-endian; booleans are one bit each, element i bit i). A narrower target "
+           "adds a last dim of width ratio; a wider one consumes a last dim of that size.")
+
+
+_FLOAT_LAYOUT = {DType.FLOAT16: (5, 10), DType.BFLOAT16: (8, 7), DType.FLOAT32: (8, 23),
+                 DType.FLOAT64: (11, 52)}
+"""(exponent bits, mantissa bits) of the float types reduce_precision takes."""
+
+
+def _reduce_precision_infer(ctx: OpContext) -> list[TensorType]:
+    t = ctx.input(0)
+    if t.dtype not in _FLOAT_LAYOUT:
+        raise ctx.fail(f"input must be f16, bf16, f32 or f64, got {t}")
+    if int(ctx.attrs["exponent_bits"]) < 1 or int(ctx.attrs["mantissa_bits"]) < 0:
+        raise ctx.fail("exponent_bits must be >= 1 and mantissa_bits >= 0")
+    return [t]
+
+
+def _reduce_precision_ref(xs: Arrays, attrs: dict[str, Any], ctx: RefContext
+                          ) -> list[np.ndarray]:
+    """XLA's / StableHLO's algorithm on the bits: round the mantissa to nearest even,
+    then overflow to signed infinity and underflow to signed zero; NaNs stay NaN (become
+    +inf when no mantissa bit is left)."""
+    x = xs[0]
+    assert x is not None
+    exp_bits, man_bits = _FLOAT_LAYOUT[DType.from_numpy(x.dtype)]
+    width = 8 * x.dtype.itemsize
+    u = np.dtype(f"u{x.dtype.itemsize}").type
+    bits = np.array(x, order="C").view(u)
+    exponent_bits, mantissa_bits = int(attrs["exponent_bits"]), int(attrs["mantissa_bits"])
+    with np.errstate(over="ignore"):
+        if mantissa_bits < man_bits:
+            shift = man_bits - mantissa_bits
+            last = u(1 << shift)
+            bias = ((bits & last) >> u(shift)) + u((1 << (shift - 1)) - 1)
+            bits = (bits + bias) & u(~((1 << shift) - 1) & ((1 << width) - 1))
+        if exponent_bits < exp_bits:
+            exp_mask = ((1 << exp_bits) - 1) << man_bits
+            bias_src = (1 << (exp_bits - 1)) - 1
+            reduced = (1 << (exponent_bits - 1)) - 1
+            exponent = bits & u(exp_mask)
+            sign = bits & u(1 << (width - 1))
+            bits = np.where(exponent > u((bias_src + reduced) << man_bits), sign | u(exp_mask),
+                            np.where(exponent <= u((bias_src - reduced) << man_bits), sign,
+                                     bits))
+    y = np.asarray(bits, dtype=u).view(x.dtype)
+    nan = np.isnan(x)
+    y = np.where(nan, x if mantissa_bits > 0 else np.asarray(np.inf, x.dtype), y)
+    return [np.asarray(y, dtype=x.dtype)]
+
+
+define("reduce_precision", Category.ELEMENTWISE, inputs=inputs("x"),
+       attrs=(attr("exponent_bits", AttrKind.INT, doc="exponent bits of the narrower format"),
+              attr("mantissa_bits", AttrKind.INT, doc="mantissa bits of the narrower format")),
+       infer=_reduce_precision_infer, cost=_per_element, cost_doc="1 per output element",
+       reference=_reduce_precision_ref,
+       doc="Round x to the float format with `exponent_bits` and `mantissa_bits` and back "
+           "(StableHLO's reduce_precision): mantissa rounded to nearest even, overflow to "
+           "signed infinity, underflow to signed zero, NaNs kept (+inf without mantissa).")

@@ -78,6 +78,8 @@ def _erf(x: np.ndarray) -> np.ndarray:
 def _expit(x: np.ndarray) -> np.ndarray:
     import scipy.special
 
+    if np.iscomplexobj(x):  # scipy's expit takes no complex numbers
+        return 1 / (1 + np.exp(-x))
     return scipy.special.expit(x)
 
 
@@ -533,7 +535,15 @@ def _zeta(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     return scipy.special.zeta(x, q)
 
 
-_math_binary("atan2", np.arctan2, 1, "Angle of the point (b, a): atan2(a, b) in [-pi, pi].",
+def _atan2(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """np.arctan2; of complex numbers -i log((x + i y) / sqrt(x^2 + y^2)), as StableHLO
+    defines it."""
+    if np.iscomplexobj(y) or np.iscomplexobj(x):
+        return -1j * np.log((x + 1j * y) / np.sqrt(x * x + y * y))
+    return np.arctan2(y, x)
+
+
+_math_binary("atan2", _atan2, 1, "Angle of the point (b, a): atan2(a, b) in [-pi, pi].",
              decompose=_atan2_decompose)
 _math_binary("copysign", np.copysign, 1, "|a| with the sign bit of b.",
              decompose=_copysign_decompose)

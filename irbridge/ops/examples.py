@@ -146,6 +146,8 @@ def examples() -> dict[str, OpExample]:
                              values={1: np.array([1, 31, 40])})  # 40: past the bit width
     for name in ("bitwise_not", "popcnt", "count_leading_zeros"):
         ex[name] = OpExample([t((2, 3), I32)])
+    ex["bitcast"] = OpExample([t((2, 3))], {"dtype": DType.INT16})  # each f32 -> 2 x i16
+    ex["reduce_precision"] = OpExample([t((2, 3))], {"exponent_bits": 5, "mantissa_bits": 3})
     # -- dynamic_slice / dynamic_update_slice (interop): run-time starts, clamped ----------
     ex["dynamic_slice"] = OpExample([t((4, 5)), t((), I64), t((), I64)], {"sizes": (2, 3)},
                                     {1: np.array(1), 2: np.array(4)})  # 4 clamps to 2

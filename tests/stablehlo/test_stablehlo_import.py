@@ -171,9 +171,8 @@ def _registry_examples() -> list[str]:
 
     from irbridge.ops.examples import examples
 
-    # ops the exporter refuses are tested for that in test_stablehlo_export.py; signbit is
-    # exported through bitcast_convert, which the importer does not map back yet
-    refused = NO_STABLEHLO_FORM | set(NOT_LOWERED) | {"signbit"}
+    # ops the exporter refuses are tested for that in test_stablehlo_export.py
+    refused = NO_STABLEHLO_FORM | set(NOT_LOWERED)
     return sorted(set(examples()) - {"non_zero", "loop"} - refused)
 
 

@@ -1,5 +1,6 @@
 """Linear algebra (issue 13): inverse, determinant, Cholesky factor and linear solve of
-square matrices, batched over leading dims.
+square matrices; slogdet, SVD, symmetric eigendecomposition, QR, LU (factor, unpack, solve),
+triangular solve and the matrix exponential; all batched over leading dims.
 
 Costs are the usual LAPACK flop counts per n x n matrix (Golub & Van Loan, Matrix
 Computations, 4th ed., ch. 3-4), times the batch size, all counted as *other* FLOPs (a
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from irbridge.dtypes import DType
 from irbridge.ir import Dim, TensorType
 from irbridge.ops._numeric import widen
 from irbridge.ops.registry import (
@@ -143,3 +145,424 @@ define("solve", Category.LINALG, inputs=inputs("a", "b"), infer=_solve_infer,
        reference=_ref(np.linalg.solve),
        doc="X with A X = B for each square A (torch.linalg.solve, left=True); B has A's rank "
            "(matrix right-hand sides).")
+
+
+# -- factorisations beyond LU/Cholesky, triangular solves, LU reuse (issue 13/14) ----------
+# Flop counts (LAPACK Working Note 41 / Golub & Van Loan, 4th ed.), per m x n matrix with
+# k = min(m, n), l = max(m, n), counting each multiply and each add:
+#   LU (getrf)            2mnk - (m+n)k^2 + 2k^3/3           (square: 2n^3/3)
+#   QR R (geqrf)          2lk^2 - 2k^3/3                     (m >= n: 2mn^2 - 2n^3/3)
+#   QR thin Q (orgqr)     + 2mk^2 - 2k^3/3;  complete Q: + 4m^2k - 4mk^2 + 4k^3/3
+#   SVD values only       4lk^2 - 4k^3/3 (bidiagonalisation; the QR iteration is O(k^2))
+#   SVD with U, V         14lk^2 + 8k^3 (G&VL Fig. 8.6.1, thin U); full U: 4l^2k + 8lk^2 + 9k^3
+#   eigh values only      4n^3/3 (tridiagonalisation); with vectors 9n^3 (G&VL 8.3)
+#   triangular solve      n^2 m for an n x n triangle and m right-hand sides
+#   LU solve              2n^2 m (two triangular solves)
+#   matrix_exp            (6 matmuls + one LU solve of the [13/13] Pade approximant,
+#                          Higham 2005) = 12n^3 + 2n^3/3 + 2n^3 = 44n^3/3; the squarings
+#                          (2n^3 each, as many as log2 of the norm) depend on the data and
+#                          are not counted.
+# Singular vectors and eigenvectors are unique only up to sign: the references fix the sign
+# so that the entry of largest magnitude of each left singular vector (each eigenvector) is
+# positive (the first such entry on ties), flipping the matching right singular vector with
+# it. LAPACK builds differ in the signs they return (MKL, which torch uses, and OpenBLAS,
+# which numpy uses, disagree on about a third of random 5 x 5 matrices), so no
+# implementation-defined choice is reproducible; this rule makes the op deterministic.
+
+
+def _matrix(ctx: OpContext, index: int = 0) -> TensorType:
+    x = ctx.input(index)
+    if not x.dtype.is_float:
+        raise ctx.fail(f"needs floating-point input, got {x.dtype.short}")
+    if x.shape is not None and len(x.shape) < 2:
+        raise ctx.fail(f"needs a matrix (rank >= 2), got rank {len(x.shape)}")
+    return x
+
+
+def _mk(shape: tuple[Dim, ...]) -> tuple[Dim, Dim, Dim]:
+    """(m, n, min(m, n)) of a matrix shape; min is None when either is symbolic."""
+    m, n = shape[-2], shape[-1]
+    k: Dim = min(m, n) if isinstance(m, int) and isinstance(n, int) else None
+    if k is None and (m == 0 or n == 0):
+        k = 0
+    return m, n, k
+
+
+def _batched(x: TensorType, *tail: Dim, dtype: Any = None) -> TensorType:
+    dt = dtype if dtype is not None else x.dtype
+    if x.shape is None:
+        return TensorType(dt, None)
+    return TensorType(dt, tuple(x.shape[:-2]) + tuple(tail))
+
+
+def _mn_cost(flops: Callable[[int, int, int], float]) -> Callable[[OpContext], Flops]:
+    """Cost: batch x flops(m, n, k) of input 0's m x n matrices."""
+    def cost(ctx: OpContext) -> Flops:
+        shape = _static(ctx.input(0).shape)
+        if shape is None or len(shape) < 2:
+            return Flops()
+        m, n = shape[-2], shape[-1]
+        return Flops(other=math.prod(shape[:-2]) * max(0, round(flops(m, n, min(m, n)))))
+    return cost
+
+
+def _signs(x: np.ndarray) -> np.ndarray:
+    """+-1 per column of x (..., r, c): the sign of each column's largest-magnitude entry."""
+    if x.shape[-2] == 0:
+        return np.ones(x.shape[:-2] + x.shape[-1:], x.dtype)
+    peak = np.argmax(np.abs(x), axis=-2)[..., None, :]
+    s = np.sign(np.take_along_axis(x, peak, axis=-2))[..., 0, :]
+    return np.where(s == 0, 1, s).astype(x.dtype)
+
+
+def _f64(x: np.ndarray) -> np.ndarray:
+    return widen(x).astype(np.float64)
+
+
+def _slogdet(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    sign, logabs = np.linalg.slogdet(_f64(a))
+    return [np.asarray(sign).astype(a.dtype), np.asarray(logabs).astype(a.dtype)]
+
+
+def _slogdet_infer(ctx: OpContext) -> list[TensorType]:
+    x = _square(ctx)
+    out = TensorType(x.dtype, None if x.shape is None else tuple(x.shape[:-2]))
+    return [out, out]
+
+
+define("slogdet", Category.LINALG, inputs=inputs("a"), outputs=("sign", "logabsdet"),
+       infer=_slogdet_infer, cost=_per_matrix(lambda n, k: 2 * n ** 3 / 3),
+       cost_doc="batch x 2n^3/3 (LU factorisation)", reference=_slogdet,
+       doc="Sign and natural log of the absolute determinant of each square matrix in the "
+           "last two dims (torch.linalg.slogdet): det = sign * exp(logabsdet); a singular "
+           "matrix gives sign 0 and logabsdet -inf, an empty one sign 1 and logabsdet 0.")
+
+
+def _svd_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    if x.shape is None:
+        return [TensorType(x.dtype, None)] * 3
+    m, n, k = _mk(x.shape)
+    full = bool(ctx.attrs["full_matrices"])
+    return [_batched(x, m, m if full else k), _batched(x, k),
+            _batched(x, n if full else k, n)]
+
+
+def _svd(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    u, s, vh = np.linalg.svd(_f64(a), full_matrices=bool(attrs["full_matrices"]))
+    k = s.shape[-1]
+    su = _signs(u)
+    u = u * su[..., None, :]
+    pair = np.concatenate([su[..., :k], _signs(np.swapaxes(vh[..., k:, :], -1, -2))], -1)
+    vh = vh * pair[..., :, None]
+    return [u.astype(a.dtype), s.astype(a.dtype), vh.astype(a.dtype)]
+
+
+def _svd_cost(ctx: OpContext) -> Flops:
+    full = bool(ctx.attrs["full_matrices"])
+
+    def flops(m: int, n: int, k: int) -> float:
+        big = max(m, n)
+        return (4 * big * big * k + 8 * big * k * k + 9 * k ** 3 if full
+                else 14 * big * k * k + 8 * k ** 3)
+    return _mn_cost(flops)(ctx)
+
+
+define("svd", Category.LINALG, inputs=inputs("a"), outputs=("u", "s", "vh"),
+       attrs=(attr("full_matrices", AttrKind.BOOL, False,
+                   "U m x m and Vh n x n instead of m x k and k x n"),),
+       infer=_svd_infer, cost=_svd_cost,
+       cost_doc="batch x (14lk^2 + 8k^3), full_matrices 4l^2k + 8lk^2 + 9k^3; l = max(m, n), "
+                "k = min(m, n) (Golub & Van Loan Fig. 8.6.1)",
+       reference=_svd,
+       doc="Singular value decomposition A = U diag(S) Vh of each m x n matrix in the last two "
+           "dims (torch.linalg.svd), S descending. Signs: the largest-magnitude entry of each "
+           "column of U is positive, the matching row of Vh flipped with it (rows of Vh past "
+           "min(m, n), with full_matrices, get the same rule on their own; that null-space "
+           "basis is LAPACK's and not unique). Module doc: why LAPACK's own signs are not kept.")
+
+
+def _svdvals_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    return [TensorType(x.dtype, None) if x.shape is None else _batched(x, _mk(x.shape)[2])]
+
+
+def _svdvals(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    return [np.linalg.svd(_f64(a), compute_uv=False).astype(a.dtype)]
+
+
+define("svdvals", Category.LINALG, inputs=inputs("a"), infer=_svdvals_infer,
+       cost=_mn_cost(lambda m, n, k: 4 * max(m, n) * k * k - 4 * k ** 3 / 3),
+       cost_doc="batch x (4lk^2 - 4k^3/3), l = max(m, n), k = min(m, n) (bidiagonalisation)",
+       reference=_svdvals,
+       doc="Singular values of each m x n matrix in the last two dims, descending "
+           "(torch.linalg.svdvals; torch.linalg.svd's S).")
+
+
+def _eigh_infer(ctx: OpContext) -> list[TensorType]:
+    x = _square(ctx)
+    return [_batched(x, x.shape[-1]) if x.shape is not None else x, x]
+
+
+def _eigh(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    w, v = np.linalg.eigh(_f64(a), UPLO="U" if attrs["upper"] else "L")
+    v = v * _signs(v)[..., None, :]
+    return [w.astype(a.dtype), v.astype(a.dtype)]
+
+
+def _eigvalsh(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    return [np.linalg.eigvalsh(_f64(a), UPLO="U" if attrs["upper"] else "L").astype(a.dtype)]
+
+
+_UPPER = attr("upper", AttrKind.BOOL, False, "read the upper triangle instead of the lower one")
+define("eigh", Category.LINALG, inputs=inputs("a"), outputs=("w", "v"), attrs=(_UPPER,),
+       infer=_eigh_infer, cost=_per_matrix(lambda n, k: 9 * n ** 3),
+       cost_doc="batch x 9n^3 (tridiagonalisation + implicit QR with vectors, G&VL 8.3)",
+       reference=_eigh,
+       doc="Eigenvalues (ascending) and orthonormal eigenvectors (columns of v) of each "
+           "symmetric matrix in the last two dims (torch.linalg.eigh); only one triangle is "
+           "read. Signs: the largest-magnitude entry of each eigenvector is positive (module "
+           "doc).")
+define("eigvalsh", Category.LINALG, inputs=inputs("a"), attrs=(_UPPER,),
+       infer=lambda ctx: _eigh_infer(ctx)[:1], cost=_per_matrix(lambda n, k: 4 * n ** 3 / 3),
+       cost_doc="batch x 4n^3/3 (tridiagonalisation)", reference=_eigvalsh,
+       doc="Eigenvalues (ascending) of each symmetric matrix in the last two dims "
+           "(torch.linalg.eigvalsh); only one triangle is read.")
+
+
+def _qr_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    if x.shape is None:
+        return [TensorType(x.dtype, None)] * 2
+    m, n, k = _mk(x.shape)
+    rows = m if ctx.attrs["complete"] else k
+    return [_batched(x, m, rows), _batched(x, rows, n)]
+
+
+def _qr(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    q, r = np.linalg.qr(_f64(a), mode="complete" if attrs["complete"] else "reduced")
+    return [q.astype(a.dtype), r.astype(a.dtype)]
+
+
+def _qr_cost(ctx: OpContext) -> Flops:
+    complete = bool(ctx.attrs["complete"])
+
+    def flops(m: int, n: int, k: int) -> float:
+        r = 2 * max(m, n) * k * k - 2 * k ** 3 / 3
+        q = 4 * m * m * k - 4 * m * k * k + 4 * k ** 3 / 3 if complete \
+            else 2 * m * k * k - 2 * k ** 3 / 3
+        return r + q
+    return _mn_cost(flops)(ctx)
+
+
+define("qr", Category.LINALG, inputs=inputs("a"), outputs=("q", "r"),
+       attrs=(attr("complete", AttrKind.BOOL, False, "Q m x m and R m x n (torch mode "
+                   "'complete') instead of m x k and k x n ('reduced')"),),
+       infer=_qr_infer, cost=_qr_cost,
+       cost_doc="batch x (2lk^2 - 2k^3/3 for R + 2mk^2 - 2k^3/3 for the thin Q; complete Q "
+                "4m^2k - 4mk^2 + 4k^3/3), l = max(m, n), k = min(m, n)",
+       reference=_qr,
+       doc="Householder QR A = Q R of each m x n matrix in the last two dims "
+           "(torch.linalg.qr), LAPACK's geqrf/orgqr convention: R's diagonal has whatever "
+           "signs the reflectors give (deterministic, not forced positive).")
+
+
+def _lu_factor_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    if x.shape is None:
+        return [x, TensorType(DType.INT32, None)]
+    return [x, _batched(x, _mk(x.shape)[2], dtype=DType.INT32)]
+
+
+def _lu_factor(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    import scipy.linalg
+
+    a = xs[0]
+    assert a is not None
+    lu, piv = scipy.linalg.lu_factor(_f64(a), check_finite=False)
+    return [lu.astype(a.dtype), (piv + 1).astype(np.int32)]
+
+
+define("lu_factor", Category.LINALG, inputs=inputs("a"), outputs=("lu", "pivots"),
+       infer=_lu_factor_infer,
+       cost=_mn_cost(lambda m, n, k: 2 * m * n * k - (m + n) * k * k + 2 * k ** 3 / 3),
+       cost_doc="batch x (2mnk - (m+n)k^2 + 2k^3/3), k = min(m, n) (square: 2n^3/3)",
+       reference=_lu_factor,
+       doc="LU factorisation with partial pivoting of each m x n matrix in the last two dims "
+           "(torch.linalg.lu_factor, LAPACK getrf): lu holds L (unit diagonal, below) and U "
+           "(on and above the diagonal); pivots (int32, 1-based) says row i was swapped with "
+           "row pivots[i] - 1, in order.")
+
+
+def _perm(pivots: np.ndarray, m: int) -> np.ndarray:
+    """Row order (..., m) after the swaps of LAPACK pivots (..., k): (P^T A)[j] = A[perm[j]]."""
+    perm = np.broadcast_to(np.arange(m), (*pivots.shape[:-1], m)).copy()
+    flat_perm = perm.reshape(-1, m)
+    flat_piv = pivots.reshape(-1, pivots.shape[-1]).astype(np.int64) - 1
+    for row, piv in zip(flat_perm, flat_piv, strict=True):
+        for i, p in enumerate(piv):
+            row[i], row[p] = row[p], row[i]
+    return perm
+
+
+def _lu_unpack_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    piv = ctx.input(1)
+    if piv.dtype not in (DType.INT32, DType.INT64):
+        raise ctx.fail(f"pivots must be int32 or int64, got {piv.dtype.short}")
+    if x.shape is None:
+        return [TensorType(x.dtype, None)] * 3
+    m, n, k = _mk(x.shape)
+    return [_batched(x, m, m), _batched(x, m, k), _batched(x, k, n)]
+
+
+def _lu_unpack(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    lu, piv = xs[0], xs[1]
+    assert lu is not None and piv is not None
+    m, n = lu.shape[-2:]
+    k = min(m, n)
+    lower = np.tril(lu[..., :, :k], -1) + np.eye(m, k, dtype=lu.dtype)
+    upper = np.triu(lu[..., :k, :])
+    perm = _perm(piv, m)
+    p = np.zeros((*lu.shape[:-2], m, m), lu.dtype)
+    np.put_along_axis(p, perm[..., :, None], 1, axis=-1)  # P^T[j, perm[j]] = 1
+    return [np.swapaxes(p, -1, -2), lower, upper]
+
+
+define("lu_unpack", Category.LINALG, inputs=inputs("lu", "pivots"), outputs=("p", "l", "u"),
+       infer=_lu_unpack_infer, cost=lambda ctx: Flops(), cost_doc="0 (copies)",
+       reference=_lu_unpack,
+       doc="P, L, U with A = P L U from lu_factor's outputs (torch.lu_unpack): P m x m "
+           "permutation, L m x k unit lower, U k x n upper, k = min(m, n).")
+
+
+def _lu_solve_infer(ctx: OpContext) -> list[TensorType]:
+    a = _square(ctx)
+    b = ctx.input(2)
+    if b.dtype != a.dtype:
+        raise ctx.fail(f"lu is {a.dtype.short} but b is {b.dtype.short}")
+    if a.shape is not None and b.shape is not None and len(a.shape) != len(b.shape):
+        raise ctx.fail(f"b must have lu's rank {len(a.shape)}, got rank {len(b.shape)}")
+    return [b]
+
+
+def _lu_solve(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    import scipy.linalg
+
+    lu, piv, b = xs[0], xs[1], xs[2]
+    assert lu is not None and piv is not None and b is not None
+    left, adjoint = bool(attrs["left"]), bool(attrs["adjoint"])
+    rhs = _f64(b) if left else np.swapaxes(_f64(b), -1, -2)
+    # X A = B  <=>  A^T X^T = B^T: a right-side solve is a left one with the other transpose
+    trans = int(adjoint) if left else int(not adjoint)
+    x = scipy.linalg.lu_solve((_f64(lu), piv.astype(np.int64) - 1), rhs, trans=trans,
+                              check_finite=False)
+    return [(x if left else np.swapaxes(x, -1, -2)).astype(b.dtype)]
+
+
+def _rhs_cost(flops: Callable[[int, int], float], a: int, b: int) -> Callable[[OpContext], Flops]:
+    """Cost: batch x flops(n, m) with n x n input `a` and m right-hand sides in input `b`
+    (its other dim than the one that meets `a`)."""
+    def cost(ctx: OpContext) -> Flops:
+        sa, sb = _static(ctx.input(a).shape), _static(ctx.input(b).shape)
+        if sa is None or sb is None or len(sb) < 2:
+            return Flops()
+        left = bool(ctx.attrs.get("left", ctx.attrs.get("left_side", True)))
+        m = sb[-1] if left else sb[-2]
+        return Flops(other=math.prod(sb[:-2]) * round(flops(sa[-1], m)))
+    return cost
+
+
+_LEFT = attr("left", AttrKind.BOOL, True, "solve A X = B (False: X A = B)")
+define("lu_solve", Category.LINALG, inputs=inputs("lu", "pivots", "b"),
+       attrs=(_LEFT, attr("adjoint", AttrKind.BOOL, False, "solve with A^H instead of A")),
+       infer=_lu_solve_infer, cost=_rhs_cost(lambda n, m: 2 * n * n * m, 0, 2),
+       cost_doc="batch x 2n^2 m for m right-hand sides (two triangular solves)",
+       reference=_lu_solve,
+       doc="X with A X = B (left) or X A = B, A given by lu_factor's lu and pivots "
+           "(torch.linalg.lu_solve); adjoint solves with A^H.")
+
+
+def _triangular_infer(ctx: OpContext) -> list[TensorType]:
+    a = _square(ctx)
+    b = ctx.input(1)
+    if b.dtype != a.dtype:
+        raise ctx.fail(f"a is {a.dtype.short} but b is {b.dtype.short}")
+    if a.shape is not None and b.shape is not None:
+        if len(b.shape) != len(a.shape):
+            raise ctx.fail(f"b must have a's rank {len(a.shape)}, got rank {len(b.shape)}")
+        n = a.shape[-1]
+        meet = b.shape[-2] if ctx.attrs["left_side"] else b.shape[-1]
+        if isinstance(n, int) and isinstance(meet, int) and n != meet:
+            side = "rows" if ctx.attrs["left_side"] else "columns"
+            raise ctx.fail(f"a is {n} x {n} but b has {meet} {side}")
+        for da, db in zip(a.shape[:-2], b.shape[:-2], strict=True):
+            if isinstance(da, int) and isinstance(db, int) and da != db:
+                raise ctx.fail(f"batch dims differ: a {list(a.shape)}, b {list(b.shape)}")
+    return [b]
+
+
+def _triangular(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    import scipy.linalg
+
+    a, b = xs[0], xs[1]
+    assert a is not None and b is not None
+    trans = {"NO_TRANSPOSE": 0, "TRANSPOSE": 1, "ADJOINT": 2}[attrs["transpose_a"]]
+    left = bool(attrs["left_side"])
+    rhs = _f64(b) if left else np.swapaxes(_f64(b), -1, -2)
+    if not left:  # X op(A) = B  <=>  op(A)^T X^T = B^T (real: adjoint = transpose)
+        trans = 0 if trans else 1
+    if rhs.size == 0:
+        return [np.zeros(b.shape, b.dtype)]
+    x = scipy.linalg.solve_triangular(_f64(a), rhs, trans=trans, lower=bool(attrs["lower"]),
+                                      unit_diagonal=bool(attrs["unit_diagonal"]),
+                                      check_finite=False)
+    return [(x if left else np.swapaxes(x, -1, -2)).astype(b.dtype)]
+
+
+define("triangular_solve", Category.LINALG, inputs=inputs("a", "b"),
+       attrs=(attr("left_side", AttrKind.BOOL, True, "solve op(A) X = B (False: X op(A) = B)"),
+              attr("lower", AttrKind.BOOL, True, "A is lower triangular (False: upper); the "
+                   "other triangle is not read"),
+              attr("unit_diagonal", AttrKind.BOOL, False, "take A's diagonal as ones (not "
+                   "read)"),
+              attr("transpose_a", AttrKind.STRING, "NO_TRANSPOSE", "op(A): A, A^T or A^H",
+                   choices=("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"))),
+       infer=_triangular_infer, cost=_rhs_cost(lambda n, m: n * n * m, 0, 1),
+       cost_doc="batch x n^2 m for an n x n triangle and m right-hand sides (n^2/2 multiplies "
+                "and n^2/2 adds per right-hand side)",
+       reference=_triangular,
+       doc="X with op(A) X = B (left_side) or X op(A) = B for each triangular A in the last "
+           "two dims, as stablehlo.triangular_solve (torch.linalg.solve_triangular, "
+           "torch.triangular_solve); A and B have the same batch dims.")
+
+
+def _expm(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    import scipy.linalg
+
+    a = xs[0]
+    assert a is not None
+    if a.size == 0:
+        return [a.copy()]
+    return [np.asarray(scipy.linalg.expm(_f64(a))).astype(a.dtype)]
+
+
+define("matrix_exp", Category.LINALG, inputs=inputs("a"), infer=_same_infer,
+       cost=_per_matrix(lambda n, k: 44 * n ** 3 / 3),
+       cost_doc="batch x 44n^3/3 ([13/13] Pade: 6 matmuls + an LU solve; the data-dependent "
+                "squarings, 2n^3 each, are not counted)",
+       reference=_expm,
+       doc="Matrix exponential of each square matrix in the last two dims "
+           "(torch.linalg.matrix_exp; reference scipy.linalg.expm, scaling and squaring).")

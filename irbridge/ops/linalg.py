@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from irbridge.dtypes import DType
-from irbridge.ir import Dim, TensorType
+from irbridge.errors import OpError
+from irbridge.ir import Dim, TensorType, Value
 from irbridge.ops._numeric import widen
 from irbridge.ops.registry import (
     AttrKind,
@@ -31,6 +32,9 @@ from irbridge.ops.registry import (
     define,
     inputs,
 )
+
+if TYPE_CHECKING:
+    from irbridge.builder import GraphBuilder
 
 Arrays = list[np.ndarray | None]
 Attrs = dict[str, Any]
@@ -532,6 +536,57 @@ def _triangular(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     return [(x if left else np.swapaxes(x, -1, -2)).astype(b.dtype)]
 
 
+UNROLL_LIMIT = 64
+"""Largest matrix triangular_solve's decomposition unrolls (about 7 nodes per row)."""
+
+
+def _triangular_decompose(gb: GraphBuilder, xs: list[Value | None],
+                          attrs: Attrs) -> list[Value]:
+    """Substitution unrolled over the rows, for back-ends without a triangular solve (ONNX):
+    every case becomes A X = B with A lower or upper (op(A) transposed, a right-side solve
+    transposed as a whole), then x_i = (b_i - A[i, done] X[done]) / A[i, i], rows in order
+    (lower) or in reverse (upper). Only A's triangle is sliced, never the other one."""
+    a, b = xs[0], xs[1]
+    assert a is not None and b is not None and a.type is not None and b.type is not None
+    shape, b_shape = _static(a.type.shape), _static(b.type.shape)
+    if shape is None or b_shape is None:
+        raise OpError("triangular_solve: its decomposition needs static shapes")
+    rank, n = len(shape), shape[-1]
+    if 0 in b_shape:  # nothing to solve
+        return [gb.op("identity", [b])]
+    if n > UNROLL_LIMIT:
+        raise OpError(f"triangular_solve: its decomposition unrolls one step per row and "
+                      f"stops at {UNROLL_LIMIT} rows, got {n}")
+    swap = {"perm": (*range(rank - 2), rank - 1, rank - 2)}
+    lower, left = bool(attrs["lower"]), bool(attrs["left_side"])
+    if attrs["transpose_a"] != "NO_TRANSPOSE":  # real matrices: adjoint = transpose
+        a, lower = gb.op("permute", [a], swap), not lower
+    if not left:  # X op(A) = B  <=>  op(A)^T X^T = B^T
+        a, b, lower = gb.op("permute", [a], swap), gb.op("permute", [b], swap), not lower
+    rows: dict[int, Value] = {}
+
+    def piece(x: Value, r0: int, r1: int, c0: int | None = None, c1: int | None = None) -> Value:
+        axes, starts, ends = [rank - 2], [r0], [r1]
+        if c0 is not None and c1 is not None:
+            axes, starts, ends = [rank - 2, rank - 1], [r0, c0], [r1, c1]
+        return gb.op("slice", [x], {"starts": tuple(starts), "ends": tuple(ends),
+                                    "axes": tuple(axes)})
+
+    for i in range(n) if lower else range(n - 1, -1, -1):
+        row = piece(b, i, i + 1)
+        done = list(range(i)) if lower else list(range(i + 1, n))
+        if done:
+            known = (rows[done[0]] if len(done) == 1
+                     else gb.op("concat", [rows[j] for j in done], {"axis": rank - 2}))
+            coef = piece(a, i, i + 1, done[0], done[-1] + 1)
+            row = gb.op("sub", [row, gb.op("matmul", [coef, known])])
+        if not attrs["unit_diagonal"]:
+            row = gb.op("div", [row, piece(a, i, i + 1, i, i + 1)])
+        rows[i] = row
+    x = rows[0] if n == 1 else gb.op("concat", [rows[i] for i in range(n)], {"axis": rank - 2})
+    return [x if left else gb.op("permute", [x], swap)]
+
+
 define("triangular_solve", Category.LINALG, inputs=inputs("a", "b"),
        attrs=(attr("left_side", AttrKind.BOOL, True, "solve op(A) X = B (False: X op(A) = B)"),
               attr("lower", AttrKind.BOOL, True, "A is lower triangular (False: upper); the "
@@ -543,7 +598,7 @@ define("triangular_solve", Category.LINALG, inputs=inputs("a", "b"),
        infer=_triangular_infer, cost=_rhs_cost(lambda n, m: n * n * m, 0, 1),
        cost_doc="batch x n^2 m for an n x n triangle and m right-hand sides (n^2/2 multiplies "
                 "and n^2/2 adds per right-hand side)",
-       reference=_triangular,
+       reference=_triangular, decompose=_triangular_decompose,
        doc="X with op(A) X = B (left_side) or X op(A) = B for each triangular A in the last "
            "two dims, as stablehlo.triangular_solve (torch.linalg.solve_triangular, "
            "torch.triangular_solve); A and B have the same batch dims.")

@@ -241,3 +241,52 @@ def test_costs_are_the_documented_flop_counts() -> None:
     seen = {n.op: node_cost(n).other_flops for _, n in result.model.all_nodes()
             if n.op in want}
     assert seen == want
+
+
+@pytest.mark.parametrize("name", ["solve_triangular_lower", "solve_triangular_upper_right_unit",
+                                  "triangular_solve_transpose", "cholesky_solve",
+                                  "cholesky_solve_upper", "cholesky_inverse"])
+def test_triangular_solves_export_to_onnx(name: str) -> None:
+    """triangular_solve has no ONNX operator: its registry decomposition (substitution
+    unrolled over the rows) runs in onnxruntime and matches eager."""
+    import onnxruntime as ort
+
+    from irbridge.converters.onnx import to_onnx
+
+    fn, make = CASES[name]
+    result = capture(FnModule(fn), _inputs(make, False), frontend="export")
+    session = ort.InferenceSession(to_onnx(result.model).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    for perturb in (False, True):
+        args = _inputs(make, perturb)
+        got = session.run(None, {n: x.numpy() for n, x in zip(names, args, strict=True)})
+        for index, (g, w) in enumerate(zip(got, _eager(fn, args), strict=True)):
+            np.testing.assert_allclose(g, w, err_msg=f"{name} output {index}", **TOL)
+
+
+def test_svd_export_to_onnx_is_refused_in_one_line() -> None:
+    from irbridge.converters.onnx import to_onnx
+    from irbridge.errors import ExportError
+
+    fn, make = CASES["svdvals"]
+    result = capture(FnModule(fn), _inputs(make, False), frontend="export")
+    with pytest.raises(ExportError, match=r"node #\d+ svd") as info:
+        to_onnx(result.model)
+    assert "\n" not in str(info.value)
+
+
+def test_triangular_solve_too_large_to_unroll_is_refused_by_onnx_in_one_line() -> None:
+    from irbridge.converters.onnx import to_onnx
+    from irbridge.errors import ExportError
+    from irbridge.ops.linalg import UNROLL_LIMIT
+
+    gen = torch.Generator().manual_seed(0)
+    n = UNROLL_LIMIT + 1
+    args = (_triangle(gen, n, n, upper=False), _rhs(gen, n, 2))
+    result = capture(FnModule(lambda a, b: torch.linalg.solve_triangular(a, b, upper=False)),
+                     args, frontend="export")
+    with pytest.raises(ExportError, match=rf"node #\d+ triangular_solve.*{UNROLL_LIMIT} rows") \
+            as info:
+        to_onnx(result.model)
+    assert "\n" not in str(info.value)

@@ -1,6 +1,6 @@
 """Linear algebra beyond inv/det/cholesky/solve (issue 13): the ATen forms torch.export leaves
 for slogdet, SVD, eigh, QR, the LU family, triangular solves, pinv, cholesky_solve /
-cholesky_inverse, matrix_exp and the `_ex` variants capture with no opaque node, and the IR
+cholesky_inverse, matrix_exp, polar, matrix_sqrth and the `_ex` variants capture with no opaque node, and the IR
 executor matches eager torch on an example input and on a second, perturbed one.
 
 Inputs are well conditioned so that float32 LAPACK (eager) and the float64 references
@@ -125,6 +125,9 @@ CASES: dict[str, tuple[Callable[..., Any], Maker]] = {
                   lambda g: (torch.diag(torch.tensor([3.0, 2.0, 1.0, 0.5])) @ _general(g, 4, 4)
                              / 2,)),
     "matrix_exp": (torch.linalg.matrix_exp, lambda g: (_general(g, 2, 4, 4) / 4,)),
+    "polar": (lambda a: tuple(torch.linalg.polar(a)), lambda g: (_general(g, 2, 5, 3),)),
+    "matrix_sqrth": (torch.linalg.matrix_sqrth,  # the upper triangle is not read
+                     lambda g: (_spd(g, 2) + torch.triu(9 * torch.ones(4, 4), 1),)),
 }
 
 

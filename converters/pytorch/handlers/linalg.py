@@ -15,8 +15,9 @@ decomposes others into LAPACK-shaped forms with extra outputs:
 - Empty placeholder outputs (Q of qr mode 'r', U and Vh of svd without compute_uv, the
   eigenvectors of eigvalsh) lower to empty constants, emitted only if read.
 
-pinv, cholesky_solve and cholesky_inverse have no registry op of their own: they lower to
-svd / eigh / triangular_solve and elementwise ops here.
+pinv, polar, matrix_sqrth, cholesky_solve and cholesky_inverse have no registry op of their
+own: they lower to svd / eigh / triangular_solve and elementwise ops here (the sign-free
+products of the factors).
 """
 
 from __future__ import annotations
@@ -317,3 +318,25 @@ def _pinv(em: Emitter, a: Args) -> Value:
     inv = em.op("where", [em.op("greater", [size, tol]), em.op("reciprocal", [s]), zero])
     scaled = em.op("mul", [left, em.op("unsqueeze", [inv], axes=(-2,))])
     return em.op("matmul", [scaled, right])
+
+
+@_aten_fn(aten.linalg_polar.default)
+def _polar(em: Emitter, a: Args) -> Any:
+    """A = U H from the SVD A = W S Vh (m >= n): U = W Vh, H = Vh^T S Vh; both products
+    are the same whatever signs the singular vectors have."""
+    x = _float(em, a, "A")
+    shape = em.static_shape(x)
+    if shape[-2] < shape[-1]:
+        raise Unsupported("linalg.polar of a wide matrix (m < n)")
+    w, s, vh = em.ops("svd", [x])
+    v = _mT(em, vh)
+    return (em.op("matmul", [w, vh]),
+            em.op("matmul", [em.op("mul", [v, em.op("unsqueeze", [s], axes=(-2,))]), vh]))
+
+
+@_aten_fn(aten.linalg_matrix_sqrth.default)
+def _matrix_sqrth(em: Emitter, a: Args) -> Value:
+    """V diag(sqrt(w)) V^T from eigh of the lower triangle (sign-free, like polar)."""
+    w, v = em.ops("eigh", [_float(em, a, "self")])
+    root = em.op("unsqueeze", [em.op("sqrt", [w])], axes=(-2,))
+    return em.op("matmul", [em.op("mul", [v, root]), _mT(em, v)])

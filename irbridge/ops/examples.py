@@ -203,6 +203,10 @@ def examples() -> dict[str, OpExample]:
                                        {"lower": False, "transpose_a": "TRANSPOSE"},
                                        values={0: lu})
     ex["matrix_exp"] = OpExample([t((2, 3, 3))])
+    ex["geqrf"] = OpExample([t((2, 4, 3))])
+    ex["householder_product"] = OpExample([t((4, 3)), t((2,))])
+    ex["ormqr"] = OpExample([t((2, 4, 3)), t((2, 3)), t((2, 2, 4))], {"left": False,
+                                                                       "transpose": True})
     ex["topk"] = OpExample([X, t((1,), I64)], values={1: np.array([2])})  # k as an input
     ex["sort"] = OpExample([X], {"descending": True})
     ex["one_hot"] = OpExample([t((4,), I64)], {"depth": 5}, {0: np.array([0, 4, 2, 1])})

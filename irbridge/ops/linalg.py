@@ -157,6 +157,8 @@ define("solve", Category.LINALG, inputs=inputs("a", "b"), infer=_solve_infer,
 #   LU (getrf)            2mnk - (m+n)k^2 + 2k^3/3           (square: 2n^3/3)
 #   QR R (geqrf)          2lk^2 - 2k^3/3                     (m >= n: 2mn^2 - 2n^3/3)
 #   QR thin Q (orgqr)     + 2mk^2 - 2k^3/3;  complete Q: + 4m^2k - 4mk^2 + 4k^3/3
+#   orgqr, m x n from k reflectors: 4mnk - 2(m+n)k^2 + 4k^3/3
+#   ormqr, k reflectors on m x n C: 4mnk - 2nk^2 (left), 4mnk - 2mk^2 (right)
 #   SVD values only       4lk^2 - 4k^3/3 (bidiagonalisation; the QR iteration is O(k^2))
 #   SVD with U, V         14lk^2 + 8k^3 (G&VL Fig. 8.6.1, thin U); full U: 4l^2k + 8lk^2 + 9k^3
 #   eigh values only      4n^3/3 (tridiagonalisation); with vectors 9n^3 (G&VL 8.3)
@@ -621,3 +623,152 @@ define("matrix_exp", Category.LINALG, inputs=inputs("a"), infer=_same_infer,
        reference=_expm,
        doc="Matrix exponential of each square matrix in the last two dims "
            "(torch.linalg.matrix_exp; reference scipy.linalg.expm, scaling and squaring).")
+
+
+# -- raw Householder QR (LAPACK geqrf / orgqr / ormqr) -----------------------------------------
+
+
+def _per_batch(fn: Callable[..., np.ndarray], *arrays: np.ndarray) -> np.ndarray:
+    """fn on each matrix (the last dims of each array) of equal batch dims, stacked."""
+    batch = arrays[0].shape[:-2]
+    flat = [a.reshape((-1, *a.shape[len(batch):])) for a in arrays]
+    count = math.prod(batch)
+    outs = [fn(*(a[i] for a in flat)) for i in range(count)]
+    if count == 0:
+        probe = fn(*(np.zeros(a.shape[len(batch):], a.dtype) for a in arrays))
+        return np.zeros((*batch, *probe.shape), probe.dtype)
+    return np.stack(outs).reshape((*batch, *outs[0].shape))
+
+
+def _lapack(name: str) -> Callable[..., Any]:
+    import scipy.linalg.lapack
+
+    fn: Callable[..., Any] = getattr(scipy.linalg.lapack, name)
+    return fn
+
+
+def _geqrf_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    return [x, TensorType(x.dtype, None) if x.shape is None else _batched(x, _mk(x.shape)[2])]
+
+
+def _geqrf(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    k = min(a.shape[-2:])
+
+    def one(m: np.ndarray) -> np.ndarray:
+        if m.size == 0:
+            return np.zeros((m.shape[0] + 1, m.shape[1]))
+        qr, tau, _, info = _lapack("dgeqrf")(m)
+        assert info == 0, info
+        return np.concatenate([qr, np.pad(tau, (0, m.shape[1] - k))[None, :]])
+    both = _per_batch(one, _f64(a))
+    return [both[..., :-1, :].astype(a.dtype), both[..., -1, :k].astype(a.dtype)]
+
+
+define("geqrf", Category.LINALG, inputs=inputs("a"), outputs=("qr", "tau"),
+       infer=_geqrf_infer, cost=_mn_cost(lambda m, n, k: 2 * max(m, n) * k * k - 2 * k ** 3 / 3),
+       cost_doc="batch x (2lk^2 - 2k^3/3), l = max(m, n), k = min(m, n)",
+       reference=_geqrf,
+       doc="LAPACK geqrf of each m x n matrix in the last two dims (torch.geqrf): R on and "
+           "above the diagonal, the Householder vectors (implicit unit head) below it, and "
+           "their scales tau (k = min(m, n) of them). Deterministic: no sign choice.")
+
+
+def _householder_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    tau = ctx.input(1)
+    if tau.dtype != x.dtype:
+        raise ctx.fail(f"a is {x.dtype.short} but tau is {tau.dtype.short}")
+    if x.shape is not None:
+        m, n = x.shape[-2], x.shape[-1]
+        if isinstance(m, int) and isinstance(n, int) and m < n:
+            raise ctx.fail(f"needs m >= n, got {m} x {n}")
+        if tau.shape is not None and isinstance(tau.shape[-1], int) and isinstance(n, int) \
+                and tau.shape[-1] > n:
+            raise ctx.fail(f"needs at most n = {n} reflectors, got {tau.shape[-1]}")
+    return [x]
+
+
+def _householder(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a, tau = xs[0], xs[1]
+    assert a is not None and tau is not None
+
+    def one(m: np.ndarray, t: np.ndarray) -> np.ndarray:
+        if m.size == 0:
+            return m
+        q, _, info = _lapack("dorgqr")(m, t[0])
+        assert info == 0, info
+        return np.asarray(q)
+    return [_per_batch(one, _f64(a), _f64(tau)[..., None, :]).astype(a.dtype)]
+
+
+def _householder_cost(ctx: OpContext) -> Flops:
+    shape, tau = _static(ctx.input(0).shape), _static(ctx.input(1).shape)
+    if shape is None or tau is None or not tau:
+        return Flops()
+    m, n, k = shape[-2], shape[-1], tau[-1]
+    per = 4 * m * n * k - 2 * (m + n) * k * k + 4 * k ** 3 / 3
+    return Flops(other=math.prod(shape[:-2]) * max(0, round(per)))
+
+
+define("householder_product", Category.LINALG, inputs=inputs("a", "tau"),
+       infer=_householder_infer, cost=_householder_cost,
+       cost_doc="batch x (4mnk - 2(m+n)k^2 + 4k^3/3) for k reflectors (LAPACK orgqr)",
+       reference=_householder,
+       doc="The first n columns of the product of Householder reflectors H_1 ... H_k stored "
+           "below the diagonal of each m x n matrix (m >= n >= k), with scales tau "
+           "(torch.linalg.householder_product, LAPACK orgqr).")
+
+
+def _ormqr_infer(ctx: OpContext) -> list[TensorType]:
+    x = _matrix(ctx)
+    c = ctx.input(2)
+    if c.dtype != x.dtype or ctx.input(1).dtype != x.dtype:
+        raise ctx.fail(f"a, tau and c must share a dtype, got {x.dtype.short}, "
+                       f"{ctx.input(1).dtype.short}, {c.dtype.short}")
+    if x.shape is not None and c.shape is not None:
+        rows = x.shape[-2]
+        meet = c.shape[-2] if ctx.attrs["left"] else c.shape[-1]
+        if isinstance(rows, int) and isinstance(meet, int) and rows != meet:
+            raise ctx.fail(f"the reflectors have length {rows} but c has {meet} "
+                           f"{'rows' if ctx.attrs['left'] else 'columns'}")
+    return [c]
+
+
+def _ormqr(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a, tau, c = xs[0], xs[1], xs[2]
+    assert a is not None and tau is not None and c is not None
+    side = "L" if attrs["left"] else "R"
+    trans = "T" if attrs["transpose"] else "N"
+
+    def one(m: np.ndarray, t: np.ndarray, other: np.ndarray) -> np.ndarray:
+        if other.size == 0 or t.size == 0:
+            return other
+        lwork = max(1, *other.shape) * 64
+        out, _, info = _lapack("dormqr")(side, trans, m, t[0], other, lwork)
+        assert info == 0, info
+        return np.asarray(out)
+    return [_per_batch(one, _f64(a), _f64(tau)[..., None, :], _f64(c)).astype(c.dtype)]
+
+
+def _ormqr_cost(ctx: OpContext) -> Flops:
+    c, tau = _static(ctx.input(2).shape), _static(ctx.input(1).shape)
+    if c is None or tau is None or len(c) < 2 or not tau:
+        return Flops()
+    m, n, k = c[-2], c[-1], tau[-1]
+    per = 4 * m * n * k - 2 * (n if ctx.attrs["left"] else m) * k * k
+    return Flops(other=math.prod(c[:-2]) * max(0, per))
+
+
+define("ormqr", Category.LINALG, inputs=inputs("a", "tau", "c"),
+       attrs=(attr("left", AttrKind.BOOL, True, "Q C (False: C Q)"),
+              attr("transpose", AttrKind.BOOL, False, "use Q^T (Q^H) instead of Q")),
+       infer=_ormqr_infer, cost=_ormqr_cost,
+       cost_doc="batch x (4mnk - 2nk^2) for k reflectors on an m x n C (right side: "
+                "4mnk - 2mk^2) (LAPACK ormqr)",
+       reference=_ormqr,
+       doc="C multiplied by Q (or Q^T), Q the product of the Householder reflectors stored "
+           "below the diagonal of a with scales tau, as geqrf returns them (torch.ormqr, "
+           "LAPACK ormqr); Q is never formed.")

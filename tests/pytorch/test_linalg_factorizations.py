@@ -1,6 +1,7 @@
 """Linear algebra beyond inv/det/cholesky/solve (issue 13): the ATen forms torch.export leaves
 for slogdet, SVD, eigh, QR, the LU family, triangular solves, pinv, cholesky_solve /
-cholesky_inverse, matrix_exp, polar, matrix_sqrth and the `_ex` variants capture with no opaque node, and the IR
+cholesky_inverse, matrix_exp, polar, matrix_sqrth, geqrf / householder_product / ormqr
+and the `_ex` variants capture with no opaque node, and the IR
 executor matches eager torch on an example input and on a second, perturbed one.
 
 Inputs are well conditioned so that float32 LAPACK (eager) and the float64 references
@@ -125,6 +126,16 @@ CASES: dict[str, tuple[Callable[..., Any], Maker]] = {
                   lambda g: (torch.diag(torch.tensor([3.0, 2.0, 1.0, 0.5])) @ _general(g, 4, 4)
                              / 2,)),
     "matrix_exp": (torch.linalg.matrix_exp, lambda g: (_general(g, 2, 4, 4) / 4,)),
+    "geqrf": (lambda a: tuple(torch.geqrf(a)), lambda g: (_general(g, 2, 5, 3),)),
+    "geqrf_wide": (lambda a: tuple(torch.geqrf(a)), lambda g: (_general(g, 3, 5),)),
+    "householder_product": (torch.linalg.householder_product,
+                            lambda g: tuple(torch.geqrf(_general(g, 2, 5, 3)))),
+    "householder_product_fewer": (lambda a, t: torch.linalg.householder_product(a, t[..., :2]),
+                                  lambda g: tuple(torch.geqrf(_general(g, 4, 3)))),
+    "ormqr": (lambda a, t, c: torch.ormqr(a, t, c),
+              lambda g: (*torch.geqrf(_general(g, 2, 4, 3)), _rhs(g, 2, 4, 2))),
+    "ormqr_right_transpose": (lambda a, t, c: torch.ormqr(a, t, c, left=False, transpose=True),
+                              lambda g: (*torch.geqrf(_general(g, 4, 3)), _rhs(g, 2, 4))),
     "polar": (lambda a: tuple(torch.linalg.polar(a)), lambda g: (_general(g, 2, 5, 3),)),
     "matrix_sqrth": (torch.linalg.matrix_sqrth,  # the upper triangle is not read
                      lambda g: (_spd(g, 2) + torch.triu(9 * torch.ones(4, 4), 1),)),
@@ -229,18 +240,20 @@ def test_costs_are_the_documented_flop_counts() -> None:
     """Per matrix, from the formulas in irbridge/ops/linalg.py's docs: slogdet (4 x 4)
     2n^3/3 = 43; svd thin (5 x 3, l = 5, k = 3) 14lk^2 + 8k^3 = 630 + 216 = 846; qr reduced
     (5 x 3) 2lk^2 - 2k^3/3 + 2mk^2 - 2k^3/3 = 72 + 72 = 144; lu_factor (4 x 4) 43;
-    triangular_solve (4 x 4, 3 right-hand sides) n^2 m = 48; eigh (4 x 4) 9n^3 = 576."""
+    triangular_solve (4 x 4, 3 right-hand sides) n^2 m = 48; eigh (4 x 4) 9n^3 = 576;
+    geqrf (5 x 3) 2lk^2 - 2k^3/3 = 90 - 18 = 72."""
     def fn(a: torch.Tensor, b: torch.Tensor, t: torch.Tensor,
            r: torch.Tensor) -> tuple[torch.Tensor, ...]:
         return (*torch.linalg.slogdet(a), *torch.linalg.svd(t, full_matrices=False),
                 *torch.linalg.qr(t), *torch.linalg.lu_factor(a),
-                torch.linalg.solve_triangular(a, r, upper=False), *torch.linalg.eigh(b))
+                torch.linalg.solve_triangular(a, r, upper=False), *torch.linalg.eigh(b),
+                *torch.geqrf(t))
 
     gen = torch.Generator().manual_seed(1)
     args = (_general(gen, 4, 4), _spd(gen), _general(gen, 5, 3), _rhs(gen, 4, 3))
     result = capture(FnModule(fn), args, frontend="export")
     want = {"slogdet": 43, "svd": 846, "qr": 144, "lu_factor": 43, "triangular_solve": 48,
-            "eigh": 576}
+            "eigh": 576, "geqrf": 72}
     seen = {n.op: node_cost(n).other_flops for _, n in result.model.all_nodes()
             if n.op in want}
     assert seen == want

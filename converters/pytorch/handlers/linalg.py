@@ -340,3 +340,28 @@ def _matrix_sqrth(em: Emitter, a: Args) -> Value:
     w, v = em.ops("eigh", [_float(em, a, "self")])
     root = em.op("unsqueeze", [em.op("sqrt", [w])], axes=(-2,))
     return em.op("matmul", [em.op("mul", [v, root]), _mT(em, v)])
+
+
+@_aten_fn(aten.geqrf.default)
+def _geqrf(em: Emitter, a: Args) -> Any:
+    qr, tau = em.ops("geqrf", [_float(em, a, "self")])
+    return qr, tau
+
+
+@_aten_fn(aten.linalg_householder_product.default)
+def _householder_product(em: Emitter, a: Args) -> Value:
+    x = _float(em, a, "input")
+    tau = em.cast(em.value(a["tau"]), em.type(x).dtype)
+    return em.op("householder_product", [x, tau])
+
+
+@_aten_fn(aten.ormqr.default)
+def _ormqr(em: Emitter, a: Args) -> Value:
+    x = _float(em, a, "self")
+    dtype = em.type(x).dtype
+    tau, c = em.cast(em.value(a["input2"]), dtype), em.cast(em.value(a["input3"]), dtype)
+    batch = _out_batch(em)
+    x, c = _batch_to(em, x, batch), _batch_to(em, c, batch)
+    if tuple(em.shape(tau)[:-1]) != batch:
+        tau = _expand_to(em, tau, [*_ints(batch, "ormqr's batch"), -1])
+    return em.op("ormqr", [x, tau, c], left=bool(a["left"]), transpose=bool(a["transpose"]))

@@ -204,6 +204,12 @@ def examples() -> dict[str, OpExample]:
                                        values={0: lu})
     ex["matrix_exp"] = OpExample([t((2, 3, 3))])
     ex["geqrf"] = OpExample([t((2, 4, 3))])
+    ex["ldl_factor"] = OpExample([t((2, 4, 4))])
+    # ldl_factor of [[1, 2, 0], [2, 1, 1], [0, 1, 3]] (indefinite: one 2 x 2 pivot)
+    ex["ldl_solve"] = OpExample([t((3, 3)), t((3,), DType.INT32), t((3, 2))],
+                                values={0: np.array([[1, 0, 0], [2, 1, 0], [2 / 3, -1 / 3, 10 / 3]],
+                                                    np.float32),
+                                        1: np.array([-2, -2, 3], np.int32)})
     ex["householder_product"] = OpExample([t((4, 3)), t((2,))])
     ex["ormqr"] = OpExample([t((2, 4, 3)), t((2, 3)), t((2, 2, 4))], {"left": False,
                                                                        "transpose": True})

@@ -162,6 +162,7 @@ define("solve", Category.LINALG, inputs=inputs("a", "b"), infer=_solve_infer,
 #   SVD values only       4lk^2 - 4k^3/3 (bidiagonalisation; the QR iteration is O(k^2))
 #   SVD with U, V         14lk^2 + 8k^3 (G&VL Fig. 8.6.1, thin U); full U: 4l^2k + 8lk^2 + 9k^3
 #   eigh values only      4n^3/3 (tridiagonalisation); with vectors 9n^3 (G&VL 8.3)
+#   LDL^T (sytrf)         n^3/3 (as Cholesky; pivot search not counted); solve 2n^2 m
 #   triangular solve      n^2 m for an n x n triangle and m right-hand sides
 #   LU solve              2n^2 m (two triangular solves)
 #   matrix_exp            (6 matmuls + one LU solve of the [13/13] Pade approximant,
@@ -772,3 +773,63 @@ define("ormqr", Category.LINALG, inputs=inputs("a", "tau", "c"),
        doc="C multiplied by Q (or Q^T), Q the product of the Householder reflectors stored "
            "below the diagonal of a with scales tau, as geqrf returns them (torch.ormqr, "
            "LAPACK ormqr); Q is never formed.")
+
+
+# -- symmetric indefinite LDL^T (LAPACK sytrf / sytrs, Bunch-Kaufman pivoting) --------------
+
+
+def _ldl_factor_infer(ctx: OpContext) -> list[TensorType]:
+    x = _square(ctx)
+    if x.shape is None:
+        return [x, TensorType(DType.INT32, None)]
+    return [x, _batched(x, x.shape[-1], dtype=DType.INT32)]
+
+
+def _ldl_factor(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    a = xs[0]
+    assert a is not None
+    n = a.shape[-1]
+
+    def one(m: np.ndarray) -> np.ndarray:
+        if m.size == 0:
+            return np.zeros((n + 1, n))
+        ld, ipiv, info = _lapack("dsytrf")(m, lower=1)
+        assert info >= 0, info
+        return np.concatenate([np.tril(ld), ipiv[None, :].astype(np.float64)])
+    both = _per_batch(one, _f64(a))
+    return [both[..., :-1, :].astype(a.dtype), both[..., -1, :].astype(np.int32)]
+
+
+define("ldl_factor", Category.LINALG, inputs=inputs("a"), outputs=("ld", "pivots"),
+       infer=_ldl_factor_infer, cost=_per_matrix(lambda n, k: n ** 3 / 3),
+       cost_doc="batch x n^3/3 (LAPACK sytrf; the pivot search is not counted)",
+       reference=_ldl_factor,
+       doc="LDL^T factorisation with Bunch-Kaufman pivoting of each symmetric matrix in the "
+           "last two dims, from its lower triangle (torch.linalg.ldl_factor, LAPACK sytrf "
+           "lower): ld holds L (unit diagonal, below) and the 1 x 1 / 2 x 2 blocks of D, "
+           "zeros above; pivots (int32, LAPACK's: 1-based, negative for a 2 x 2 block).")
+
+
+def _ldl_solve(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    ld, piv, b = xs[0], xs[1], xs[2]
+    assert ld is not None and piv is not None and b is not None
+
+    def one(m: np.ndarray, p: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        if rhs.size == 0:
+            return rhs
+        x, info = _lapack("dsytrs")(m, p[0].astype(np.int32), rhs, lower=1)
+        assert info == 0, info
+        return np.asarray(x)
+    return [_per_batch(one, _f64(ld), piv[..., None, :], _f64(b)).astype(b.dtype)]
+
+
+def _ldl_solve_infer(ctx: OpContext) -> list[TensorType]:
+    return _lu_solve_infer(ctx)
+
+
+define("ldl_solve", Category.LINALG, inputs=inputs("ld", "pivots", "b"),
+       infer=_ldl_solve_infer, cost=_rhs_cost(lambda n, m: 2 * n * n * m, 0, 2),
+       cost_doc="batch x 2n^2 m for m right-hand sides (LAPACK sytrs)",
+       reference=_ldl_solve,
+       doc="X with A X = B, A given by ldl_factor's ld and pivots (torch.linalg.ldl_solve, "
+           "LAPACK sytrs).")

@@ -32,7 +32,8 @@ NO_ONNX_FORM |= COMPLEX_OPS
 # scans and factorisations with no exact ONNX form yet (irbridge/ops/tensor.py, linalg.py)
 NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp", "cholesky", "inverse", "solve"}
 NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_factor", "lu_unpack",
-                 "lu_solve", "matrix_exp", "geqrf", "householder_product", "ormqr"}
+                 "lu_solve", "matrix_exp", "geqrf", "householder_product", "ormqr",
+                 "ldl_factor", "ldl_solve"}
 EXAMPLES = sorted(set(examples()) - NO_ONNX_FORM)
 
 

@@ -1,7 +1,7 @@
 """Linear algebra beyond inv/det/cholesky/solve (issue 13): the ATen forms torch.export leaves
 for slogdet, SVD, eigh, QR, the LU family, triangular solves, pinv, cholesky_solve /
-cholesky_inverse, matrix_exp, polar, matrix_sqrth, geqrf / householder_product / ormqr
-and the `_ex` variants capture with no opaque node, and the IR
+cholesky_inverse, matrix_exp, polar, matrix_sqrth, geqrf / householder_product / ormqr,
+ldl_factor / ldl_solve and the `_ex` variants capture with no opaque node, and the IR
 executor matches eager torch on an example input and on a second, perturbed one.
 
 Inputs are well conditioned so that float32 LAPACK (eager) and the float64 references
@@ -61,6 +61,16 @@ def _triangle(gen: torch.Generator, *shape: int, upper: bool) -> torch.Tensor:
 
 def _rhs(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.randn(shape, generator=gen)
+
+
+def _indefinite(gen: torch.Generator, *batch: int) -> torch.Tensor:
+    """Symmetric, eigenvalues near +-2, small diagonal (Bunch-Kaufman takes 2 x 2 pivots);
+    junk above the diagonal, which ldl_factor must not read."""
+    base = torch.tensor([[0.1, 2.0, 0.3, 0.1], [2.0, 0.1, 0.2, 0.3],
+                         [0.3, 0.2, 0.1, 2.0], [0.1, 0.3, 2.0, 0.1]])
+    noise = 0.05 * torch.randn((*batch, 4, 4), generator=gen)
+    sym = base + noise + noise.mT
+    return torch.tril(sym) + torch.triu(9 * torch.ones(4, 4), 1)
 
 
 def _lu(gen: torch.Generator, *shape: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,6 +146,11 @@ CASES: dict[str, tuple[Callable[..., Any], Maker]] = {
               lambda g: (*torch.geqrf(_general(g, 2, 4, 3)), _rhs(g, 2, 4, 2))),
     "ormqr_right_transpose": (lambda a, t, c: torch.ormqr(a, t, c, left=False, transpose=True),
                               lambda g: (*torch.geqrf(_general(g, 4, 3)), _rhs(g, 2, 4))),
+    "ldl_factor": (lambda a: tuple(torch.linalg.ldl_factor(a)), lambda g: (_indefinite(g, 2),)),
+    "ldl_factor_ex": (lambda a: tuple(torch.linalg.ldl_factor_ex(a)),
+                      lambda g: (_indefinite(g),)),
+    "ldl_solve": (lambda ld, p, b: torch.linalg.ldl_solve(ld, p, b),
+                  lambda g: (*torch.linalg.ldl_factor(_indefinite(g, 2)), _rhs(g, 2, 4, 3))),
     "polar": (lambda a: tuple(torch.linalg.polar(a)), lambda g: (_general(g, 2, 5, 3),)),
     "matrix_sqrth": (torch.linalg.matrix_sqrth,  # the upper triangle is not read
                      lambda g: (_spd(g, 2) + torch.triu(9 * torch.ones(4, 4), 1),)),

@@ -6,8 +6,8 @@ decomposes others into LAPACK-shaped forms with extra outputs:
 - `_linalg_check_errors(info, ...)` raises in eager when a factorisation's `info` is nonzero
   (a singular or indefinite matrix) and returns nothing: it lowers to no IR node. The IR
   does not raise on such input; the ops' references (numpy/scipy) raise or give inf/nan.
-- The `info` outputs of `_linalg_solve_ex`, `linalg_inv_ex`, `linalg_cholesky_ex` and
-  `linalg_lu_factor_ex` are NOT computed: they lower to int32 zeros (what eager gives for
+- The `info` outputs of `_linalg_solve_ex`, `linalg_inv_ex`, `linalg_cholesky_ex`,
+  `linalg_lu_factor_ex` and `linalg_ldl_factor_ex` are NOT computed: they lower to int32 zeros (what eager gives for
   every input these ops succeed on). A model that reads `info` to detect failure sees
   success.
 - `_linalg_solve_ex`'s and `_linalg_slogdet`'s LU and pivots (kept for autograd) lower to a
@@ -365,3 +365,20 @@ def _ormqr(em: Emitter, a: Args) -> Value:
     if tuple(em.shape(tau)[:-1]) != batch:
         tau = _expand_to(em, tau, [*_ints(batch, "ormqr's batch"), -1])
     return em.op("ormqr", [x, tau, c], left=bool(a["left"]), transpose=bool(a["transpose"]))
+
+
+@_aten_fn(aten.linalg_ldl_factor_ex.default)
+def _ldl_factor_ex(em: Emitter, a: Args) -> Any:
+    ld, pivots = em.ops("ldl_factor", [_float(em, a, "self")])  # hermitian = symmetric (real)
+    return ld, pivots, _info(em, 2)
+
+
+@_aten_fn(aten.linalg_ldl_solve.default)
+def _ldl_solve(em: Emitter, a: Args) -> Value:
+    ld, pivots = _float(em, a, "LD"), em.value(a["pivots"])
+    b = em.cast(em.value(a["B"]), em.type(ld).dtype)
+    batch = _out_batch(em)
+    ld, b = _batch_to(em, ld, batch), _batch_to(em, b, batch)
+    if tuple(em.shape(pivots)[:-1]) != batch:
+        pivots = _expand_to(em, pivots, [*_ints(batch, "ldl_solve's batch"), -1])
+    return em.op("ldl_solve", [ld, pivots, b])

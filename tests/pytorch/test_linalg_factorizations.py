@@ -82,6 +82,8 @@ CASES: dict[str, tuple[Callable[..., Any], Maker]] = {
     # _linalg_check_errors (no node), _linalg_solve_ex with a vector and a batch broadcast
     "solve_vector": (torch.linalg.solve, lambda g: (_general(g, 2, 4, 4), _rhs(g, 4))),
     "solve_broadcast": (torch.linalg.solve, lambda g: (_general(g, 4, 4), _rhs(g, 2, 4, 3))),
+    "solve_right": (lambda a, b: torch.linalg.solve(a, b, left=False),
+                    lambda g: (_general(g, 2, 4, 4), _rhs(g, 2, 3, 4))),
     "solve_ex": (lambda a, b: tuple(torch.linalg.solve_ex(a, b)),
                  lambda g: (_general(g, 4, 4), _rhs(g, 4, 2))),
     "inv_ex": (lambda a: tuple(torch.linalg.inv_ex(a)), lambda g: (_general(g, 2, 4, 4),)),

@@ -105,35 +105,40 @@ def _out_batch(em: Emitter) -> tuple[Any, ...]:
     return tuple(em.out_shape(0)[:-2])
 
 
-def _solve_vector(em: Emitter, a: Args, solve: Any) -> Value:
-    """Run `solve(A, B)` (matrix right-hand sides, equal batch dims); a vector B (B.ndim
-    == 1, or A.ndim - 1 with A's batch dims, torch's rule) becomes one column."""
+def _solve_any(em: Emitter, a: Args) -> Value:
+    """A X = B, or X A = B (left=False: A^T X^T = B^T), batch dims broadcast; a vector B
+    (B.ndim == 1, or A.ndim - 1 with A's batch dims: torch's rule; left only) is one
+    column."""
     x, b = _float(em, a, "A"), em.cast(em.value(a["B"]), em.out_dtype())
+    left = bool(a["left"])
     rank_a, rank_b = em.rank(x), em.rank(b)
     vector = rank_b == 1 or (rank_b == rank_a - 1 and tuple(em.shape(b)[:-1])
                              == tuple(em.shape(x)[:-2]))
+    if vector and not left:
+        raise Unsupported("linalg.solve with left=False and a vector B (torch refuses it)")
+    if not left:
+        x = _mT(em, x)
     if vector:
         b = em.op("unsqueeze", [b], axes=(-1,))
+    elif not left:
+        b = _mT(em, b)
     out_shape = em.out_shape(0)
     batch = tuple(out_shape[:-1] if vector else out_shape[:-2])
-    y = solve(_batch_to(em, x, batch), _batch_to(em, b, batch))
-    return em.op("squeeze", [y], axes=(-1,)) if vector else y
+    y = em.op("solve", [_batch_to(em, x, batch), _batch_to(em, b, batch)])
+    if vector:
+        return em.op("squeeze", [y], axes=(-1,))
+    return y if left else _mT(em, y)
 
 
 @_aten_fn(aten.linalg_solve.default)
 def _solve(em: Emitter, a: Args) -> Value:
-    if not bool(a["left"]):
-        raise Unsupported("linalg.solve with left=False")
-    return _solve_vector(em, a, lambda x, b: em.op("solve", [x, b]))
+    return _solve_any(em, a)
 
 
 @_aten_fn(aten._linalg_solve_ex.default)
 def _solve_ex(em: Emitter, a: Args) -> Any:
-    if not bool(a["left"]):
-        raise Unsupported("_linalg_solve_ex with left=False")
-    y = _solve_vector(em, a, lambda x, b: em.op("solve", [x, b]))
     lu, pivots = _lu_parts(em, _float(em, a, "A"))
-    return y, lu, pivots, _info(em, 3)
+    return _solve_any(em, a), lu, pivots, _info(em, 3)
 
 
 @_aten_fn(aten._linalg_check_errors.default)

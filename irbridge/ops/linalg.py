@@ -94,22 +94,28 @@ def _det_infer(ctx: OpContext) -> list[TensorType]:
     return [TensorType(x.dtype, None if x.shape is None else tuple(x.shape[:-2]))]
 
 
-def _solve_infer(ctx: OpContext) -> list[TensorType]:
+def _rhs_infer(ctx: OpContext, b_index: int = 1, left: bool = True) -> list[TensorType]:
+    """Output type of a solve with square input 0 and right-hand sides input `b_index`
+    (same dtype and rank, batch dims equal, B's rows (left) or columns meet A)."""
     a = _square(ctx)
-    b = ctx.input(1)
+    b = ctx.input(b_index)
     if b.dtype != a.dtype:
         raise ctx.fail(f"a is {a.dtype.short} but b is {b.dtype.short}")
     if a.shape is not None and b.shape is not None:
         if len(b.shape) != len(a.shape):
             raise ctx.fail(f"b must have a's rank {len(a.shape)} (matrix right-hand sides), "
                            f"got rank {len(b.shape)}")
-        n, rows = a.shape[-1], b.shape[-2]
-        if isinstance(n, int) and isinstance(rows, int) and n != rows:
-            raise ctx.fail(f"a is {n} x {n} but b has {rows} rows")
+        n, meet = a.shape[-1], b.shape[-2] if left else b.shape[-1]
+        if isinstance(n, int) and isinstance(meet, int) and n != meet:
+            raise ctx.fail(f"a is {n} x {n} but b has {meet} {'rows' if left else 'columns'}")
         for da, db in zip(a.shape[:-2], b.shape[:-2], strict=True):
             if isinstance(da, int) and isinstance(db, int) and da != db:
                 raise ctx.fail(f"batch dims differ: a {list(a.shape)}, b {list(b.shape)}")
     return [b]
+
+
+def _solve_infer(ctx: OpContext) -> list[TensorType]:
+    return _rhs_infer(ctx)
 
 
 def _cholesky(a: np.ndarray, upper: bool = False) -> np.ndarray:
@@ -386,11 +392,15 @@ define("qr", Category.LINALG, inputs=inputs("a"), outputs=("q", "r"),
            "signs the reflectors give (deterministic, not forced positive).")
 
 
-def _lu_factor_infer(ctx: OpContext) -> list[TensorType]:
-    x = _matrix(ctx)
+def _with_pivots(x: TensorType, count: Callable[[tuple[Dim, ...]], Dim]) -> list[TensorType]:
+    """A factor of x's type and int32 pivots, count(x's shape) of them per matrix."""
     if x.shape is None:
         return [x, TensorType(DType.INT32, None)]
-    return [x, _batched(x, _mk(x.shape)[2], dtype=DType.INT32)]
+    return [x, _batched(x, count(x.shape), dtype=DType.INT32)]
+
+
+def _lu_factor_infer(ctx: OpContext) -> list[TensorType]:
+    return _with_pivots(_matrix(ctx), lambda shape: _mk(shape)[2])
 
 
 def _lu_factor(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
@@ -456,13 +466,7 @@ define("lu_unpack", Category.LINALG, inputs=inputs("lu", "pivots"), outputs=("p"
 
 
 def _lu_solve_infer(ctx: OpContext) -> list[TensorType]:
-    a = _square(ctx)
-    b = ctx.input(2)
-    if b.dtype != a.dtype:
-        raise ctx.fail(f"lu is {a.dtype.short} but b is {b.dtype.short}")
-    if a.shape is not None and b.shape is not None and len(a.shape) != len(b.shape):
-        raise ctx.fail(f"b must have lu's rank {len(a.shape)}, got rank {len(b.shape)}")
-    return [b]
+    return _rhs_infer(ctx, 2, bool(ctx.attrs.get("left", True)))
 
 
 def _lu_solve(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
@@ -503,22 +507,7 @@ define("lu_solve", Category.LINALG, inputs=inputs("lu", "pivots", "b"),
 
 
 def _triangular_infer(ctx: OpContext) -> list[TensorType]:
-    a = _square(ctx)
-    b = ctx.input(1)
-    if b.dtype != a.dtype:
-        raise ctx.fail(f"a is {a.dtype.short} but b is {b.dtype.short}")
-    if a.shape is not None and b.shape is not None:
-        if len(b.shape) != len(a.shape):
-            raise ctx.fail(f"b must have a's rank {len(a.shape)}, got rank {len(b.shape)}")
-        n = a.shape[-1]
-        meet = b.shape[-2] if ctx.attrs["left_side"] else b.shape[-1]
-        if isinstance(n, int) and isinstance(meet, int) and n != meet:
-            side = "rows" if ctx.attrs["left_side"] else "columns"
-            raise ctx.fail(f"a is {n} x {n} but b has {meet} {side}")
-        for da, db in zip(a.shape[:-2], b.shape[:-2], strict=True):
-            if isinstance(da, int) and isinstance(db, int) and da != db:
-                raise ctx.fail(f"batch dims differ: a {list(a.shape)}, b {list(b.shape)}")
-    return [b]
+    return _rhs_infer(ctx, 1, bool(ctx.attrs["left_side"]))
 
 
 def _triangular(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
@@ -779,10 +768,7 @@ define("ormqr", Category.LINALG, inputs=inputs("a", "tau", "c"),
 
 
 def _ldl_factor_infer(ctx: OpContext) -> list[TensorType]:
-    x = _square(ctx)
-    if x.shape is None:
-        return [x, TensorType(DType.INT32, None)]
-    return [x, _batched(x, x.shape[-1], dtype=DType.INT32)]
+    return _with_pivots(_square(ctx), lambda shape: shape[-1])
 
 
 def _ldl_factor(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:

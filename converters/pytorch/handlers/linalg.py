@@ -224,18 +224,26 @@ def _lu_unpack(em: Emitter, a: Args) -> Any:
             *((lower, upper) if bool(a["unpack_data"]) else (_empty(em, dtype),) * 2))
 
 
+def _batch_vectors(em: Emitter, v: Value, batch: tuple[Any, ...], what: str) -> Value:
+    """A vector per matrix (pivots, tau) broadcast to the leading dims `batch`."""
+    if tuple(em.shape(v)[:-1]) == batch:
+        return v
+    return _expand_to(em, v, [*_ints(batch, what), -1])
+
+
+def _pivoted_solve(em: Emitter, a: Args, op: str, factor: str, **attrs: Any) -> Value:
+    """lu_solve / ldl_solve: the factor, its pivots and B broadcast to one batch."""
+    f = _float(em, a, factor)
+    b = em.cast(em.value(a["B"]), em.type(f).dtype)
+    batch = _out_batch(em)
+    pivots = _batch_vectors(em, em.value(a["pivots"]), batch, f"{op}'s pivots")
+    return em.op(op, [_batch_to(em, f, batch), pivots, _batch_to(em, b, batch)], **attrs)
+
+
 @_aten_fn(aten.linalg_lu_solve.default)
 def _lu_solve(em: Emitter, a: Args) -> Value:
-    lu, pivots = _float(em, a, "LU"), em.value(a["pivots"])
-    b = em.cast(em.value(a["B"]), em.type(lu).dtype)
-    batch = _out_batch(em)
-    lu, b = _batch_to(em, lu, batch), _batch_to(em, b, batch)
-    if tuple(em.shape(pivots)[:-1]) != batch:
-        if not all(isinstance(d, int) for d in batch):
-            raise Unsupported("broadcast of symbolic batch dims")
-        pivots = _expand_to(em, pivots, [*list(batch), -1])
-    return em.op("lu_solve", [lu, pivots, b], left=bool(a["left"]),
-                 adjoint=bool(a["adjoint"]))
+    return _pivoted_solve(em, a, "lu_solve", "LU", left=bool(a["left"]),
+                          adjoint=bool(a["adjoint"]))
 
 
 def _triangular(em: Emitter, tri: Value, b: Value, *, lower: bool, left: bool = True,
@@ -367,8 +375,7 @@ def _ormqr(em: Emitter, a: Args) -> Value:
     tau, c = em.cast(em.value(a["input2"]), dtype), em.cast(em.value(a["input3"]), dtype)
     batch = _out_batch(em)
     x, c = _batch_to(em, x, batch), _batch_to(em, c, batch)
-    if tuple(em.shape(tau)[:-1]) != batch:
-        tau = _expand_to(em, tau, [*_ints(batch, "ormqr's batch"), -1])
+    tau = _batch_vectors(em, tau, batch, "ormqr's tau")
     return em.op("ormqr", [x, tau, c], left=bool(a["left"]), transpose=bool(a["transpose"]))
 
 
@@ -380,10 +387,4 @@ def _ldl_factor_ex(em: Emitter, a: Args) -> Any:
 
 @_aten_fn(aten.linalg_ldl_solve.default)
 def _ldl_solve(em: Emitter, a: Args) -> Value:
-    ld, pivots = _float(em, a, "LD"), em.value(a["pivots"])
-    b = em.cast(em.value(a["B"]), em.type(ld).dtype)
-    batch = _out_batch(em)
-    ld, b = _batch_to(em, ld, batch), _batch_to(em, b, batch)
-    if tuple(em.shape(pivots)[:-1]) != batch:
-        pivots = _expand_to(em, pivots, [*_ints(batch, "ldl_solve's batch"), -1])
-    return em.op("ldl_solve", [ld, pivots, b])
+    return _pivoted_solve(em, a, "ldl_solve", "LD")

@@ -7,9 +7,9 @@ decomposes others into LAPACK-shaped forms with extra outputs:
   (a singular or indefinite matrix) and returns nothing: it lowers to no IR node. The IR
   does not raise on such input; the ops' references (numpy/scipy) raise or give inf/nan.
 - The `info` outputs of `_linalg_solve_ex`, `linalg_inv_ex`, `linalg_cholesky_ex`,
-  `linalg_lu_factor_ex` and `linalg_ldl_factor_ex` are NOT computed: they lower to int32 zeros (what eager gives for
-  every input these ops succeed on). A model that reads `info` to detect failure sees
-  success.
+  `linalg_lu_factor_ex` and `linalg_ldl_factor_ex` are NOT computed: they lower to int32
+  zeros (what eager gives for every input these ops succeed on). A model that reads `info`
+  to detect failure sees success.
 - `_linalg_solve_ex`'s and `_linalg_slogdet`'s LU and pivots (kept for autograd) lower to a
   `lu_factor` node, emitted only if something reads them.
 - Empty placeholder outputs (Q of qr mode 'r', U and Vh of svd without compute_uv, the
@@ -51,8 +51,6 @@ def _det(em: Emitter, a: Args) -> Value:
 @_aten_fn(aten.linalg_cholesky.default)
 def _cholesky(em: Emitter, a: Args) -> Value:
     return em.op("cholesky", [_float(em, a, "self")], upper=bool(a["upper"]))
-
-
 
 
 def _mT(em: Emitter, x: Value) -> Value:

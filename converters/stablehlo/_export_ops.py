@@ -1256,4 +1256,28 @@ def _signbit(lw: Lowering) -> list[Sym]:
     return [em.compare("LT", x, em.scalar_like(0, x))]
 
 
+# -- linear algebra ----------------------------------------------------------------------------
+
+@lowers("triangular_solve")
+def _triangular_solve(lw: Lowering) -> list[Sym]:
+    """stablehlo.triangular_solve has the neutral op's attributes, except that it leaves
+    the result undefined when unit_diagonal is set and A's diagonal is not ones; the
+    neutral op ignores the diagonal then, so the diagonal is overwritten with ones first."""
+    em, attrs = lw.em, lw.attrs
+    a, b = em.convert(lw.x(0), lw.out_dtype), em.convert(lw.x(1), lw.out_dtype)
+    if attrs["unit_diagonal"]:
+        rows = em.iota(DType.INT32, a.shape, a.rank - 2)
+        cols = em.iota(DType.INT32, a.shape, a.rank - 1)
+        a = em.select(em.compare("EQ", rows, cols), em.splat(1, a.dtype, a.shape), a)
+    transpose = attrs["transpose_a"]
+    if transpose == "ADJOINT" and a.dtype.numpy.kind != "c":
+        transpose = "TRANSPOSE"  # the same for real matrices, and every consumer runs it
+    flag = {True: "true", False: "false"}
+    props = (f"left_side = {flag[bool(attrs['left_side'])]}, "
+             f"lower = {flag[bool(attrs['lower'])]}, "
+             f"unit_diagonal = {flag[bool(attrs['unit_diagonal'])]}, "
+             f"transpose_a = #stablehlo<transpose {transpose}>")
+    return [em.op("stablehlo.triangular_solve", [a, b], b.dtype, b.shape, props)]
+
+
 __all__ = ["LOWERINGS", "Lowering", "Unsupported", "convolution", "erf"]

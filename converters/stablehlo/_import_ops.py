@@ -1643,6 +1643,21 @@ def _uses_args(block: Any, args: Sequence[ir.Value]) -> bool:
     return any(v == a for inner in block.operations for v in inner.operands for a in args)
 
 
+@handles("stablehlo.triangular_solve")
+def _triangular_solve(imp: _Importer, scope: Scope, op: Any,
+                      types: list[RankedType]) -> list[Value | Bound]:
+    """The neutral triangular_solve has StableHLO's attributes. StableHLO leaves the result
+    undefined when unit_diagonal is set and the diagonal is not ones; the neutral op does not
+    read the diagonal then (torch's unitriangular), which is one of the allowed results."""
+    transpose = str(op.attributes["transpose_a"]).rstrip(">").split()[-1]
+    if transpose not in ("NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"):
+        raise Unsupported(f"transpose_a {transpose!r}")
+    flags = {name: bool(ir.BoolAttr(op.attributes[name]).value)
+             for name in ("left_side", "lower", "unit_diagonal")}
+    a, b = (imp.materialize(scope, v) for v in op.operands)
+    return [_op(scope, "triangular_solve", [a, b], {**flags, "transpose_a": transpose})]
+
+
 # -- calls, composites, control flow, custom calls ------------------------------------------
 
 @handles("func.call")

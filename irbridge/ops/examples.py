@@ -188,6 +188,33 @@ def examples() -> dict[str, OpExample]:
     ex["det"] = OpExample([t((2, 3, 3))], values={0: np.stack([spd, spd * 2])})
     ex["cholesky"] = OpExample([t((3, 3))], {"upper": True}, values={0: spd})
     ex["solve"] = OpExample([t((3, 3)), t((3, 2))], values={0: spd})
+    ex["slogdet"] = OpExample([t((2, 3, 3))])
+    ex["svd"] = OpExample([t((4, 3))])
+    ex["svdvals"] = OpExample([t((2, 3, 4))])
+    ex["eigh"] = OpExample([t((3, 3))], {"upper": True})
+    ex["eigvalsh"] = OpExample([t((2, 3, 3))])
+    ex["qr"] = OpExample([t((4, 3))])
+    ex["lu_factor"] = OpExample([t((3, 4))])
+    lu = np.array([[4, 1, 2], [0.5, 3, 1], [0.25, -0.5, 2]], np.float32)  # unit L below, U on
+    ex["lu_unpack"] = OpExample([t((3, 4)), t((3,), DType.INT32)],
+                                values={1: np.array([2, 3, 3], np.int32)})
+    ex["lu_solve"] = OpExample([t((3, 3)), t((3,), DType.INT32), t((3, 2))],
+                               {"adjoint": True}, values={0: lu, 1: np.array([3, 2, 3])})
+    # one matrix: StableHLO's reference interpreter aborts on batched triangular_solve
+    ex["triangular_solve"] = OpExample([t((3, 3)), t((3, 2))],
+                                       {"lower": False, "transpose_a": "TRANSPOSE"},
+                                       values={0: lu})
+    ex["matrix_exp"] = OpExample([t((2, 3, 3))])
+    ex["geqrf"] = OpExample([t((2, 4, 3))])
+    ex["ldl_factor"] = OpExample([t((2, 4, 4))])
+    # ldl_factor of [[1, 2, 0], [2, 1, 1], [0, 1, 3]] (indefinite: one 2 x 2 pivot)
+    ex["ldl_solve"] = OpExample([t((3, 3)), t((3,), DType.INT32), t((3, 2))],
+                                values={0: np.array([[1, 0, 0], [2, 1, 0], [2 / 3, -1 / 3, 10 / 3]],
+                                                    np.float32),
+                                        1: np.array([-2, -2, 3], np.int32)})
+    ex["householder_product"] = OpExample([t((4, 3)), t((2,))])
+    ex["ormqr"] = OpExample([t((2, 4, 3)), t((2, 3)), t((2, 2, 4))], {"left": False,
+                                                                       "transpose": True})
     ex["topk"] = OpExample([X, t((1,), I64)], values={1: np.array([2])})  # k as an input
     ex["sort"] = OpExample([X], {"descending": True})
     ex["one_hot"] = OpExample([t((4,), I64)], {"depth": 5}, {0: np.array([0, 4, 2, 1])})

@@ -33,6 +33,9 @@ NO_ONNX_FORM |= COMPLEX_OPS
 NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp", "cholesky", "inverse", "solve"}
 # bit reinterpretation (ONNX has no bitcast) and StableHLO's reduce_precision: refused
 NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
+NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_factor", "lu_unpack",
+                 "lu_solve", "matrix_exp", "geqrf", "householder_product", "ormqr",
+                 "ldl_factor", "ldl_solve"}
 EXAMPLES = sorted(set(examples()) - NO_ONNX_FORM)
 
 

@@ -181,15 +181,18 @@ define("count_leading_zeros", Category.ELEMENTWISE, inputs=inputs("x"),
 # -- bitcast and reduce_precision (StableHLO's bitcast_convert and reduce_precision) -------
 
 
-def _bits(dtype: DType) -> int:
-    """Bit width of an element: booleans count one bit (StableHLO's i1)."""
+def _element_bits(dtype: DType) -> int:
+    """Bit width of an element for bitcast: booleans count one bit (StableHLO's i1)."""
     return 1 if dtype is DType.BOOL else 8 * dtype.itemsize
 
 
 def _bitcast_infer(ctx: OpContext) -> list[TensorType]:
     t = ctx.input(0)
     target: DType = ctx.attrs["dtype"]
-    have, want = _bits(t.dtype), _bits(target)
+    if any(d is not DType.BOOL and d.bits < 8 for d in (t.dtype, target)):
+        raise ctx.fail(f"bitcast of a sub-byte type ({t.dtype.short} to {target.short}) is "
+                       "not supported")
+    have, want = _element_bits(t.dtype), _element_bits(target)
     if have == want:
         return [TensorType(target, t.shape)]
     if t.shape is None:

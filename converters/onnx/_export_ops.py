@@ -585,22 +585,27 @@ def _reduce(onnx_op: str) -> Emitter:
         a = e.attrs
         since = 13 if onnx_op == "ReduceSum" else 18
         known = _known_ints(e, 1)
-        if known is not None and e.opset < since:  # a constant input: the attribute form
+        # all / any: onnxruntime reduces no booleans before opset 20 and none over an
+        # empty set after, so reduce uint8 (0 / 1) and cast back: an empty set gives 0 for
+        # max and 255 for min, false and true, the identities of any and all
+        boolean = e.in_dtype(0) is DType.BOOL and onnx_op in ("ReduceMin", "ReduceMax")
+        attribute = known is not None and e.opset < since
+        if attribute:  # a constant input: the attribute form
             a = {**a, "axes": known}
-        elif e.has(1):  # axes known at run time
+        runtime = e.has(1) and not attribute  # axes known at run time
+        if not runtime and not a["axes"] and a["noop_with_empty_axes"]:
+            e.out("Abs" if onnx_op == "ReduceL2" else "Identity", [e.input(0)])  # sqrt(x^2), x
+            return
+        x = e.as_dtype(0, DType.UINT8) if boolean else e.input(0)
+        result = e.ge.ex.fresh(f"{e.outs[0]}_u8") if boolean else e.outs[0]
+        if runtime:
             e.need_opset(since, f"{onnx_op} with run-time axes")
-            e.out(onnx_op, [e.input(0), _i64_input(e, 1)], keepdims=int(a["keepdims"]),
+            e.one(onnx_op, [x, _i64_input(e, 1)], result, keepdims=int(a["keepdims"]),
                   noop_with_empty_axes=1 if a["noop_with_empty_axes"] else None)
-            return
-        if not a["axes"] and a["noop_with_empty_axes"]:  # no reduction: sqrt(x^2) or x
-            e.out("Abs" if onnx_op == "ReduceL2" else "Identity", [e.input(0)])
-            return
-        if e.in_dtype(0) is DType.BOOL and onnx_op in ("ReduceMin", "ReduceMax"):
-            # all / any: onnxruntime reduces no booleans, so reduce int32 and cast back
-            wide = _reduce_op(e, onnx_op, e.as_dtype(0, DType.INT32), a["axes"], a["keepdims"])
-            e.out("Cast", [wide], to=dtype_to_onnx(DType.BOOL))
-            return
-        _reduce_op(e, onnx_op, e.input(0), a["axes"], a["keepdims"], e.outs[0])
+        else:
+            _reduce_op(e, onnx_op, x, a["axes"], a["keepdims"], result)
+        if boolean:
+            e.out("Cast", [result], to=dtype_to_onnx(DType.BOOL))
     return emit
 
 

@@ -1122,6 +1122,9 @@ def _range(e: NodeEmit) -> None:
     a = e.attrs
     if any(e.has(i) for i in range(3)):  # run-time bounds: scalars of the inputs' dtype
         out = e.out_dtype() or DType.INT64
+        if out in (DType.FLOAT16, DType.BFLOAT16):
+            _narrow_range(e, out)
+            return
         if out not in _RANGE_TYPES:
             raise ExportError(f"{e.where}: ONNX Range lacks {out.short}")
         e.out("Range", [_shaped(e, i, 0) if e.has(i) else e.scalar(a[name], out, name)
@@ -1135,6 +1138,38 @@ def _range(e: NodeEmit) -> None:
         return
     e.out("Range", [e.scalar(a["start"], dtype, "start"), e.scalar(a["limit"], dtype, "limit"),
                     e.scalar(a["delta"], dtype, "delta")])
+
+
+def _narrow_range(e: NodeEmit, out: DType) -> None:
+    """float16 / bfloat16 Range (ONNX's before opset 27 takes neither): Range in float64,
+    which holds start + i * delta exactly for every output that fits in memory (float16
+    values are multiples of 2^-24 below 2^17; bfloat16 spans over 45 bits need over 2^38
+    elements), then rounded once to `out`, as the reference rounds it (numpy: float16
+    directly; ml_dtypes: bfloat16 through float32, which is onnxruntime's Cast). For
+    float16, onnxruntime's Cast from float64 also goes through float32, which rounds twice:
+    where the float32 value f is a float16 half-way point and v != f, the float16 neighbour
+    on v's side is taken instead (`twice` = 2f - h, the other neighbour of f's rounding h)."""
+    wide = [e.ge.cast(_shaped(e, i, 0), out, DType.FLOAT64) if e.has(i) else
+            e.scalar(e.attrs[name], DType.FLOAT64, name)
+            for i, name in enumerate(("start", "limit", "delta"))]
+    values = e.one("Range", wide)
+    if out is DType.BFLOAT16:
+        e.out("Cast", [values], to=dtype_to_onnx(out))
+        return
+    f32, f16 = dtype_to_onnx(DType.FLOAT32), dtype_to_onnx(DType.FLOAT16)
+    f = e.one("Cast", [values], to=f32)
+    rest = e.one("Sub", [values, e.one("Cast", [f], to=dtype_to_onnx(DType.FLOAT64))])
+    h = e.one("Cast", [e.one("Cast", [f], to=f16)], to=f32)
+    twice = e.one("Sub", [e.one("Add", [f, f]), h])
+    half_way = e.one("And", [e.one("Equal", [e.one("Cast", [e.one("Cast", [twice], to=f16)],
+                                                    to=f32), twice]),
+                             e.one("Not", [e.one("Equal", [twice, h])])])
+    zero = e.scalar(0.0, DType.FLOAT64, "zero")
+    up = e.one("And", [half_way, e.one("Greater", [rest, zero])])
+    down = e.one("And", [half_way, e.one("Less", [rest, zero])])
+    chosen = e.one("Where", [up, e.one("Max", [h, twice]),
+                             e.one("Where", [down, e.one("Min", [h, twice]), h])])
+    e.out("Cast", [chosen], to=f16)
 
 
 register("range", _range, "Range")

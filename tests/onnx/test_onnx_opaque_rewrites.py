@@ -207,3 +207,47 @@ def test_float16_attention_exports_its_float16_ops_and_matches_onnx_expected_val
                                rtol=1e-3, atol=1e-7)  # the case's own tolerance
     (native,) = ort_run(model, feeds)  # and what onnxruntime gives on the original
     np.testing.assert_array_equal(got, native)
+
+
+# -- float16 / bfloat16 Range -------------------------------------------------------------------
+
+RANGE_CASES = [
+    (1.0, 5.0, 2.0),
+    (-3.5, 7.25, 0.75),
+    (10.0, -2.0, -1.5),
+    (1000.0, 1001.0, 0.0010004),  # start + i * delta needs more than 24 bits
+    (-2.0**-24, 1000.0, 256.25),  # 768.75 - 2^-24: float32 rounds it onto a float16 tie
+    (2.0**-24, 1000.0, 256.25),
+    (0.1, 0.2, 2.0**-20),
+]
+
+
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.FLOAT16, np.float16),
+                                        (BF16, ml_dtypes.bfloat16)])
+def test_narrow_range_rounds_the_exact_values_once(elem: int, dtype: type) -> None:
+    # float16 / bfloat16 Range is opset 27; the export (opset 26 at most) computes it in
+    # float64: every output equals the exact start + i * delta rounded to the type as
+    # numpy (float16) / ml_dtypes (bfloat16, through float32) round the float64 value
+    nodes = [*(helper.make_node("Cast", [n], [f"{n}_t"], to=elem) for n in "sld"),
+             helper.make_node("Range", ["s_t", "l_t", "d_t"], ["r"]),
+             helper.make_node("Cast", ["r"], ["y"], to=F)]
+    model = onnx_model(nodes, [tensor(n, F, []) for n in "sld"], [tensor("y", F, [None])],
+                       opset=27)
+    imported, _ = from_onnx(model)
+    exported = to_onnx(imported)
+    rng = np.random.default_rng(27)  # and 300 random ones with tiny to large spans
+    starts = rng.standard_normal(300) * 10.0 ** rng.integers(-5, 4, 300)
+    deltas = rng.standard_normal(300) * 10.0 ** rng.integers(-4, 2, 300)
+    limits = starts + deltas * rng.integers(0, 40, 300)
+    for start, limit, delta in [*RANGE_CASES, *zip(starts, limits, deltas, strict=True)]:
+        s, top, d = (np.asarray(v, np.float32).astype(dtype).astype(np.float64)
+                   for v in (start, limit, delta))
+        if d == 0:
+            continue  # a delta below the type's smallest value: no range
+        exact = s + d * np.arange(max(int(np.ceil((top - s) / d)), 0))
+        expected = exact.astype(dtype).astype(np.float32)
+        feeds = {n: np.asarray(v, np.float32) for n, v in zip("sld", (start, limit, delta),
+                                                                strict=True)}
+        (got,) = ort_run(exported, feeds)
+        np.testing.assert_array_equal(got, expected, err_msg=f"{start, limit, delta}")
+        np.testing.assert_array_equal(run_model(imported, feeds)[0], expected)

@@ -585,22 +585,27 @@ def _reduce(onnx_op: str) -> Emitter:
         a = e.attrs
         since = 13 if onnx_op == "ReduceSum" else 18
         known = _known_ints(e, 1)
-        if known is not None and e.opset < since:  # a constant input: the attribute form
+        # all / any: onnxruntime reduces no booleans before opset 20 and none over an
+        # empty set after, so reduce uint8 (0 / 1) and cast back: an empty set gives 0 for
+        # max and 255 for min, false and true, the identities of any and all
+        boolean = e.in_dtype(0) is DType.BOOL and onnx_op in ("ReduceMin", "ReduceMax")
+        attribute = known is not None and e.opset < since
+        if attribute:  # a constant input: the attribute form
             a = {**a, "axes": known}
-        elif e.has(1):  # axes known at run time
+        runtime = e.has(1) and not attribute  # axes known at run time
+        if not runtime and not a["axes"] and a["noop_with_empty_axes"]:
+            e.out("Abs" if onnx_op == "ReduceL2" else "Identity", [e.input(0)])  # sqrt(x^2), x
+            return
+        x = e.as_dtype(0, DType.UINT8) if boolean else e.input(0)
+        result = e.ge.ex.fresh(f"{e.outs[0]}_u8") if boolean else e.outs[0]
+        if runtime:
             e.need_opset(since, f"{onnx_op} with run-time axes")
-            e.out(onnx_op, [e.input(0), _i64_input(e, 1)], keepdims=int(a["keepdims"]),
+            e.one(onnx_op, [x, _i64_input(e, 1)], result, keepdims=int(a["keepdims"]),
                   noop_with_empty_axes=1 if a["noop_with_empty_axes"] else None)
-            return
-        if not a["axes"] and a["noop_with_empty_axes"]:  # no reduction: sqrt(x^2) or x
-            e.out("Abs" if onnx_op == "ReduceL2" else "Identity", [e.input(0)])
-            return
-        if e.in_dtype(0) is DType.BOOL and onnx_op in ("ReduceMin", "ReduceMax"):
-            # all / any: onnxruntime reduces no booleans, so reduce int32 and cast back
-            wide = _reduce_op(e, onnx_op, e.as_dtype(0, DType.INT32), a["axes"], a["keepdims"])
-            e.out("Cast", [wide], to=dtype_to_onnx(DType.BOOL))
-            return
-        _reduce_op(e, onnx_op, e.input(0), a["axes"], a["keepdims"], e.outs[0])
+        else:
+            _reduce_op(e, onnx_op, x, a["axes"], a["keepdims"], result)
+        if boolean:
+            e.out("Cast", [result], to=dtype_to_onnx(DType.BOOL))
     return emit
 
 
@@ -1117,6 +1122,9 @@ def _range(e: NodeEmit) -> None:
     a = e.attrs
     if any(e.has(i) for i in range(3)):  # run-time bounds: scalars of the inputs' dtype
         out = e.out_dtype() or DType.INT64
+        if out in (DType.FLOAT16, DType.BFLOAT16):
+            _narrow_range(e, out)
+            return
         if out not in _RANGE_TYPES:
             raise ExportError(f"{e.where}: ONNX Range lacks {out.short}")
         e.out("Range", [_shaped(e, i, 0) if e.has(i) else e.scalar(a[name], out, name)
@@ -1130,6 +1138,38 @@ def _range(e: NodeEmit) -> None:
         return
     e.out("Range", [e.scalar(a["start"], dtype, "start"), e.scalar(a["limit"], dtype, "limit"),
                     e.scalar(a["delta"], dtype, "delta")])
+
+
+def _narrow_range(e: NodeEmit, out: DType) -> None:
+    """float16 / bfloat16 Range (ONNX's before opset 27 takes neither): Range in float64,
+    which holds start + i * delta exactly for every output that fits in memory (float16
+    values are multiples of 2^-24 below 2^17; bfloat16 spans over 45 bits need over 2^38
+    elements), then rounded once to `out`, as the reference rounds it (numpy: float16
+    directly; ml_dtypes: bfloat16 through float32, which is onnxruntime's Cast). For
+    float16, onnxruntime's Cast from float64 also goes through float32, which rounds twice:
+    where the float32 value f is a float16 half-way point and v != f, the float16 neighbour
+    on v's side is taken instead (`twice` = 2f - h, the other neighbour of f's rounding h)."""
+    wide = [e.ge.cast(_shaped(e, i, 0), out, DType.FLOAT64) if e.has(i) else
+            e.scalar(e.attrs[name], DType.FLOAT64, name)
+            for i, name in enumerate(("start", "limit", "delta"))]
+    values = e.one("Range", wide)
+    if out is DType.BFLOAT16:
+        e.out("Cast", [values], to=dtype_to_onnx(out))
+        return
+    f32, f16 = dtype_to_onnx(DType.FLOAT32), dtype_to_onnx(DType.FLOAT16)
+    f = e.one("Cast", [values], to=f32)
+    rest = e.one("Sub", [values, e.one("Cast", [f], to=dtype_to_onnx(DType.FLOAT64))])
+    h = e.one("Cast", [e.one("Cast", [f], to=f16)], to=f32)
+    twice = e.one("Sub", [e.one("Add", [f, f]), h])
+    half_way = e.one("And", [e.one("Equal", [e.one("Cast", [e.one("Cast", [twice], to=f16)],
+                                                    to=f32), twice]),
+                             e.one("Not", [e.one("Equal", [twice, h])])])
+    zero = e.scalar(0.0, DType.FLOAT64, "zero")
+    up = e.one("And", [half_way, e.one("Greater", [rest, zero])])
+    down = e.one("And", [half_way, e.one("Less", [rest, zero])])
+    chosen = e.one("Where", [up, e.one("Max", [h, twice]),
+                             e.one("Where", [down, e.one("Min", [h, twice]), h])])
+    e.out("Cast", [chosen], to=f16)
 
 
 register("range", _range, "Range")

@@ -8,8 +8,14 @@ a default-domain node is written, `plan` binds each type parameter of the op's s
 it; a type the parameter does not allow, in the schema or (with onnxruntime installed, as
 irbridge depends on it) in any of onnxruntime's CPU kernels for that op version, is
 replaced by the first type of `WIDER` that the op accepts and that holds every value of
-the original exactly (bool -> int32 for `Mul`/`ArgMax`/`TopK`, int8 -> int32, float16
+the original exactly (bool -> int32 for `Mul`/`ArgMax`/`TopK`, int8 -> int32, bfloat16
 -> float32, ...): inputs are cast to it and outputs of that parameter are cast back.
+float16 is written as it is wherever the schema takes it and onnxruntime has a float32
+kernel: onnxruntime's CPU provider runs such a node in float32 itself (its
+InsertCastTransformer, which also drops the float16 rounding between two such nodes), so
+the file keeps the model's float16 ops as they were, and onnxruntime computes them as it
+computes the original model (an export with explicit casts rounds every intermediate to
+float16 instead: 2 ulps off the expected values of onnx's fp16 attention test).
 Logical ops (`Not`, `And`, `Or`, `Xor`, and `NonZero`) take any other type as bool (`x != 0`), which is
 what the neutral logical ops mean. When no such type exists (int64 or float64 where the
 kernel lacks it: a float64 `Conv` in onnxruntime) the export is refused with one line
@@ -107,7 +113,10 @@ def allowed(op: str, opset: int) -> dict[str, frozenset[DType]]:
         name = constraint.type_param_str
         runtime = [set(k[name]) for k in kernels if name in k]
         if runtime:
-            types &= {_FROM_STRING[t] for t in set().union(*runtime) if t in _FROM_STRING}
+            kernel = {_FROM_STRING[t] for t in set().union(*runtime) if t in _FROM_STRING}
+            if DType.FLOAT32 in kernel:
+                kernel.add(DType.FLOAT16)  # run in float32 by onnxruntime itself (see above)
+            types &= kernel
         elif body is not None:
             types &= body
         out[name] = frozenset(types)

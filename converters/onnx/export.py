@@ -44,7 +44,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
 from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
-from irbridge.converters.onnx import _legal, _stream
+from irbridge.converters.onnx import _export_opaque, _legal, _stream
 from irbridge.converters.onnx._common import (
     DEFAULT_OPSET,
     META_ATTRS,
@@ -552,30 +552,48 @@ class _GraphEmitter:
                     raise OpsetTooOld(f"{message}; opset {newer} does", newer) from exc
                 raise ExportError(message) from exc
         finals = list(names)
-        if fix is not None:  # inputs cast to types the op takes, outputs cast back
-            inputs = [self.cast(n, in_types[i], fix.cast_inputs[i])
-                      if n and i in fix.cast_inputs else n for i, n in enumerate(inputs)]
-            in_types = [fix.cast_inputs.get(i, t) for i, t in enumerate(in_types)]
-            names = [self.ex.fresh(f"{n}_{fix.computed[i].short}") if i in fix.computed and n
-                     else n for i, n in enumerate(names)]
+        inputs, in_types, names = self._cast_inputs(fix, inputs, in_types, names)
         node = helper.make_node(op_type, [n or "" for n in inputs], names,
                                 name=self.ex.node_name(f"{self.label or 'node'}/{op_type}"
                                                        if self.label else op_type),
                                 domain=domain or None, **clean)
-        for key, value in self.meta.items():
-            prop = node.metadata_props.add()
-            prop.key, prop.value = key, value
-        self.nodes.append(node)
+        self.append(node)
         if not domain:
             for name, dtype in zip(names, _legal.output_types(op_type, opset, in_types,
                                                               len(names), clean), strict=True):
                 if name and dtype is not None:
                     self.ex.types.setdefault(name, dtype)
-        if fix is not None:
-            for index, (name, final) in enumerate(zip(names, finals, strict=True)):
-                if index in fix.back and name:
-                    self.one("Cast", [name], final, to=dtype_to_onnx(fix.back[index]))
+        self._cast_back(fix, names, finals)
         return finals
+
+    def _cast_inputs(self, fix: _legal.Plan | None, inputs: Sequence[str | None],
+                     in_types: list[DType | None], names: list[str]
+                     ) -> tuple[list[str | None], list[DType | None], list[str]]:
+        """Inputs cast to the types `fix` (from `_legal.plan`) chose, and fresh names for
+        the outputs the op computes in a wider type (cast back by `_cast_back`)."""
+        if fix is None:
+            return list(inputs), in_types, names
+        inputs = [self.cast(n, in_types[i], fix.cast_inputs[i])
+                  if n and i in fix.cast_inputs else n for i, n in enumerate(inputs)]
+        in_types = [fix.cast_inputs.get(i, t) for i, t in enumerate(in_types)]
+        names = [self.ex.fresh(f"{n}_{fix.computed[i].short}") if i in fix.computed and n
+                 else n for i, n in enumerate(names)]
+        return inputs, in_types, names
+
+    def _cast_back(self, fix: _legal.Plan | None, names: list[str], finals: list[str]) -> None:
+        if fix is None:
+            return
+        for index, (name, final) in enumerate(zip(names, finals, strict=True)):
+            if index in fix.back and name:
+                if index in fix.computed:
+                    self.ex.types[name] = fix.computed[index]
+                self.one("Cast", [name], final, to=dtype_to_onnx(fix.back[index]))
+
+    def append(self, node: NodeProto) -> None:
+        for key, value in self.meta.items():
+            prop = node.metadata_props.add()
+            prop.key, prop.value = key, value
+        self.nodes.append(node)
 
     def one(self, op_type: str, inputs: Sequence[str | None], output: str | None = None,
             **attrs: Any) -> str:
@@ -765,8 +783,14 @@ class _GraphEmitter:
         domain = "" if node.domain == OPAQUE_ONNX_DOMAIN else node.domain
         where = registry.node_where(node)
         schema = None
+        omitted = node.annotations.values.get("onnx.omitted_outputs", ())
+        names = ["" if isinstance(omitted, tuple) and i in omitted else n
+                 for i, n in enumerate(outs)]
         if not domain:
-            schema = self._schema(node, where)
+            rewrite = _export_opaque.REWRITES.get(node.op)
+            if rewrite is not None and rewrite(self, node, ins, names):
+                return
+            schema = self.schema_of(node, where)
         else:
             from_onnx = "onnx" in (node.provenance.source_format, self.ex.model.source_format)
             if not (from_onnx or self.ex.allow_custom_ops):
@@ -776,20 +800,34 @@ class _GraphEmitter:
                                   "(allow_custom_ops=True) to write it as a custom-domain "
                                   "node anyway")
             self.ex.domain_version(domain)
-        omitted = node.annotations.values.get("onnx.omitted_outputs", ())
-        names = ["" if isinstance(omitted, tuple) and i in omitted else n
-                 for i, n in enumerate(outs)]
+        self.write_opaque(node.op, ins, names, dict(node.attrs), schema, where, domain)
+
+    def write_opaque(self, op: str, ins: Sequence[str | None], outs: Sequence[str],
+                     attrs: dict[str, AttrValue], schema: onnx.defs.OpSchema | None,
+                     where: str, domain: str = "") -> None:
+        """One opaque node as it was imported (attributes from the IR's). A default-domain
+        op without subgraphs takes its inputs in types its schema and onnxruntime's
+        kernels accept (`_legal.plan`: a bfloat16 Compress computed in float32 and cast
+        back); where no accepted type holds them it is written as it is."""
         attributes = [self._attribute(name, value, schema, where)
-                      for name, value in node.attrs.items()]
-        proto = helper.make_node(node.op, [n or "" for n in ins], names,
+                      for name, value in attrs.items()]
+        fix = None
+        in_types = [self.ex.types.get(n) if n else None for n in ins]
+        if schema is not None and not domain and _uniform_types(schema) \
+                and not any(isinstance(v, Graph) or (isinstance(v, tuple) and v
+                                                     and isinstance(v[0], Graph))
+                            for v in attrs.values()):
+            with contextlib.suppress(_legal.IllegalType):
+                fix = _legal.plan(op, self.ex.opset, in_types)
+        finals = list(outs)
+        inputs, _, names = self._cast_inputs(fix, ins, in_types, list(outs))
+        proto = helper.make_node(op, [n or "" for n in inputs], names,
                                  name=self.ex.node_name(self.label), domain=domain or None)
         proto.attribute.extend(attributes)
-        for key, value in self.meta.items():
-            prop = proto.metadata_props.add()
-            prop.key, prop.value = key, value
-        self.nodes.append(proto)
+        self.append(proto)
+        self._cast_back(fix, names, finals)
 
-    def _schema(self, node: Node, where: str) -> onnx.defs.OpSchema:
+    def schema_of(self, node: Node, where: str) -> onnx.defs.OpSchema:
         opset = self.ex.opset
         try:
             schema = onnx.defs.get_schema(node.op, opset, "")
@@ -881,6 +919,14 @@ def _same_interface(a: onnx.defs.OpSchema, b: onnx.defs.OpSchema) -> bool:
     return io(a) == io(b) and attributes(a) == attributes(b) \
         and a.min_input == b.min_input and a.max_input == b.max_input \
         and a.min_output == b.min_output and a.max_output == b.max_output
+
+
+def _uniform_types(schema: onnx.defs.OpSchema) -> bool:
+    """No variadic input or output of the op mixes element types (Loop's, Scan's), so
+    that `_legal.plan` binds each type parameter to one type."""
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    return all(p.option != variadic or p.is_homogeneous
+               for p in [*schema.inputs, *schema.outputs])
 
 
 def _rank_free(t: TensorType | None) -> TensorType | None:

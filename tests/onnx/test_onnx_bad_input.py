@@ -216,9 +216,12 @@ def test_export_of_an_opaque_op_changed_since_its_opset() -> None:
                               helper.make_node("Identity", ["s2"], ["o"])], "b",
                              [tensor("s", F, [2]), tensor("e", F, [2])],
                              [tensor("s2", F, [2]), tensor("o", F, [2])])
-    proto = onnx_model([helper.make_node("Scan", ["", "init", "xs"], ["last", "all"],
+    # with sequence_lens, which has no exact Scan-9 form (without, it exports as a Loop:
+    # test_onnx_opaque_rewrites.py)
+    proto = onnx_model([helper.make_node("Scan", ["lens", "init", "xs"], ["last", "all"],
                                          body=body, num_scan_inputs=1, name="scan")],
-                       [tensor("init", F, [1, 2]), tensor("xs", F, [1, 3, 2])],
+                       [tensor("lens", I64, [1]),
+                        tensor("init", F, [1, 2]), tensor("xs", F, [1, 3, 2])],
                        [tensor("last", F, [1, 2]), tensor("all", F, [1, 3, 2])], opset=8,
                        ir_version=3)
     model, coverage = from_onnx(proto)

@@ -101,6 +101,9 @@ def examples() -> dict[str, OpExample]:
     ex["polygamma"] = _unary(n=1)
     ex |= {name: _binary() for name in ("atan2", "copysign", "fmod", "fmin", "fmax", "hypot",
                                         "nextafter", "zeta")}
+    # degrees 0 (constant), 3 (recurrence) and 9 (closed form inside (-1, 1))
+    ex["orthogonal_polynomial"] = OpExample([t((2, 3)), t((3,))], {"kind": "chebyshev_u"},
+                                            values={1: np.array([0.0, 3.0, 9.0])})
     # nn
     ex["matmul"] = OpExample([t((4, 2, 8, 16)), t((16, 32))])
     ex["gemm"] = OpExample([t((16, 8)), t((32, 16)), t((32,))],

@@ -31,6 +31,8 @@ NO_ONNX_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "
 NO_ONNX_FORM |= COMPLEX_OPS
 # scans and factorisations with no exact ONNX form yet (irbridge/ops/tensor.py, linalg.py)
 NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp", "cholesky", "inverse", "solve"}
+# torch.special's orthogonal polynomials: a loop of data-dependent length per element
+NO_ONNX_FORM |= {"orthogonal_polynomial"}
 EXAMPLES = sorted(set(examples()) - NO_ONNX_FORM)
 
 

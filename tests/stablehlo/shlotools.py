@@ -113,6 +113,7 @@ NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y
                      "view_as_real", "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
 """Ops with no exact StableHLO form (special functions) or none yet (complex numbers):
 export refuses them naming the node."""
+NO_STABLEHLO_FORM |= {"orthogonal_polynomial"}  # a loop of data-dependent length per element
 
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
                "cummax": "no lowering yet", "cummin": "no lowering yet",

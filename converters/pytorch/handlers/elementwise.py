@@ -251,6 +251,33 @@ for _name, _ops in _MATH_BINARY.items():
     _aten_fn(*[o for o in _ops if o is not None])(_math_binary(_name))
 
 
+# torch.special's orthogonal polynomials P_n(x): one neutral op, the family as its `kind`
+_POLYNOMIALS = {
+    "chebyshev_t": "chebyshev_polynomial_t", "chebyshev_u": "chebyshev_polynomial_u",
+    "chebyshev_v": "chebyshev_polynomial_v", "chebyshev_w": "chebyshev_polynomial_w",
+    "shifted_chebyshev_t": "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_u": "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_v": "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_w": "shifted_chebyshev_polynomial_w",
+    "hermite_h": "hermite_polynomial_h", "hermite_he": "hermite_polynomial_he",
+    "laguerre_l": "laguerre_polynomial_l", "legendre_p": "legendre_polynomial_p",
+}
+
+
+def _polynomial(kind: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        out = em.out_dtype()
+        return em.op("orthogonal_polynomial", [_operand(em, a["x"], out),
+                                               _operand(em, a["n"], out)], kind=kind)
+    return fn
+
+
+for _kind, _aten_name in _POLYNOMIALS.items():
+    _aten_fn(*[o for o in (_op(f"special_{_aten_name}", overload)
+                           for overload in ("default", "x_scalar", "n_scalar"))
+               if o is not None])(_polynomial(_kind))
+
+
 @_aten_fn(aten.log10.default, _op("log10_"))
 def _log10(em: Emitter, a: Args) -> Value:
     return _binary(em, "div", em.op("log", [em.cast(em.value(a["self"]), em.out_dtype())]),

@@ -299,6 +299,79 @@ def _scatter(em: Emitter, a: Args) -> Value:
                  axis=_axis(int(a["dim"]), em.rank(x)), reduction=reduction)
 
 
+# scatter_reduce / index_reduce: scatter_elements with a reduction, the data first set to the
+# reduction's identity where an update lands if `include_self` is false; mean divides a sum by
+# the number of contributions (floor division for integers, as torch does).
+_REDUCTIONS = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min", "mean": "add"}
+
+
+def _identity(reduce: str, dtype: DType) -> float | int:
+    if reduce in ("amax", "amin"):
+        info: Any = np.finfo(dtype.numpy) if dtype.is_float else np.iinfo(dtype.numpy)
+        if dtype.is_float:
+            return -np.inf if reduce == "amax" else np.inf
+        return int(info.min) if reduce == "amax" else int(info.max)
+    return 1 if reduce == "prod" else 0
+
+
+def _scatter_reduce_values(em: Emitter, x: Value, axis: int, idx: Value, src: Value,
+                           reduce: str, include_self: bool) -> Value:
+    dtype = em.type(x).dtype
+    if reduce not in _REDUCTIONS:
+        raise Unsupported(f"scatter reduction {reduce!r}")
+    if dtype == DType.BOOL or not (dtype.is_float or dtype.is_integer):
+        raise Unsupported(f"scatter reduction {reduce} of {dtype.name}")
+    src = em.cast(src, dtype)
+    count = None
+    if reduce == "mean" or not include_self:
+        zeros = em.op("full", [], shape=em.static_shape(x), value=0, dtype=dtype)
+        ones = em.op("full", [], shape=em.static_shape(src), value=1, dtype=dtype)
+        count = em.op("scatter_elements", [zeros, idx, ones], axis=axis, reduction="add")
+    base = x
+    if not include_self:
+        assert count is not None
+        touched = em.op("greater", [count, em.scalar(0, dtype)])
+        base = em.op("where", [touched, em.scalar(_identity(reduce, dtype), dtype), x])
+    y = em.op("scatter_elements", [base, idx, src], axis=axis, reduction=_REDUCTIONS[reduce])
+    if reduce != "mean":
+        return y
+    assert count is not None
+    one = em.scalar(1, dtype)
+    count = (em.op("add", [count, one]) if include_self
+             else em.op("maximum", [count, one]))  # untouched: x / 1
+    return em.op("div" if dtype.is_float else "floor_div", [y, count])
+
+
+@_aten_fn(aten.scatter_reduce.two, _op("scatter_reduce_", "two"))
+def _scatter_reduce(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    if em.rank(x) == 0:
+        raise Unsupported("scatter_reduce of a 0-d tensor")
+    return _scatter_reduce_values(em, x, _axis(int(a["dim"]), em.rank(x)),
+                                  em.value(a["index"]), em.value(a["src"]), str(a["reduce"]),
+                                  bool(a["include_self"]))
+
+
+@_aten_fn(aten.index_reduce.default, _op("index_reduce_"))
+def _index_reduce(em: Emitter, a: Args) -> Value:
+    """x[..., index[i], ...] reduced with source[..., i, ...] along `dim`: a scatter with the
+    1-d index spread over the source's shape. 0-d operands act as 1-element vectors."""
+    x, source, index = em.value(a["self"]), em.value(a["source"]), em.value(a["index"])
+    scalar = em.rank(x) == 0
+    if scalar:
+        x = em.op("reshape", [x], shape=(1,))
+        source = em.op("reshape", [source], shape=(1,))
+    rank = em.rank(x)
+    axis = _axis(int(a["dim"]), rank)
+    src_shape = em.static_shape(source)
+    along = [1] * rank
+    along[axis] = src_shape[axis]
+    idx = em.op("expand", [em.op("reshape", [index], shape=tuple(along))], shape=src_shape)
+    y = _scatter_reduce_values(em, x, axis, idx, source, str(a["reduce"]),
+                               bool(a["include_self"]))
+    return em.op("reshape", [y], shape=()) if scalar else y
+
+
 @_aten_fn(aten.index_put.default, aten.index_put_.default, _op("_unsafe_index_put"),
           _op("_index_put_impl_"), _op("_index_put_impl"))
 def _index_put(em: Emitter, a: Args) -> Value:

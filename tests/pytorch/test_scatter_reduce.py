@@ -12,14 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
+from torchtools import FnModule, assert_backends_match_eager, capture_neutral
 
-from irbridge.converters.onnx import to_onnx
 from irbridge.converters.pytorch import capture
-from irbridge.converters.stablehlo import build_module, evaluate
-from irbridge.executor import run_graphs
 
 SCATTER = [(r, s) for r in ("sum", "prod", "mean", "amax", "amin") for s in (True, False)]
 INDEX = [(r, s) for r in ("prod", "mean", "amax", "amin") for s in (True, False)]
@@ -50,39 +47,14 @@ def _inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
 @pytest.fixture(scope="module")
 def captured() -> tuple[Reductions, Any]:
     module = Reductions()
-    result = capture(module, _inputs(False), frontend="export")
-    assert result.opaque_count == 0, result.stats.notes
-    return module, result
-
-
-def _compare(name: str, got: list[Any], want: tuple[torch.Tensor, ...], result: Any) -> None:
-    for index, expected in enumerate(want):
-        where = result.outputs[index]
-        assert where is not None
-        actual, wanted = np.asarray(got[where[1]]), expected.numpy()
-        assert actual.dtype == wanted.dtype and actual.shape == wanted.shape
-        if wanted.dtype.kind == "f":
-            np.testing.assert_allclose(actual, wanted, err_msg=f"{name} output {index}", **TOL)
-        else:
-            np.testing.assert_array_equal(actual, wanted, err_msg=f"{name} output {index}")
+    return module, capture_neutral(module, _inputs(False))
 
 
 @pytest.mark.parametrize("perturb", [False, True], ids=["example", "perturbed"])
 def test_every_backend_matches_eager(captured: Any, perturb: bool) -> None:
-    import onnxruntime as ort
-
     module, result = captured
-    args = _inputs(perturb)
-    with torch.no_grad():
-        want = module(*args)
-    inputs = result.model.graphs[0].inputs
-    feeds = {v.name: t.numpy() for v, t in zip(inputs, args, strict=True)}
-    _compare("executor", run_graphs(result.model, feeds)[-1], want, result)
-    session = ort.InferenceSession(to_onnx(result.model).SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
-    _compare("onnxruntime", session.run(None, feeds), want, result)
-    got = evaluate(build_module(result.model).artifact(), [feeds[v.name] for v in inputs])
-    _compare("stablehlo", got, want, result)
+    assert_backends_match_eager(module, result, _inputs(perturb), **TOL)
+
 
 
 def test_index_reduce_of_0d_tensors() -> None:
@@ -92,12 +64,7 @@ def test_index_reduce_of_0d_tensors() -> None:
         return tuple(x.index_reduce(0, index, s, r, include_self=True)
                      for r in ("prod", "mean", "amax", "amin"))
 
-    from torchtools import FnModule
-
     x, s = torch.tensor(-4.25), torch.tensor(-1.75)
     result = capture(FnModule(fn), (x, s), frontend="export")
     assert result.opaque_count == 0
-    feeds = {v.name: t.numpy() for v, t in zip(result.model.graphs[0].inputs, (x, s),
-                                                  strict=True)}
-    got = run_graphs(result.model, feeds)[-1]
-    _compare("executor", got, fn(x, s), result)
+    assert_backends_match_eager(FnModule(fn), result, (x, s), **TOL)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from irbridge.dtypes import DType
 from irbridge.ir import Value
 
@@ -242,3 +244,125 @@ def _any_all(em: Emitter, a: Args) -> Value:
     r = em.op("reduce_max" if is_any else "reduce_min", [ints], axes=axes,
               keepdims=bool(a.get("keepdim", False)))
     return em.cast(r, DType.BOOL)
+
+
+# -- order statistics: median, nanmedian, kthvalue, mode ---------------------------------------
+# A stable ascending sort (NaN last) and a pick at a per-row position. On ties torch returns
+# the index its in-place selection happens to leave there (not reproducible); the sort gives
+# the lowest index holding the value. Values always agree.
+
+
+def _nan_count(em: Emitter, x: Value, axis: int) -> Value | None:
+    """Number of non-NaN elements along `axis` (kept as a size-1 dim), None for ints."""
+    if not em.type(x).dtype.is_float:
+        return None
+    ok = em.cast(em.op("logical_not", [em.op("isnan", [x])]), DType.INT64)
+    return em.op("reduce_sum", [ok], axes=(axis,), keepdims=True)
+
+
+def _ascending_order(em: Emitter, x: Value, axis: int) -> Value:
+    """Indices of a stable ascending sort of `x` along `axis`, NaN last (torch's order).
+    The sort sees NaN as +inf, then a second stable sort of the NaN flags moves the NaNs
+    behind the real infinities: no back-end's NaN ordering is relied on (ONNX TopK leaves
+    it unspecified)."""
+    if not em.type(x).dtype.is_float:
+        return em.ops("sort", [x], axis=axis, descending=False)[1]
+    nan = em.op("isnan", [x])
+    key = em.op("where", [nan, em.scalar(math.inf, em.type(x).dtype), x])
+    first = em.ops("sort", [key], axis=axis, descending=False)[1]
+    flags = em.op("gather_elements", [em.cast(nan, em.type(x).dtype), first], axis=axis)
+    second = em.ops("sort", [flags], axis=axis, descending=False)[1]
+    return em.op("gather_elements", [first, second], axis=axis)
+
+
+def _pick_sorted(em: Emitter, x: Value, axis: int, position: Value,
+                 keep: bool) -> tuple[Value, Value]:
+    """Values and indices of the sorted `x` at `position` (int64, x's shape with size 1 along
+    `axis`)."""
+    i = em.op("gather_elements", [_ascending_order(em, x, axis), position], axis=axis)
+    v = em.op("gather_elements", [x, i], axis=axis)
+    if not keep:
+        v, i = (em.op("squeeze", [t], axes=(axis,)) for t in (v, i))
+    return v, i
+
+
+def _median_position(em: Emitter, x: Value, axis: int, ignore_nan: bool) -> Value:
+    """torch's lower median: sorted position (n - 1) // 2 of the n elements; with NaN, the
+    first NaN (median) or the lower median of the m non-NaN elements (nanmedian; 0 when
+    there are none)."""
+    shape = list(em.static_shape(x))
+    n = shape[axis]
+    shape[axis] = 1
+    middle = em.const(np.full(shape, (n - 1) // 2, np.int64), DType.INT64)
+    m = _nan_count(em, x, axis)
+    if m is None:
+        return middle
+    if ignore_nan:
+        half = em.op("floor_div", [em.op("sub", [m, em.scalar(1, DType.INT64)]),
+                                   em.scalar(2, DType.INT64)])
+        return em.op("maximum", [half, em.scalar(0, DType.INT64)])
+    return em.op("where", [em.op("less", [m, em.scalar(n, DType.INT64)]), m, middle])
+
+
+def _median_all(em: Emitter, a: Args) -> Value:
+    flat = em.op("reshape", [em.value(a["self"])], shape=(-1,))
+    ignore_nan = a["__op__"] is not aten.median.default
+    v, _ = _pick_sorted(em, flat, 0, _median_position(em, flat, 0, ignore_nan), False)
+    return v
+
+
+_aten_fn(aten.median.default, aten.nanmedian.default)(_median_all)
+
+
+@_aten_fn(aten.median.dim, aten.nanmedian.dim)
+@_lift_0d
+def _median_dim(em: Emitter, a: Args) -> Any:
+    x = em.value(a["self"])
+    axis = _axis(int(a["dim"]), em.rank(x))
+    position = _median_position(em, x, axis, a["__op__"] is aten.nanmedian.dim)
+    return _pick_sorted(em, x, axis, position, bool(a["keepdim"]))
+
+
+@_aten_fn(aten.kthvalue.default)
+@_lift_0d
+def _kthvalue(em: Emitter, a: Args) -> Any:
+    """The k-th smallest (1-based; NaN counts as the largest)."""
+    x = em.value(a["self"])
+    axis = _axis(int(a["dim"]), em.rank(x))
+    shape = list(em.static_shape(x))
+    k = int(a["k"])
+    if not 1 <= k <= shape[axis]:
+        raise Unsupported(f"kthvalue k={k} out of range for a dim of size {shape[axis]}")
+    shape[axis] = 1
+    position = em.const(np.full(shape, k - 1, np.int64), DType.INT64)
+    return _pick_sorted(em, x, axis, position, bool(a["keepdim"]))
+
+
+@_aten_fn(aten.mode.default)
+@_lift_0d
+def _mode(em: Emitter, a: Args) -> Any:
+    """torch's mode: the smallest of the most frequent values along `dim`, and the last index
+    holding it. Counts come from comparing every pair along the dim (n^2 per row)."""
+    x = em.value(a["self"])
+    axis = _axis(int(a["dim"]), em.rank(x))
+    keep = bool(a["keepdim"])
+    dtype = em.type(x).dtype
+    shape = em.static_shape(x)
+    pairs = em.op("equal", [em.op("unsqueeze", [x], axes=(axis + 1,)),
+                            em.op("unsqueeze", [x], axes=(axis,))])
+    counts = em.op("reduce_sum", [em.cast(pairs, DType.INT64)], axes=(axis + 1,),
+                   keepdims=False)
+    most = em.op("equal", [counts, em.op("reduce_max", [counts], axes=(axis,), keepdims=True)])
+    big: float | int = (math.inf if dtype.is_float
+                        else int(np.iinfo(dtype.numpy).max) if dtype.is_integer else 1)
+    value = em.op("reduce_min", [em.op("where", [most, x, em.scalar(big, dtype)])],
+                  axes=(axis,), keepdims=True)
+    iota_shape = [1] * len(shape)
+    iota_shape[axis] = shape[axis]
+    iota = em.const(np.arange(shape[axis], dtype=np.int64).reshape(iota_shape), DType.INT64)
+    where_value = em.op("where", [em.op("equal", [x, value]), iota,
+                                  em.scalar(-1, DType.INT64)])
+    index = em.op("reduce_max", [where_value], axes=(axis,), keepdims=keep)
+    if not keep:
+        value = em.op("squeeze", [value], axes=(axis,))
+    return value, index

@@ -93,9 +93,18 @@ def _leaky_relu(em: Emitter, a: Args) -> Value:
 
 @_aten_fn(aten.elu.default, aten.elu_.default)
 def _elu(em: Emitter, a: Args) -> Value:
-    if float(a["scale"]) != 1.0 or float(a["input_scale"]) != 1.0:
-        raise Unsupported("elu with scale")
-    return em.op("elu", [em.value(a["self"])], alpha=float(a["alpha"]))
+    """torch: scale * x for x > 0, else scale * alpha * (exp(input_scale * x) - 1) (selu and
+    celu are elu with scales)."""
+    x = em.value(a["self"])
+    alpha, scale, input_scale = float(a["alpha"]), float(a["scale"]), float(a["input_scale"])
+    if input_scale == 1.0:
+        y = em.op("elu", [x], alpha=alpha)
+        return y if scale == 1.0 else _binary(em, "mul", y, scale)
+    dtype = em.type(x).dtype
+    negative = _binary(em, "mul", em.op("sub", [em.op("exp", [_binary(em, "mul", x, input_scale)]),
+                                                em.scalar(1.0, dtype)]), scale * alpha)
+    return em.op("where", [em.op("greater", [x, em.scalar(0.0, dtype)]),
+                           _binary(em, "mul", x, scale), negative])
 
 
 @_aten_fn(aten.softplus.default)

@@ -173,7 +173,7 @@ def _slice(em: Emitter, a: Args) -> Value:
                  steps=(step,))
 
 
-@_aten_fn(aten.narrow.default)
+@_aten_fn(aten.narrow.default, _op("narrow_copy"))
 def _narrow(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
     dim = _axis(int(a["dim"]), em.rank(x))
@@ -272,8 +272,59 @@ def _unbind(em: Emitter, a: Args) -> list[Value]:
 
 @_aten_fn(aten.index_select.default)
 def _index_select(em: Emitter, a: Args) -> Value:
+    x, index = em.value(a["self"]), em.value(a["index"])
+    if em.rank(x) == 0:  # a 0-d tensor acts as one element; the result is 0-d again
+        picked = em.op("gather", [em.op("reshape", [x], shape=(1,)),
+                                  em.op("reshape", [index], shape=(-1,))], axis=0)
+        return em.op("reshape", [picked], shape=())
+    return em.op("gather", [x, index], axis=_axis(int(a["dim"]), em.rank(x)))
+
+
+@_aten_fn(aten.unfold.default, _op("unfold_copy"))
+def _unfold(em: Emitter, a: Args) -> Value:
+    """Tensor.unfold: every window of `size` elements, `step` apart, along `dimension`; the
+    windows replace the dim and their elements form a new last dim."""
     x = em.value(a["self"])
-    return em.op("gather", [x, em.value(a["index"])], axis=_axis(int(a["dim"]), em.rank(x)))
+    size, step = int(a["size"]), int(a["step"])
+    if em.rank(x) == 0:
+        return em.op("reshape", [x], shape=(1,))  # torch: size must be 1
+    axis = _axis(int(a["dimension"]), em.rank(x))
+    n = em.static_shape(x)[axis]
+    count = (n - size) // step + 1
+    if count < 1 or size < 1:
+        raise Unsupported(f"unfold of size {size} over a dim of {n}")
+    windows = np.arange(count)[:, None] * step + np.arange(size)[None, :]
+    y = em.op("gather", [x, em.const(windows, DType.INT64)], axis=axis)  # dim -> (count, size)
+    rank = em.rank(y)
+    perm = [d for d in range(rank) if d != axis + 1] + [axis + 1]
+    return y if axis + 1 == rank - 1 else em.op("permute", [y], perm=tuple(perm))
+
+
+@_aten_fn(aten.put.default, _op("put_"))
+def _put(em: Emitter, a: Args) -> Value:
+    """Writes (or with accumulate adds) source into self read as a flat vector."""
+    x = em.value(a["self"])
+    flat = em.op("reshape", [x], shape=(-1,))
+    index = em.op("reshape", [em.value(a["index"])], shape=(-1,))
+    source = em.op("reshape", [em.cast(em.value(a["source"]), em.type(x).dtype)], shape=(-1,))
+    y = em.op("scatter_elements", [flat, index, source], axis=0,
+              reduction="add" if a["accumulate"] else "none")
+    return em.op("reshape", [y], shape=em.static_shape(x))
+
+
+@_aten_fn(aten.masked_scatter.default, _op("masked_scatter_"))
+def _masked_scatter(em: Emitter, a: Args) -> Value:
+    """The i-th True of the (broadcast) mask takes source's i-th element (row-major)."""
+    out_shape = em.out_shape()
+    x = _expand_to(em, em.value(a["self"]), list(out_shape))
+    mask = _expand_to(em, em.cast(em.value(a["mask"]), DType.BOOL), list(out_shape))
+    flat = em.op("reshape", [em.cast(mask, DType.INT64)], shape=(-1,))
+    taken = em.op("sub", [em.op("cumsum", [flat], axis=0), em.scalar(1, DType.INT64)])
+    taken = em.op("maximum", [taken, em.scalar(0, DType.INT64)])
+    source = em.op("reshape", [em.cast(em.value(a["source"]), em.type(x).dtype)], shape=(-1,))
+    picked = em.op("reshape", [em.op("gather", [source, taken], axis=0)],
+                   shape=em.static_shape(x))
+    return em.op("where", [mask, picked, x])
 
 
 @_aten_fn(aten.gather.default)

@@ -55,3 +55,28 @@ def captured() -> tuple[Small, Any]:
 def test_every_backend_matches_eager(captured: Any, perturb: bool) -> None:
     module, result = captured
     assert_backends_match_eager(module, result, _inputs(perturb), **TOL)
+
+
+def test_frexp_in_the_executor_and_refused_by_exporters() -> None:
+    """Mantissa and exponent exactly as torch (zeros, subnormals, inf, NaN included); the
+    exporters refuse the node naming it (no bit-level access in ONNX or StableHLO here)."""
+    import numpy as np
+    from torchtools import FnModule
+
+    from irbridge.converters.onnx import to_onnx
+    from irbridge.converters.stablehlo import build_module
+    from irbridge.errors import ExportError
+    from irbridge.executor import run_graphs
+
+    x = torch.tensor([0.0, -0.0, 1.0, 0.5, -3.0, float("inf"), -float("inf"), float("nan"),
+                      1e-40, 7.25, -1e30])
+    result = capture_neutral(FnModule(torch.frexp), (x,))
+    for args in ((x,), (x * 0.9,)):
+        feeds = {result.model.graphs[0].inputs[0].name: args[0].numpy()}
+        got = run_graphs(result.model, feeds)[-1]
+        for output, expected in zip(result.outputs, torch.frexp(*args), strict=True):
+            assert output is not None
+            np.testing.assert_array_equal(np.asarray(got[output[1]]), expected.numpy())
+    for export in (to_onnx, build_module):
+        with pytest.raises(ExportError, match=r"node #\d+ frexp: .*'frexp'"):
+            export(result.model)

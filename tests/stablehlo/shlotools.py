@@ -114,6 +114,8 @@ NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y
 """Ops with no exact StableHLO form (special functions) or none yet (complex numbers):
 export refuses them naming the node."""
 NO_STABLEHLO_FORM |= {"orthogonal_polynomial"}  # a loop of data-dependent length per element
+NO_STABLEHLO_FORM |= {"igamma", "igammac"}  # incomplete gamma: series / continued fractions
+NO_STABLEHLO_FORM |= {"frexp"}  # needs the float's bits (no bitcast in the neutral set)
 
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
                "cummax": "no lowering yet", "cummin": "no lowering yet",

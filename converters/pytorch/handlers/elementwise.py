@@ -247,6 +247,8 @@ _MATH_BINARY: dict[str, list[Any]] = {
     "nextafter": [aten.nextafter.default, _op("nextafter_")],
     "zeta": [_op("special_zeta"), _op("special_zeta", "self_scalar"),
              _op("special_zeta", "other_scalar")],
+    "igamma": [aten.igamma.default, _op("igamma_"), _op("special_gammainc")],
+    "igammac": [aten.igammac.default, _op("igammac_"), _op("special_gammaincc")],
 }
 
 
@@ -285,6 +287,12 @@ for _kind, _aten_name in _POLYNOMIALS.items():
     _aten_fn(*[o for o in (_op(f"special_{_aten_name}", overload)
                            for overload in ("default", "x_scalar", "n_scalar"))
                if o is not None])(_polynomial(_kind))
+
+
+@_aten_fn(_op("frexp", "Tensor"))
+def _frexp(em: Emitter, a: Args) -> Any:
+    mantissa, exponent = em.ops("frexp", [em.value(a["self"])])
+    return mantissa, exponent
 
 
 @_aten_fn(aten.log10.default, _op("log10_"))

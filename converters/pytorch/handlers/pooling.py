@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from irbridge.ir import Value
 
@@ -74,15 +77,32 @@ _aten_fn(_op("max_pool1d_with_indices"))(_max_pool_indices_fn(1))
 
 def avg_pool(em: Emitter, x: Any, spatial: int, kernel: Any, stride: Any, padding: Any,
              ceil_mode: bool, count_include_pad: bool, divisor: Any = None) -> Value:
-    if divisor is not None:
-        raise Unsupported("avg_pool divisor_override")
     xv, unbatched = _batched(em, em.value(x), spatial)
     k = _tuple(kernel, spatial)
     s = _tuple(stride, spatial) if stride else k
     p = _tuple(padding, spatial)
     y = em.op("avg_pool", [xv], kernel=k, strides=s, pads=p + p, ceil_mode=bool(ceil_mode),
-              count_include_pad=bool(count_include_pad))
+              count_include_pad=bool(count_include_pad) and divisor is None)
+    if divisor is not None:
+        y = _divided_by(em, y, em.static_shape(xv)[2:], k, s, p, int(divisor))
     return _unbatch(em, y, unbatched)
+
+
+def _divided_by(em: Emitter, mean: Value, size: Sequence[int], kernel: Sequence[int],
+                stride: Sequence[int], pad: Sequence[int], divisor: int) -> Value:
+    """torch's divisor_override: each window's sum over the input elements it covers, over
+    `divisor`. `mean` averages over those elements; their count per window is known
+    statically (window start o * stride - pad, clipped to the input)."""
+    if divisor == 0:
+        raise Unsupported("avg_pool divisor_override of 0")
+    counts = np.ones((), np.float64)
+    for n, k, s, p, o in zip(size, kernel, stride, pad, em.static_shape(mean)[2:],
+                             strict=True):
+        start = np.arange(o) * s - p
+        covered = np.minimum(start + k, n) - np.maximum(start, 0)
+        counts = np.multiply.outer(counts, covered)
+    dtype = em.type(mean).dtype
+    return em.op("mul", [mean, em.const((counts / divisor).astype(dtype.numpy), dtype)])
 
 
 def _avg_pool_fn(spatial: int) -> AtenFn:

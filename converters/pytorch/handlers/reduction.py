@@ -19,6 +19,7 @@ from ._base import (
     _dims,
     _op,
     aten,
+    result_dtype,
 )
 
 # -- reductions and softmax ---------------------------------------------------------------
@@ -142,9 +143,13 @@ def _var(em: Emitter, a: Args) -> Any:
 @_lift_0d
 def _vector_norm(em: Emitter, a: Args) -> Value:
     x = em.cast(em.value(a["self"]), em.out_dtype())
-    axes = _dims(a.get("dim"), em.rank(x))
-    keep = bool(a["keepdim"])
-    order = float(a["ord"])
+    return _p_norm(em, x, _dims(a.get("dim"), em.rank(x)), bool(a["keepdim"]),
+                   float(a["ord"]))
+
+
+def _p_norm(em: Emitter, x: Value, axes: tuple[int, ...], keep: bool, order: float) -> Value:
+    """torch's vector p-norm over `axes`: (sum |x|^p)^(1/p); p = 0 counts the nonzeros,
+    +-inf is the largest / smallest |x|."""
     if order == 2:
         return em.op("reduce_l2", [x], axes=axes, keepdims=keep)
     if order == 1:
@@ -152,7 +157,69 @@ def _vector_norm(em: Emitter, a: Args) -> Value:
     if math.isinf(order):
         return em.op("reduce_max" if order > 0 else "reduce_min", [em.op("abs", [x])],
                      axes=axes, keepdims=keep)
-    raise Unsupported(f"vector norm of order {order}")
+    dtype = em.type(x).dtype
+    if order == 0:
+        nonzero = em.cast(em.op("not_equal", [x, em.scalar(0, dtype)]), dtype)
+        return em.op("reduce_sum", [nonzero], axes=axes, keepdims=keep)
+    powered = em.op("pow", [em.op("abs", [x]), em.scalar(order, dtype)])
+    total = em.op("reduce_sum", [powered], axes=axes, keepdims=keep)
+    return em.op("pow", [total, em.scalar(1.0 / order, dtype)])
+
+
+@_aten_fn(aten.dist.default)
+def _dist(em: Emitter, a: Args) -> Value:
+    """The p-norm of self - other (broadcast) over every element."""
+    out = em.out_dtype()
+    diff = em.op("sub", [em.cast(em.value(a["self"]), out), em.cast(em.value(a["other"]), out)])
+    return _p_norm(em, diff, tuple(range(em.rank(diff))), False, float(a["p"]))
+
+
+@_aten_fn(aten._cdist_forward.default)
+def _cdist(em: Emitter, a: Args) -> Value:
+    """Pairwise p-norm distances between the rows of x1 (.., P, M) and x2 (.., R, M). For
+    p = 2 torch takes the matmul form sqrt(max(|a|^2 + |b|^2 - 2 a.b, 1e-30)) when
+    compute_mode is 1, or None with P or R above 25; the same form is written here then."""
+    x1, x2 = em.value(a["x1"]), em.value(a["x2"])
+    p, mode = float(a["p"]), a["compute_mode"]
+    rows1, rows2 = em.static_shape(x1)[-2], em.static_shape(x2)[-2]
+    if p == 2 and (mode == 1 or (mode in (None, 0) and max(rows1, rows2) > 25)):
+        return _euclidean_by_matmul(em, x1, x2)
+    diff = em.op("sub", [em.op("unsqueeze", [x1], axes=(-2,)),
+                         em.op("unsqueeze", [x2], axes=(-3,))])
+    return _p_norm(em, diff, (em.rank(diff) - 1,), False, p)
+
+
+def _euclidean_by_matmul(em: Emitter, x1: Value, x2: Value) -> Value:
+    """ATen's _euclidean_dist: [-2 a, |a|^2, 1] . [b, 1, |b|^2], clamped at 1e-30, sqrt."""
+    dtype = em.type(x1).dtype
+    last = em.rank(x1) - 1
+
+    def squares(x: Value) -> Value:
+        return em.op("reduce_sum", [em.op("mul", [x, x])], axes=(last,), keepdims=True)
+
+    def ones(x: Value) -> Value:
+        shape = (*em.static_shape(x)[:-1], 1)
+        return em.op("full", [], shape=shape, value=1.0, dtype=dtype)
+
+    left = em.op("concat", [em.op("mul", [x1, em.scalar(-2.0, dtype)]), squares(x1), ones(x1)],
+                 axis=last)
+    right = em.op("concat", [x2, ones(x2), squares(x2)], axis=last)
+    perm = (*range(last - 1), last, last - 1)
+    product = em.op("matmul", [left, em.op("permute", [right], perm=perm)])
+    return em.op("sqrt", [em.op("clip", [product], min=1e-30)])
+
+
+@_aten_fn(aten._pdist_forward.default)
+def _pdist(em: Emitter, a: Args) -> Value:
+    """p-norm distances between the rows i < j of a (N, M) matrix, row-major over (i, j)."""
+    x = em.value(a["self"])
+    n = em.static_shape(x)[0]
+    first, second = np.triu_indices(n, 1)
+    if first.size == 0:  # fewer than two rows: no pairs
+        return em.op("full", [], shape=(0,), value=0.0, dtype=em.type(x).dtype)
+    rows = [em.op("gather", [x, em.const(i.astype(np.int64), DType.INT64)], axis=0)
+            for i in (first, second)]
+    return _p_norm(em, em.op("sub", rows), (1,), False, float(a["p"]))
 
 
 def _softmax_fn(name: str, **extra: bool) -> AtenFn:
@@ -366,3 +433,70 @@ def _mode(em: Emitter, a: Args) -> Any:
     if not keep:
         value = em.op("squeeze", [value], axes=(axis,))
     return value, index
+
+
+# -- bucketize, searchsorted, histc -------------------------------------------------------------
+
+
+def _bucket_index(em: Emitter, values: Value, edges: Value, right: bool,
+                  out_int32: bool) -> Value:
+    """How many of `edges` (sorted along the last dim, broadcast against values' leading
+    dims) lie below each value (or at most at it, `right`): torch's binary search result.
+    NaN values go past the end, as torch's search leaves them."""
+    dtype = em.out_dtype()
+    v = em.op("unsqueeze", [values], axes=(-1,))
+    e = edges if em.rank(edges) == 1 else em.op("unsqueeze", [edges], axes=(-2,))
+    below = em.op("less_equal" if right else "less", [e, v])
+    count = em.op("reduce_sum", [em.cast(below, DType.INT64)], axes=(-1,), keepdims=False)
+    if em.type(values).dtype.is_float:
+        size = em.static_shape(edges)[-1]
+        count = em.op("where", [em.op("isnan", [values]), em.scalar(size, DType.INT64), count])
+    return em.cast(count, DType.INT32 if out_int32 else dtype)
+
+
+@_aten_fn(aten.bucketize.Tensor)
+def _bucketize(em: Emitter, a: Args) -> Value:
+    x, edges = em.value(a["self"]), em.value(a["boundaries"])
+    out = result_dtype(em, x, edges)
+    return _bucket_index(em, em.cast(x, out), em.cast(edges, out), bool(a["right"]),
+                         bool(a["out_int32"]))
+
+
+@_aten_fn(aten.searchsorted.Tensor)
+def _searchsorted(em: Emitter, a: Args) -> Value:
+    seq, x = em.value(a["sorted_sequence"]), em.value(a["self"])
+    if a.get("sorter") is not None:
+        seq = em.op("gather_elements", [seq, em.value(a["sorter"])], axis=em.rank(seq) - 1)
+    out = result_dtype(em, x, seq)
+    right = bool(a["right"]) or a.get("side") == "right"
+    return _bucket_index(em, em.cast(x, out), em.cast(seq, out), right, bool(a["out_int32"]))
+
+
+@_aten_fn(aten.histc.default)
+def _histc(em: Emitter, a: Args) -> Value:
+    """torch's histc: `bins` equal bins over [min, max] (over the data's range when min ==
+    max, widened by 1 on both sides when that is one value); bin (x - lo) * bins / (hi - lo)
+    truncated, the top edge in the last bin; values outside and NaN are not counted."""
+    x = em.value(a["self"])
+    dtype = em.type(x).dtype
+    bins, lo_arg, hi_arg = int(a["bins"]), float(a["min"]), float(a["max"])
+    flat = em.op("reshape", [x], shape=(-1,))
+    if lo_arg == hi_arg:
+        lo = em.op("reduce_min", [flat], axes=(0,), keepdims=False)
+        hi = em.op("reduce_max", [flat], axes=(0,), keepdims=False)
+        same = em.op("equal", [lo, hi])
+        one = em.scalar(1.0, dtype)
+        lo = em.op("where", [same, em.op("sub", [lo, one]), lo])
+        hi = em.op("where", [same, em.op("add", [hi, one]), hi])
+    else:
+        lo, hi = em.scalar(lo_arg, dtype), em.scalar(hi_arg, dtype)
+    inside = em.op("logical_and", [em.op("greater_equal", [flat, lo]),
+                                   em.op("less_equal", [flat, hi])])
+    scaled = em.op("div", [em.op("mul", [em.op("sub", [flat, lo]), em.scalar(bins, dtype)]),
+                           em.op("sub", [hi, lo])])
+    zero = em.scalar(0.0, dtype)
+    position = em.op("minimum", [em.op("floor", [em.op("where", [inside, scaled, zero])]),
+                                 em.scalar(bins - 1, dtype)])
+    counts = em.op("full", [], shape=(bins,), value=0.0, dtype=dtype)
+    return em.op("scatter_elements", [counts, em.cast(position, DType.INT64),
+                                      em.cast(inside, dtype)], axis=0, reduction="add")

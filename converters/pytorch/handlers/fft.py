@@ -101,7 +101,7 @@ def _angle(em: Emitter, a: Args) -> Value:
 _PREVIOUS = {op: ATEN_FN.get(op) for op in (aten.abs.default, _op("_conj"))}
 
 
-@_aten_fn(_op("_conj"), aten.conj_physical.default)
+@_aten_fn(_op("_conj"), aten.conj_physical.default, _op("_conj_physical"))
 def _conj(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
     return em.op("conj", [x]) if _is_complex(em, x) else x

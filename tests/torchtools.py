@@ -77,3 +77,13 @@ def capture_neutral(module: torch.nn.Module, args: tuple[torch.Tensor, ...]) -> 
     result = capture(module, args, frontend="export")
     assert result.opaque_count == 0, result.stats.notes
     return result
+
+
+def assert_matches_eager_everywhere(module: torch.nn.Module,
+                                    inputs: Callable[[bool], tuple[torch.Tensor, ...]],
+                                    rtol: float = 0.0, atol: float = 0.0) -> None:
+    """Capture `module` on `inputs(False)` (no opaque node), then run the capture in every
+    back-end on that example and on the perturbed `inputs(True)` against eager."""
+    result = capture_neutral(module, inputs(False))
+    for perturb in (False, True):
+        assert_backends_match_eager(module, result, inputs(perturb), rtol, atol)

@@ -14,12 +14,9 @@ near zero distance. Bucket indices and histogram counts are integers: compared e
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
 import torch
 import torch.nn.functional as F
-from torchtools import assert_backends_match_eager, capture_neutral
+from torchtools import assert_matches_eager_everywhere
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
 
@@ -63,13 +60,5 @@ def _inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
             r(40) * 1.5, r(1, 2, 7, 6), torch.zeros(0, 1, 5, 5))
 
 
-@pytest.fixture(scope="module")
-def captured() -> tuple[Metrics, Any]:
-    module = Metrics()
-    return module, capture_neutral(module, _inputs(False))
-
-
-@pytest.mark.parametrize("perturb", [False, True], ids=["example", "perturbed"])
-def test_every_backend_matches_eager(captured: Any, perturb: bool) -> None:
-    module, result = captured
-    assert_backends_match_eager(module, result, _inputs(perturb), **TOL)
+def test_every_backend_matches_eager() -> None:
+    assert_matches_eager_everywhere(Metrics(), _inputs, **TOL)

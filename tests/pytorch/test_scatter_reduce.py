@@ -10,13 +10,8 @@ than torch's: rtol 1e-5, atol 1e-6. Integer means (floor division) are compared 
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
 import torch
-from torchtools import FnModule, assert_backends_match_eager, capture_neutral
-
-from irbridge.converters.pytorch import capture
+from torchtools import FnModule, assert_matches_eager_everywhere
 
 SCATTER = [(r, s) for r in ("sum", "prod", "mean", "amax", "amin") for s in (True, False)]
 INDEX = [(r, s) for r in ("prod", "mean", "amax", "amin") for s in (True, False)]
@@ -44,17 +39,8 @@ def _inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
             torch.randint(-20, 20, (3, 4), generator=gen))
 
 
-@pytest.fixture(scope="module")
-def captured() -> tuple[Reductions, Any]:
-    module = Reductions()
-    return module, capture_neutral(module, _inputs(False))
-
-
-@pytest.mark.parametrize("perturb", [False, True], ids=["example", "perturbed"])
-def test_every_backend_matches_eager(captured: Any, perturb: bool) -> None:
-    module, result = captured
-    assert_backends_match_eager(module, result, _inputs(perturb), **TOL)
-
+def test_every_backend_matches_eager() -> None:
+    assert_matches_eager_everywhere(Reductions(), _inputs, **TOL)
 
 
 def test_index_reduce_of_0d_tensors() -> None:
@@ -64,7 +50,7 @@ def test_index_reduce_of_0d_tensors() -> None:
         return tuple(x.index_reduce(0, index, s, r, include_self=True)
                      for r in ("prod", "mean", "amax", "amin"))
 
-    x, s = torch.tensor(-4.25), torch.tensor(-1.75)
-    result = capture(FnModule(fn), (x, s), frontend="export")
-    assert result.opaque_count == 0
-    assert_backends_match_eager(FnModule(fn), result, (x, s), **TOL)
+    def inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+        return torch.tensor(-4.25 * (0.9 if perturb else 1.0)), torch.tensor(-1.75)
+
+    assert_matches_eager_everywhere(FnModule(fn), inputs, **TOL)

@@ -10,12 +10,10 @@ torch's BLAS) and exp: rtol 1e-5, atol 1e-5; the copies are exact within that.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 import torch
 import torch.nn.functional as F
-from torchtools import assert_backends_match_eager, capture_neutral
+from torchtools import assert_matches_eager_everywhere, capture_neutral
 
 TOL = {"rtol": 1e-5, "atol": 1e-5}
 
@@ -45,16 +43,8 @@ def _inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
     return (r(5), r(5, 4), r(4), r(3, 6), r(4, 3, 5), r(4, 5, 6), x, r(()), r(4), mask)
 
 
-@pytest.fixture(scope="module")
-def captured() -> tuple[Small, Any]:
-    module = Small()
-    return module, capture_neutral(module, _inputs(False))
-
-
-@pytest.mark.parametrize("perturb", [False, True], ids=["example", "perturbed"])
-def test_every_backend_matches_eager(captured: Any, perturb: bool) -> None:
-    module, result = captured
-    assert_backends_match_eager(module, result, _inputs(perturb), **TOL)
+def test_every_backend_matches_eager() -> None:
+    assert_matches_eager_everywhere(Small(), _inputs, **TOL)
 
 
 def test_frexp_in_the_executor_and_refused_by_exporters() -> None:
@@ -80,3 +70,32 @@ def test_frexp_in_the_executor_and_refused_by_exporters() -> None:
     for export in (to_onnx, build_module):
         with pytest.raises(ExportError, match=r"node #\d+ frexp: .*'frexp'"):
             export(result.model)
+
+
+class Bags(torch.nn.Module):
+    """bilinear, combinations and embedding_bag (sum with per-sample weights, mean with a
+    padding index and an empty bag; include_last_offset, where torch's max runs the last
+    bag to the end of the indices and sum stops at the last offset)."""
+
+    def forward(self, x1: torch.Tensor, x2: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
+                table: torch.Tensor, weights: torch.Tensor,
+                v: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        index = torch.tensor([1, 2, 4, 5, 4, 3, 0, 9])
+        offsets = torch.tensor([0, 2, 2, 5])
+        return (F.bilinear(x1, x2, w, b), F.bilinear(x1, x2, w),
+                torch.combinations(v), torch.combinations(v, 3),
+                torch.combinations(v, 2, with_replacement=True),
+                F.embedding_bag(index, table, offsets, mode="sum", per_sample_weights=weights),
+                F.embedding_bag(index, table, offsets, mode="mean", padding_idx=4),
+                F.embedding_bag(index, table, offsets, mode="max", include_last_offset=True),
+                F.embedding_bag(index, table, offsets, mode="sum", include_last_offset=True))
+
+
+def _bag_inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+    gen = torch.Generator().manual_seed(23 + perturb)
+    return tuple(torch.randn(*shape, generator=gen)
+                 for shape in ((2, 3), (2, 4), (5, 3, 4), (5,), (10, 3), (8,), (4,)))
+
+
+def test_bags_match_eager_in_every_backend() -> None:
+    assert_matches_eager_everywhere(Bags(), _bag_inputs, **TOL)

@@ -68,6 +68,21 @@ def _addbmm(em: Emitter, a: Args) -> Value:
     return _add_product(em, a, em.op("reduce_sum", [batched], axes=(0,), keepdims=False))
 
 
+@_aten_fn(aten.bilinear.default)
+def _bilinear(em: Emitter, a: Args) -> Value:
+    """y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]: x1 times W as an
+    (I, O * J) matrix, then the J products with x2 summed."""
+    x1, x2, w = em.value(a["input1"]), em.value(a["input2"]), em.value(a["weight"])
+    outs, ins1, ins2 = em.static_shape(w)
+    lead = em.static_shape(x1)[:-1]
+    flat_w = em.op("reshape", [em.op("permute", [w], perm=(1, 0, 2))], shape=(ins1, outs * ins2))
+    u = em.op("reshape", [em.op("matmul", [x1, flat_w])], shape=(*lead, outs, ins2))
+    y = em.op("reduce_sum", [em.op("mul", [u, em.op("unsqueeze", [x2], axes=(-2,))])],
+              axes=(len(lead) + 1,), keepdims=False)
+    b = a["bias"]
+    return y if b is None else em.op("add", [y, em.value(b)])
+
+
 @_aten_fn(aten.t.default, _op("numpy_T"))
 def _t(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +14,7 @@ import torch.fx
 from irbridge.dtypes import DType
 from irbridge.ir import Value
 
-from ..lower import Emitter, Sym, Unsupported
+from ..lower import Deferred, Emitter, Sym, Unsupported
 from ._base import (
     INT64_MAX,
     Args,
@@ -487,6 +489,86 @@ def _index(em: Emitter, a: Args) -> Value:
 @_aten_fn(aten.embedding.default)
 def _embedding(em: Emitter, a: Args) -> Value:
     return em.op("embedding", [em.value(a["weight"]), em.value(a["indices"])])
+
+
+@_aten_fn(aten.embedding_bag.default, aten.embedding_bag.padding_idx,
+          aten._embedding_bag_forward_only.default, aten._embedding_bag.default)
+def _embedding_bag(em: Emitter, a: Args) -> Any:
+    """Bags of embedding rows reduced by sum, mean or max (F.embedding_bag): the rows
+    gathered (times per_sample_weights), each scattered onto its bag, the bag of index j
+    being the number of offsets <= j, less one. Rows equal to padding_idx are left out; an
+    empty bag is 0. Only the first result (the bags) lowers."""
+    weight, indices = em.value(a["weight"]), em.value(a["indices"])
+    if em.rank(indices) != 1:
+        raise Unsupported("embedding_bag with 2-d indices")
+    mode = int(a["mode"])
+    dtype = em.type(weight).dtype
+    n = em.static_shape(indices)[0]
+    dim = em.static_shape(weight)[1]
+    offsets = em.value(a["offsets"])
+    bags = em.static_shape(offsets)[0] - (1 if a["include_last_offset"] else 0)
+    rows = em.op("gather", [weight, indices], axis=0)  # (n, dim)
+    if a["per_sample_weights"] is not None:
+        rows = em.op("mul", [rows, em.op("unsqueeze", [em.value(a["per_sample_weights"])],
+                                         axes=(1,))])
+    position = em.const(np.arange(n, dtype=np.int64)[:, None], DType.INT64)
+    started = em.op("less_equal", [em.op("unsqueeze", [em.cast(offsets, DType.INT64)],
+                                         axes=(0,)), position])
+    bag = em.op("sub", [em.op("reduce_sum", [em.cast(started, DType.INT64)], axes=(1,),
+                               keepdims=False), em.scalar(1, DType.INT64)])
+    if a["include_last_offset"] and mode == 2:
+        # torch's CPU max kernel runs the last bag to the end of the indices (sum and mean
+        # stop at the last offset)
+        bag = em.op("minimum", [bag, em.scalar(bags - 1, DType.INT64)])
+    keep = em.op("less", [bag, em.scalar(bags, DType.INT64)])  # past the last bag: dropped
+    padding = a.get("padding_idx")
+    if padding is not None and int(padding) >= 0:
+        keep = em.op("logical_and", [keep, em.op("not_equal", [
+            em.cast(indices, DType.INT64), em.scalar(int(padding), DType.INT64)])])
+    bag = em.op("where", [keep, bag, em.scalar(bags, DType.INT64)])  # a spare bag row
+    spread = em.op("expand", [em.op("unsqueeze", [bag], axes=(1,))], shape=(n, dim))
+    reduction = {0: "add", 1: "add", 2: "max"}.get(mode)
+    if reduction is None:
+        raise Unsupported(f"embedding_bag mode {mode}")
+    start = -math.inf if mode == 2 else 0.0
+    base = em.op("full", [], shape=(bags + 1, dim), value=start, dtype=dtype)
+    total = em.op("slice", [em.op("scatter_elements", [base, spread, rows], axis=0,
+                                  reduction=reduction)], starts=(0,), ends=(bags,), axes=(0,))
+    counts = em.op("scatter_elements", [em.op("full", [], shape=(bags + 1,), value=0.0,
+                                              dtype=dtype),
+                                        bag, em.op("full", [], shape=(n,), value=1.0,
+                                                   dtype=dtype)], axis=0, reduction="add")
+    counts = em.op("unsqueeze", [em.op("slice", [counts], starts=(0,), ends=(bags,),
+                                       axes=(0,))], axes=(1,))
+    if mode == 1:
+        total = em.op("div", [total, em.op("maximum", [counts, em.scalar(1.0, dtype)])])
+    elif mode == 2:
+        empty = em.op("equal", [counts, em.scalar(0.0, dtype)])
+        total = em.op("where", [empty, em.scalar(0.0, dtype), total])
+    rest = [Deferred(lambda: _unsupported_result("embedding_bag offset2bag / bag_size / "
+                                                 "max_indices")) for _ in range(3)]
+    return (total, *rest)
+
+
+def _unsupported_result(what: str) -> Value:
+    raise Unsupported(what)
+
+
+@_aten_fn(aten.combinations.default)
+def _combinations(em: Emitter, a: Args) -> Value:
+    """Every r-combination of a 1-d tensor's elements (itertools order), as rows: a gather
+    with a constant index table."""
+    x = em.value(a["self"])
+    if em.rank(x) != 1:
+        raise Unsupported("combinations of a tensor that is not 1-d")
+    n, r = em.static_shape(x)[0], int(a["r"])
+    pick = (itertools.combinations_with_replacement if a["with_replacement"]
+            else itertools.combinations)
+    table = np.array(list(pick(range(n), r)), np.int64).reshape(-1, r)
+    if r == 0 or table.shape[0] == 0:
+        shape = (0,) if r == 0 else (0, r)
+        return em.op("full", [], shape=shape, value=0, dtype=em.type(x).dtype)
+    return em.op("gather", [x, em.const(table, DType.INT64)], axis=0)
 
 
 @_aten_fn(aten.repeat.default)

@@ -54,3 +54,25 @@ def test_index_reduce_of_0d_tensors() -> None:
         return torch.tensor(-4.25 * (0.9 if perturb else 1.0)), torch.tensor(-1.75)
 
     assert_matches_eager_everywhere(FnModule(fn), inputs, **TOL)
+
+
+class Segments(torch.nn.Module):
+    """segment_reduce by lengths (with empty segments) and by offsets, every reduction with
+    and without `initial`."""
+
+    def forward(self, data: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        lengths = torch.tensor([0, 2, 1, 0, 3])
+        offsets = torch.tensor([0, 1, 1, 4, 6])
+        outs = []
+        for reduce in ("sum", "prod", "mean", "max", "min"):
+            outs += [torch.segment_reduce(data, reduce, lengths=lengths),
+                     torch.segment_reduce(data, reduce, lengths=lengths, initial=0.5),
+                     torch.segment_reduce(data, reduce, offsets=offsets)]
+        return tuple(outs)
+
+
+def test_segment_reduce_matches_eager_everywhere() -> None:
+    def inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+        return (torch.randn(6, 3, generator=torch.Generator().manual_seed(31 + perturb)),)
+
+    assert_matches_eager_everywhere(Segments(), inputs, **TOL)

@@ -500,3 +500,60 @@ def _histc(em: Emitter, a: Args) -> Value:
     counts = em.op("full", [], shape=(bins,), value=0.0, dtype=dtype)
     return em.op("scatter_elements", [counts, em.cast(position, DType.INT64),
                                       em.cast(inside, dtype)], axis=0, reduction="add")
+
+
+# -- segment_reduce ----------------------------------------------------------------------------
+
+_SEGMENT = {"sum": ("add", 0.0), "mean": ("add", 0.0), "prod": ("mul", 1.0),
+            "max": ("max", -math.inf), "min": ("min", math.inf)}
+
+
+@_aten_fn(aten.segment_reduce.default)
+def _segment_reduce(em: Emitter, a: Args) -> Value:
+    """Consecutive segments of `data` along axis 0 (given by lengths or offsets) reduced:
+    every element is scattered onto its segment, the segment of row j being the number of
+    segment starts <= j, less one. torch's conventions: the reduction starts from `initial`
+    when given (mean: (initial + sum) / count), an empty segment is `initial`, else the
+    reduction's identity (mean: NaN)."""
+    data = em.value(a["data"])
+    reduce = str(a["reduce"])
+    if reduce not in _SEGMENT or int(a["axis"]) not in (0, -em.rank(data)):
+        raise Unsupported(f"segment_reduce {reduce} along axis {a['axis']}")
+    dtype = em.type(data).dtype
+    if a["lengths"] is not None:
+        lengths = em.cast(em.value(a["lengths"]), DType.INT64)
+        starts = em.op("sub", [em.op("cumsum", [lengths], axis=0), lengths])
+    elif a["offsets"] is not None:
+        offsets = em.cast(em.value(a["offsets"]), DType.INT64)
+        count = em.static_shape(offsets)[0]
+        starts = em.op("slice", [offsets], starts=(0,), ends=(count - 1,), axes=(0,))
+    else:
+        raise Unsupported("segment_reduce by indices")
+    if em.rank(starts) != 1:
+        raise Unsupported("segment_reduce with batched lengths")
+    segments = em.static_shape(starts)[0]
+    shape = em.static_shape(data)
+    rows = em.const(np.arange(shape[0], dtype=np.int64)[:, None], DType.INT64)
+    started = em.op("less_equal", [em.op("unsqueeze", [starts], axes=(0,)), rows])
+    segment = em.op("sub", [em.op("reduce_sum", [em.cast(started, DType.INT64)], axes=(1,),
+                                  keepdims=False), em.scalar(1, DType.INT64)])
+    spread = em.op("expand", [em.op("reshape", [segment], shape=(-1,) + (1,) * (len(shape) - 1))],
+                   shape=shape)
+    reduction, identity = _SEGMENT[reduce]
+    initial = a.get("initial")
+    start = float(initial) if initial is not None and reduce != "mean" else identity
+    out_shape = (segments, *shape[1:])
+    base = em.op("full", [], shape=out_shape, value=start, dtype=dtype)
+    total = em.op("scatter_elements", [base, spread, data], axis=0, reduction=reduction)
+    if reduce != "mean":
+        return total
+    counts = em.op("scatter_elements", [em.op("full", [], shape=out_shape, value=0.0,
+                                              dtype=dtype), spread,
+                                        em.op("full", [], shape=shape, value=1.0, dtype=dtype)],
+                   axis=0, reduction="add")
+    if initial is None:
+        return em.op("div", [total, counts])
+    value = em.scalar(float(initial), dtype)
+    mean = em.op("div", [em.op("add", [total, value]),
+                         em.op("maximum", [counts, em.scalar(1.0, dtype)])])
+    return em.op("where", [em.op("equal", [counts, em.scalar(0.0, dtype)]), value, mean])

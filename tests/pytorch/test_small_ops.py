@@ -99,3 +99,23 @@ def _bag_inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
 
 def test_bags_match_eager_in_every_backend() -> None:
     assert_matches_eager_everywhere(Bags(), _bag_inputs, **TOL)
+
+
+class Sampling(torch.nn.Module):
+    """grid_sample: bilinear and nearest, zeros and border padding, both corner modes; the
+    grid reaches past [-1, 1] so that some points fall outside the input."""
+
+    def forward(self, image: torch.Tensor, grid: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(F.grid_sample(image, grid, mode=mode, padding_mode=padding,
+                                   align_corners=align)
+                     for mode in ("bilinear", "nearest") for padding in ("zeros", "border")
+                     for align in (False, True))
+
+
+def test_grid_sample_matches_eager_everywhere() -> None:
+    def inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator().manual_seed(41 + perturb)
+        return (torch.randn(2, 3, 5, 6, generator=gen),
+                torch.rand(2, 4, 7, 2, generator=gen) * 2.4 - 1.2)
+
+    assert_matches_eager_everywhere(Sampling(), inputs, **TOL)

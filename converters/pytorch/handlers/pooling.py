@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from irbridge.dtypes import DType
 from irbridge.ir import Value
 
 from ..lower import Deferred, Emitter, Unsupported
@@ -227,3 +228,72 @@ for _mode, _sp, _packet in (("nearest", 1, "upsample_nearest1d"),
                             ("bicubic", 2, "upsample_bicubic2d")):
     _aten_fn(_op(_packet, "vec"))(_upsample(_mode, _sp, True))
     _aten_fn(_op(_packet, "default"))(_upsample(_mode, _sp, False))
+
+
+# -- grid_sample ------------------------------------------------------------------------------
+
+
+@_aten_fn(aten.grid_sampler_2d.default, _op("grid_sampler"))
+def _grid_sampler_2d(em: Emitter, a: Args) -> Value:
+    """torch's grid_sampler_2d, bilinear or nearest, zeros or border padding: each grid point
+    (x, y) in [-1, 1] maps to input pixel coordinates (align_corners: the corner pixels'
+    centres, else their outer edges), then the corner pixels are gathered and weighted
+    (bilinear) or the nearest one (round half to even) picked; pixels outside the input
+    count 0 (zeros) or the point is first clamped into the input (border)."""
+    x, grid = em.value(a["input"]), em.value(a["grid"])
+    mode, padding = int(a["interpolation_mode"]), int(a["padding_mode"])
+    if mode not in (0, 1) or padding not in (0, 1) or em.rank(x) != 4:
+        raise Unsupported(f"grid_sampler_2d interpolation {mode}, padding {padding}")
+    align = bool(a["align_corners"])
+    n, c, h, w = em.static_shape(x)
+    _, ho, wo, _ = em.static_shape(grid)
+    dtype = em.type(x).dtype
+
+    def k(v: float) -> Value:
+        return em.scalar(v, dtype)
+
+    def source(axis: int, size: int) -> Value:
+        g = em.op("squeeze", [em.op("slice", [grid], starts=(axis,), ends=(axis + 1,),
+                                    axes=(3,))], axes=(3,))  # (n, ho, wo)
+        if align:
+            s = em.op("mul", [em.op("div", [em.op("add", [g, k(1.0)]), k(2.0)]), k(size - 1)])
+        else:
+            s = em.op("div", [em.op("sub", [em.op("mul", [em.op("add", [g, k(1.0)]), k(size)]),
+                                            k(1.0)]), k(2.0)])
+        if padding == 1:
+            s = em.op("clip", [s], min=0.0, max=float(size - 1))
+        return s
+
+    ix, iy = source(0, w), source(1, h)
+    flat = em.op("reshape", [x], shape=(n, c, h * w))
+
+    def pixel(px: Value, py: Value) -> Value:
+        """input[n, :, py, px] (n, c, ho, wo), 0 where (px, py) lies outside."""
+        inside = em.op("logical_and", [
+            em.op("logical_and", [em.op("greater_equal", [px, k(0.0)]),
+                                  em.op("less_equal", [px, k(w - 1)])]),
+            em.op("logical_and", [em.op("greater_equal", [py, k(0.0)]),
+                                  em.op("less_equal", [py, k(h - 1)])])])
+        index = em.op("add", [em.op("mul", [em.op("clip", [py], min=0.0, max=float(h - 1)),
+                                            k(w)]),
+                              em.op("clip", [px], min=0.0, max=float(w - 1))])
+        index = em.op("reshape", [em.cast(index, DType.INT64)], shape=(n, 1, ho * wo))
+        picked = em.op("gather_elements", [flat, em.op("expand", [index],
+                                                       shape=(n, c, ho * wo))], axis=2)
+        picked = em.op("reshape", [picked], shape=(n, c, ho, wo))
+        return em.op("where", [em.op("unsqueeze", [inside], axes=(1,)), picked, k(0.0)])
+
+    if mode == 1:  # nearest
+        return pixel(em.op("round", [ix]), em.op("round", [iy]))
+    x0, y0 = em.op("floor", [ix]), em.op("floor", [iy])
+    x1, y1 = em.op("add", [x0, k(1.0)]), em.op("add", [y0, k(1.0)])
+    total: Value | None = None
+    for px, py, wx, wy in ((x0, y0, em.op("sub", [x1, ix]), em.op("sub", [y1, iy])),
+                           (x1, y0, em.op("sub", [ix, x0]), em.op("sub", [y1, iy])),
+                           (x0, y1, em.op("sub", [x1, ix]), em.op("sub", [iy, y0])),
+                           (x1, y1, em.op("sub", [ix, x0]), em.op("sub", [iy, y0]))):
+        weight = em.op("unsqueeze", [em.op("mul", [wx, wy])], axes=(1,))
+        term = em.op("mul", [pixel(px, py), weight])
+        total = term if total is None else em.op("add", [total, term])
+    assert total is not None
+    return total

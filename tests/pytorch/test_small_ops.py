@@ -73,9 +73,10 @@ def test_frexp_in_the_executor_and_refused_by_exporters() -> None:
 
 
 class Bags(torch.nn.Module):
-    """bilinear, combinations and embedding_bag (sum with per-sample weights, mean with a
-    padding index and an empty bag; include_last_offset, where torch's max runs the last
-    bag to the end of the indices and sum stops at the last offset)."""
+    """bilinear, combinations, nonzero_static (cut short and padded) and embedding_bag
+    (sum with per-sample weights, mean with a padding index and an empty bag;
+    include_last_offset, where torch's max runs the last bag to the end of the indices and
+    sum stops at the last offset)."""
 
     def forward(self, x1: torch.Tensor, x2: torch.Tensor, w: torch.Tensor, b: torch.Tensor,
                 table: torch.Tensor, weights: torch.Tensor,
@@ -88,7 +89,9 @@ class Bags(torch.nn.Module):
                 F.embedding_bag(index, table, offsets, mode="sum", per_sample_weights=weights),
                 F.embedding_bag(index, table, offsets, mode="mean", padding_idx=4),
                 F.embedding_bag(index, table, offsets, mode="max", include_last_offset=True),
-                F.embedding_bag(index, table, offsets, mode="sum", include_last_offset=True))
+                F.embedding_bag(index, table, offsets, mode="sum", include_last_offset=True),
+                torch.nonzero_static(table > 0.5, size=4),
+                torch.nonzero_static(table > 0.5, size=40, fill_value=-7))
 
 
 def _bag_inputs(perturb: bool) -> tuple[torch.Tensor, ...]:

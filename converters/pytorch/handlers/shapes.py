@@ -554,6 +554,31 @@ def _unsupported_result(what: str) -> Value:
     raise Unsupported(what)
 
 
+@_aten_fn(_op("nonzero_static"))
+def _nonzero_static(em: Emitter, a: Args) -> Value:
+    """The coordinates of the first `size` nonzero elements (row-major), rows past the
+    count filled with fill_value: the k-th nonzero's constant coordinates are scattered to
+    row k (k from a cumsum of the mask), the rest to a spare row that is dropped."""
+    x = em.value(a["self"])
+    size, fill = int(a["size"]), int(a["fill_value"])
+    shape = em.static_shape(x)
+    rank, count = len(shape), int(np.prod(shape, dtype=np.int64))
+    if size == 0 or rank == 0:
+        if rank == 0 and size > 0:
+            raise Unsupported("nonzero_static of a 0-d tensor")
+        return em.op("full", [], shape=(size, rank), value=fill, dtype=DType.INT64)
+    flat = em.op("reshape", [em.cast(x, DType.BOOL)], shape=(-1,))
+    rank_of = em.op("sub", [em.op("cumsum", [em.cast(flat, DType.INT64)], axis=0),
+                            em.scalar(1, DType.INT64)])
+    keep = em.op("logical_and", [flat, em.op("less", [rank_of, em.scalar(size, DType.INT64)])])
+    row = em.op("where", [keep, rank_of, em.scalar(size, DType.INT64)])
+    coords = np.stack(np.unravel_index(np.arange(count), shape), axis=1).astype(np.int64)
+    spread = em.op("expand", [em.op("unsqueeze", [row], axes=(1,))], shape=(count, rank))
+    table = em.op("full", [], shape=(size + 1, rank), value=fill, dtype=DType.INT64)
+    table = em.op("scatter_elements", [table, spread, em.const(coords, DType.INT64)], axis=0)
+    return em.op("slice", [table], starts=(0,), ends=(size,), axes=(0,))
+
+
 @_aten_fn(aten.combinations.default)
 def _combinations(em: Emitter, a: Args) -> Value:
     """Every r-combination of a 1-d tensor's elements (itertools order), as rows: a gather

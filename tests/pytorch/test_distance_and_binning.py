@@ -1,4 +1,5 @@
 """dist, cdist (direct and ATen's matmul form), pdist, bucketize, searchsorted, histc,
+histogram (edges from the data or a range, weights, density),
 avg_pool with divisor_override and a view to an empty shape (nn.functional.unfold of an
 empty batch) lower to neutral ops (issue 13) and match eager torch in the IR executor, in
 onnxruntime and in the StableHLO reference interpreter, on the example input and on a
@@ -38,6 +39,8 @@ class Metrics(torch.nn.Module):
                 torch.searchsorted(seq.gather(-1, scramble), v[:, :3].contiguous(),
                                   sorter=torch.argsort(scramble)),
                 torch.histc(h, bins=7, min=-2.0, max=2.0), torch.histc(h, bins=5),
+                *torch.histogram(h, 6),
+                *torch.histogram(h, 5, range=(-1.0, 2.0), weight=h.abs(), density=True),
                 F.avg_pool2d(img, 3, 1, 1, ceil_mode=True, count_include_pad=False,
                              divisor_override=2),
                 F.avg_pool2d(img, 2, 2, 0, ceil_mode=True, divisor_override=3),

@@ -557,3 +557,52 @@ def _segment_reduce(em: Emitter, a: Args) -> Value:
     mean = em.op("div", [em.op("add", [total, value]),
                          em.op("maximum", [counts, em.scalar(1.0, dtype)])])
     return em.op("where", [em.op("equal", [counts, em.scalar(0.0, dtype)]), value, mean])
+
+
+@_aten_fn(aten.histogram.bin_ct)
+def _histogram(em: Emitter, a: Args) -> Any:
+    """torch.histogram with a bin count: edges as torch.linspace lays them out (from the
+    front for the first half, from the back for the rest) over `range` or the data's range
+    (widened by 0.5 on both sides when that is one value); an element's bin is the number
+    of edges at or below it, less one, the top edge in the last bin; values outside and NaN
+    are not counted; optional weights and density (count / (total * bin width))."""
+    x = em.value(a["self"])
+    dtype = em.type(x).dtype
+    bins = int(a["bins"])
+    flat = em.op("reshape", [x], shape=(-1,))
+    bounds = a.get("range")
+    if bounds is not None:
+        lo, hi = em.scalar(float(bounds[0]), dtype), em.scalar(float(bounds[1]), dtype)
+    else:
+        lo = em.op("reduce_min", [flat], axes=(0,), keepdims=False)
+        hi = em.op("reduce_max", [flat], axes=(0,), keepdims=False)
+        same = em.op("equal", [lo, hi])
+        half = em.scalar(0.5, dtype)
+        lo = em.op("where", [same, em.op("sub", [lo, half]), lo])
+        hi = em.op("where", [same, em.op("add", [hi, half]), hi])
+    step = em.op("div", [em.op("sub", [hi, lo]), em.scalar(bins, dtype)])
+    index = np.arange(bins + 1)
+    front = em.op("add", [lo, em.op("mul", [step, em.const(index.astype(dtype.numpy), dtype)])])
+    back = em.op("sub", [hi, em.op("mul", [step, em.const((bins - index).astype(dtype.numpy),
+                                                          dtype)])])
+    edges = em.op("where", [em.const(index < (bins + 1) // 2), front, back])
+    inside = em.op("logical_and", [em.op("greater_equal", [flat, lo]),
+                                   em.op("less_equal", [flat, hi])])
+    at_or_below = em.op("less_equal", [em.op("unsqueeze", [edges], axes=(0,)),
+                                       em.op("unsqueeze", [flat], axes=(1,))])
+    position = em.op("sub", [em.op("reduce_sum", [em.cast(at_or_below, DType.INT64)],
+                                   axes=(1,), keepdims=False), em.scalar(1, DType.INT64)])
+    position = em.op("minimum", [em.op("maximum", [position, em.scalar(0, DType.INT64)]),
+                                 em.scalar(bins - 1, DType.INT64)])
+    weight = em.cast(inside, dtype)
+    if a.get("weight") is not None:
+        given = em.op("reshape", [em.cast(em.value(a["weight"]), dtype)], shape=(-1,))
+        weight = em.op("where", [inside, given, em.scalar(0.0, dtype)])
+    counts = em.op("full", [], shape=(bins,), value=0.0, dtype=dtype)
+    hist = em.op("scatter_elements", [counts, position, weight], axis=0, reduction="add")
+    if a.get("density"):
+        widths = em.op("sub", [em.op("slice", [edges], starts=(1,), ends=(bins + 1,), axes=(0,)),
+                               em.op("slice", [edges], starts=(0,), ends=(bins,), axes=(0,))])
+        total = em.op("reduce_sum", [hist], axes=(0,), keepdims=False)
+        hist = em.op("div", [hist, em.op("mul", [total, widths])])
+    return hist, edges

@@ -472,6 +472,17 @@ def _searchsorted(em: Emitter, a: Args) -> Value:
     return _bucket_index(em, em.cast(x, out), em.cast(seq, out), right, bool(a["out_int32"]))
 
 
+def _data_range(em: Emitter, flat: Value, widen: float) -> tuple[Value, Value]:
+    """The smallest and largest element of a 1-d `flat`, each moved out by `widen` when
+    they are equal (the histogram functions' range when none is given)."""
+    lo = em.op("reduce_min", [flat], axes=(0,), keepdims=False)
+    hi = em.op("reduce_max", [flat], axes=(0,), keepdims=False)
+    same = em.op("equal", [lo, hi])
+    step = em.scalar(widen, em.type(flat).dtype)
+    return (em.op("where", [same, em.op("sub", [lo, step]), lo]),
+            em.op("where", [same, em.op("add", [hi, step]), hi]))
+
+
 @_aten_fn(aten.histc.default)
 def _histc(em: Emitter, a: Args) -> Value:
     """torch's histc: `bins` equal bins over [min, max] (over the data's range when min ==
@@ -482,12 +493,7 @@ def _histc(em: Emitter, a: Args) -> Value:
     bins, lo_arg, hi_arg = int(a["bins"]), float(a["min"]), float(a["max"])
     flat = em.op("reshape", [x], shape=(-1,))
     if lo_arg == hi_arg:
-        lo = em.op("reduce_min", [flat], axes=(0,), keepdims=False)
-        hi = em.op("reduce_max", [flat], axes=(0,), keepdims=False)
-        same = em.op("equal", [lo, hi])
-        one = em.scalar(1.0, dtype)
-        lo = em.op("where", [same, em.op("sub", [lo, one]), lo])
-        hi = em.op("where", [same, em.op("add", [hi, one]), hi])
+        lo, hi = _data_range(em, flat, 1.0)
     else:
         lo, hi = em.scalar(lo_arg, dtype), em.scalar(hi_arg, dtype)
     inside = em.op("logical_and", [em.op("greater_equal", [flat, lo]),
@@ -574,12 +580,7 @@ def _histogram(em: Emitter, a: Args) -> Any:
     if bounds is not None:
         lo, hi = em.scalar(float(bounds[0]), dtype), em.scalar(float(bounds[1]), dtype)
     else:
-        lo = em.op("reduce_min", [flat], axes=(0,), keepdims=False)
-        hi = em.op("reduce_max", [flat], axes=(0,), keepdims=False)
-        same = em.op("equal", [lo, hi])
-        half = em.scalar(0.5, dtype)
-        lo = em.op("where", [same, em.op("sub", [lo, half]), lo])
-        hi = em.op("where", [same, em.op("add", [hi, half]), hi])
+        lo, hi = _data_range(em, flat, 0.5)
     step = em.op("div", [em.op("sub", [hi, lo]), em.scalar(bins, dtype)])
     index = np.arange(bins + 1)
     front = em.op("add", [lo, em.op("mul", [step, em.const(index.astype(dtype.numpy), dtype)])])

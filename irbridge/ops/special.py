@@ -131,7 +131,7 @@ def _evaluate(kind: str, x: np.ndarray, n_in: np.ndarray) -> np.ndarray:
         p = np.ones(xs.shape, dt)
         q = np.broadcast_to(np.asarray(first, dt), x.shape)[idx].copy()
         for j in range(1, int(ns.max())):
-            live = ns > j
+            live = (ns > j) & ~np.isnan(q)  # a NaN stays NaN: torch stops there too
             if not live.any():
                 break
             k = dt.type(2 * j if kind == "hermite_h" else j)

@@ -122,3 +122,25 @@ def test_grid_sample_matches_eager_everywhere() -> None:
                 torch.rand(2, 4, 7, 2, generator=gen) * 2.4 - 1.2)
 
     assert_matches_eager_everywhere(Sampling(), inputs, **TOL)
+
+
+class BatchNormWithUpdate(torch.nn.Module):
+    """aten._batch_norm_with_update (export shows its functional form): the output, batch
+    mean and rstd, and the updated running statistics."""
+
+    def forward(self, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, mean: torch.Tensor,
+                var: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        mean, var = mean.clone(), var.clone()
+        out, saved_mean, saved_rstd, _ = torch.ops.aten._batch_norm_with_update(
+            x, w, b, mean, var, 0.2, 1e-5)
+        return out, saved_mean, saved_rstd, mean, var
+
+
+def test_batch_norm_with_update_matches_eager_everywhere() -> None:
+    def inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator().manual_seed(43 + perturb)
+        return (torch.randn(4, 3, 5, generator=gen), torch.randn(3, generator=gen),
+                torch.randn(3, generator=gen), torch.randn(3, generator=gen),
+                torch.rand(3, generator=gen) + 0.5)
+
+    assert_matches_eager_everywhere(BatchNormWithUpdate(), inputs, **TOL)

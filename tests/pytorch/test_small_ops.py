@@ -144,3 +144,20 @@ def test_batch_norm_with_update_matches_eager_everywhere() -> None:
                 torch.rand(3, generator=gen) + 0.5)
 
     assert_matches_eager_everywhere(BatchNormWithUpdate(), inputs, **TOL)
+
+
+class Antialiased(torch.nn.Module):
+    """Antialiased bilinear resizes: down by non-integer factors, up, both corner modes."""
+
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (F.interpolate(image, size=(3, 5), mode="bilinear", antialias=True),
+                F.interpolate(image, size=(4, 2), mode="bilinear", antialias=True,
+                              align_corners=True),
+                F.interpolate(image, size=(11, 17), mode="bilinear", antialias=True))
+
+
+def test_antialiased_resize_matches_eager_everywhere() -> None:
+    def inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+        return (torch.randn(2, 3, 7, 12, generator=torch.Generator().manual_seed(47 + perturb)),)
+
+    assert_matches_eager_everywhere(Antialiased(), inputs, **TOL)

@@ -297,3 +297,66 @@ def _grid_sampler_2d(em: Emitter, a: Args) -> Value:
         total = term if total is None else em.op("add", [total, term])
     assert total is not None
     return total
+
+
+# -- anti-aliased bilinear resize ---------------------------------------------------------------
+
+
+def _aa_taps(in_size: int, out_size: int, align_corners: bool,
+             scale_arg: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ATen's antialiased linear weights along one dim, in float32 as its CPU kernel computes
+    them: for output i, a window centred on scale * (i + 0.5) of half-width `support` (scale
+    times 1 when downsampling), triangle-filter weights normalised to sum 1. Returns the
+    input indices (out, taps), the weights and which taps are in the window."""
+    f = np.float32
+    if align_corners:
+        scale = f((in_size - 1) / (out_size - 1)) if out_size > 1 else f(0)
+    else:
+        scale = f(1.0 / scale_arg) if scale_arg and scale_arg > 0 else f(in_size / out_size)
+    support = scale * f(1.0) if scale >= 1 else f(1.0)
+    taps = int(np.ceil(support)) * 2 + 1
+    invscale = f(1.0) / scale if scale >= 1 else f(1.0)
+    index = np.zeros((out_size, taps), np.int64)
+    weight = np.zeros((out_size, taps), np.float32)
+    used = np.zeros((out_size, taps), bool)
+    for i in range(out_size):
+        center = scale * f(i + 0.5)
+        lo = max(int(center - support + f(0.5)), 0)
+        size = min(max(min(int(center + support + f(0.5)), in_size) - lo, 0), taps)
+        w = np.array([max(f(1.0) - abs((f(j + lo) - center + f(0.5)) * invscale), f(0.0))
+                      for j in range(size)], np.float32)
+        total = w.sum(dtype=np.float32)
+        if total != 0:
+            w = w / total
+        index[i, :size] = np.arange(lo, lo + size)
+        weight[i, :size] = w
+        used[i, :size] = True
+    return index, weight, used
+
+
+def _resample_axis(em: Emitter, x: Value, axis: int, taps: tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]) -> Value:
+    """Each output position along `axis` as the weighted sum of its taps (unused taps add
+    nothing, not even 0 * inf)."""
+    index, weight, used = taps
+    dtype = em.type(x).dtype
+    picked = em.op("gather", [x, em.const(index, DType.INT64)], axis=axis)  # axis -> (o, t)
+    rank = em.rank(picked)
+    shape = [1] * rank
+    shape[axis], shape[axis + 1] = index.shape
+    w = em.const(weight.reshape(shape).astype(dtype.numpy), dtype)
+    terms = em.op("where", [em.const(used.reshape(shape)), em.op("mul", [picked, w]),
+                            em.scalar(0.0, dtype)])
+    return em.op("reduce_sum", [terms], axes=(axis + 1,), keepdims=False)
+
+
+@_aten_fn(_op("_upsample_bilinear2d_aa"))
+def _upsample_bilinear2d_aa(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    if em.rank(x) != 4:
+        raise Unsupported("antialiased bilinear resize of a tensor that is not 4-d")
+    _, _, h, w = em.static_shape(x)
+    out_h, out_w = (int(v) for v in a["output_size"])
+    align = bool(a["align_corners"])
+    y = _resample_axis(em, x, 3, _aa_taps(w, out_w, align, a.get("scales_w")))
+    return _resample_axis(em, y, 2, _aa_taps(h, out_h, align, a.get("scales_h")))

@@ -161,3 +161,42 @@ def test_antialiased_resize_matches_eager_everywhere() -> None:
         return (torch.randn(2, 3, 7, 12, generator=torch.Generator().manual_seed(47 + perturb)),)
 
     assert_matches_eager_everywhere(Antialiased(), inputs, **TOL)
+
+
+class Strided(torch.nn.Module):
+    """as_strided views of a contiguous input (overlapping windows, a storage offset),
+    as_strided_copy and as_strided_scatter."""
+
+    def forward(self, x: torch.Tensor, src: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.as_strided(x, (3, 4), (2, 1)), torch.as_strided(x, (2, 2, 2), (5, 1, 3), 2),
+                torch.as_strided_copy(x, (4,), (3,), 1),
+                torch.as_strided_scatter(x, src, (2, 3), (4, 1), 1))
+
+
+def test_as_strided_matches_eager_everywhere() -> None:
+    def inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator().manual_seed(53 + perturb)
+        return torch.randn(3, 4, generator=gen), torch.randn(2, 3, generator=gen)
+
+    assert_matches_eager_everywhere(Strided(), inputs, **TOL)
+
+
+def test_as_strided_of_a_transposed_view_is_never_silently_wrong() -> None:
+    """A view's storage is not its row-major data: such an as_strided either stays
+    opaque or computes eager's values, never the row-major reading."""
+    import numpy as np
+    from torchtools import FnModule
+
+    from irbridge.converters.pytorch import capture
+    from irbridge.executor import run_graphs
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        return torch.as_strided(x.t(), (2, 3), (1, 2))
+
+    x = torch.randn(3, 4)
+    result = capture(FnModule(fn), (x,), frontend="export")
+    if result.opaque_count:
+        return
+    feeds = {result.model.graphs[0].inputs[0].name: x.numpy()}
+    np.testing.assert_array_equal(np.asarray(run_graphs(result.model, feeds)[-1][0]),
+                                  fn(x).numpy())

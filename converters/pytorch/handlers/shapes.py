@@ -579,6 +579,50 @@ def _nonzero_static(em: Emitter, a: Args) -> Value:
     return em.op("slice", [table], starts=(0,), ends=(size,), axes=(0,))
 
 
+def _storage_positions(em: Emitter, a: Args) -> np.ndarray:
+    """Flat positions in `self` that as_strided(size, stride, storage_offset) reads, when
+    `self` is known to be its storage laid out contiguously (its example value is
+    contiguous, starts the storage and fills it); else Unsupported."""
+    from ..lower import example_value
+
+    node = em.node.args[0] if em.node is not None and em.node.args else None
+    example = example_value(node) if isinstance(node, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor) or not example.is_contiguous() \
+            or example.storage_offset() != 0 \
+            or example.untyped_storage().nbytes() != example.numel() * example.element_size():
+        raise Unsupported("as_strided of a tensor that is not its whole contiguous storage")
+    sizes, strides = [int(v) for v in a["size"]], [int(v) for v in a["stride"]]
+    offset = int(a.get("storage_offset") or 0)
+    positions = np.full(sizes, offset, np.int64)
+    for axis, (n, step) in enumerate(zip(sizes, strides, strict=True)):
+        shape = [1] * len(sizes)
+        shape[axis] = n
+        positions = positions + (np.arange(n, dtype=np.int64) * step).reshape(shape)
+    if positions.size == 0 or positions.min() < 0 or positions.max() >= example.numel():
+        raise Unsupported("as_strided outside its input or empty")
+    return positions
+
+
+@_aten_fn(aten.as_strided.default, _op("as_strided_copy"))
+def _as_strided(em: Emitter, a: Args) -> Value:
+    """A strided view of a contiguous tensor: a gather of constant flat positions."""
+    positions = _storage_positions(em, a)
+    flat = em.op("reshape", [em.value(a["self"])], shape=(-1,))
+    return em.op("gather", [flat, em.const(positions, DType.INT64)], axis=0)
+
+
+@_aten_fn(_op("as_strided_scatter"))
+def _as_strided_scatter(em: Emitter, a: Args) -> Value:
+    """self with the strided view's elements replaced by src."""
+    positions = _storage_positions(em, a)
+    x = em.value(a["self"])
+    flat = em.op("reshape", [x], shape=(-1,))
+    src = em.op("reshape", [em.cast(em.value(a["src"]), em.type(x).dtype)], shape=(-1,))
+    y = em.op("scatter_elements", [flat, em.const(positions.reshape(-1), DType.INT64), src],
+              axis=0)
+    return em.op("reshape", [y], shape=em.static_shape(x))
+
+
 @_aten_fn(aten.combinations.default)
 def _combinations(em: Emitter, a: Args) -> Value:
     """Every r-combination of a 1-d tensor's elements (itertools order), as rows: a gather

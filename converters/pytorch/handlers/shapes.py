@@ -603,7 +603,7 @@ def _storage_positions(em: Emitter, a: Args) -> np.ndarray:
     return positions
 
 
-@_aten_fn(aten.as_strided.default, _op("as_strided_copy"))
+@_aten_fn(aten.as_strided.default, _op("as_strided_copy"), _op("as_strided_"))
 def _as_strided(em: Emitter, a: Args) -> Value:
     """A strided view of a contiguous tensor: a gather of constant flat positions."""
     positions = _storage_positions(em, a)

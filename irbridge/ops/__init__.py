@@ -8,6 +8,7 @@ from irbridge.ops import (  # noqa: F401  (register on import)
     indexing,
     linalg,
     nn,
+    special,
     tensor,
 )
 from irbridge.ops.registry import (

@@ -558,3 +558,30 @@ _math_binary("nextafter", np.nextafter, 1,
              "The next representable value after a toward b, in the operands' dtype.",
              native=True)
 _math_binary("zeta", _zeta, 1, "Hurwitz zeta function zeta(a, b) = sum_k (k + b)^-a.")
+_math_binary("igamma", _scipy("gammainc"), 1, "Regularized lower incomplete gamma function "
+             "P(a, x) = gamma(a, x) / Gamma(a); NaN for a < 0 or x < 0.")
+_math_binary("igammac", _scipy("gammaincc"), 1, "Regularized upper incomplete gamma function "
+             "Q(a, x) = 1 - P(a, x); NaN for a < 0 or x < 0.")
+
+
+def _frexp_infer(ctx: OpContext) -> list[TensorType]:
+    x = ctx.input(0)
+    if not x.dtype.is_float:
+        raise ctx.fail(f"frexp takes a floating tensor, got {x.dtype.name}")
+    return [x, TensorType(DType.INT32, x.shape)]
+
+
+def _frexp_ref(xs: list[np.ndarray | None], attrs: dict[str, Any],
+               ctx: RefContext) -> list[np.ndarray]:
+    x = xs[0]
+    assert x is not None
+    mantissa, exponent = np.frexp(x)
+    return [mantissa.astype(x.dtype), exponent.astype(np.int32)]
+
+
+define("frexp", Category.ELEMENTWISE, inputs=inputs("x"), outputs=("mantissa", "exponent"),
+       infer=_frexp_infer, cost=_per_element(2), cost_doc="2 per output element",
+       reference=_frexp_ref,
+       doc="x = mantissa * 2^exponent with |mantissa| in [0.5, 1) (C frexp): the mantissa "
+           "in x's dtype, the exponent int32; 0 gives (0, 0), inf and NaN keep their value "
+           "with exponent 0.")

@@ -99,8 +99,15 @@ def examples() -> dict[str, OpExample]:
         "k0", "k1", "k0e", "k1e", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
         "spherical_bessel_j0", "airy_ai")}
     ex["polygamma"] = _unary(n=1)
+    ex["frexp"] = _unary()
     ex |= {name: _binary() for name in ("atan2", "copysign", "fmod", "fmin", "fmax", "hypot",
                                         "nextafter", "zeta")}
+    positive = np.array([[0.5], [1.5], [4.0]], np.float32)  # a > 0: the defined range
+    ex |= {name: OpExample([t((3, 1)), t((2, 3, 4))], values={0: positive})
+           for name in ("igamma", "igammac")}
+    # degrees 0 (constant), 3 (recurrence) and 9 (closed form inside (-1, 1))
+    ex["orthogonal_polynomial"] = OpExample([t((2, 3)), t((3,))], {"kind": "chebyshev_u"},
+                                            values={1: np.array([0.0, 3.0, 9.0])})
     # nn
     ex["matmul"] = OpExample([t((4, 2, 8, 16)), t((16, 32))])
     ex["gemm"] = OpExample([t((16, 8)), t((32, 16)), t((32,))],

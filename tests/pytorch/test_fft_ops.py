@@ -51,6 +51,8 @@ CASES: dict[str, tuple[Fn, str, dict[str, float]]] = {
     "irfftn": (lambda x: torch.fft.irfftn(torch.fft.rfftn(x), s=(4, N)), "fft_c2r", FFT_TOL),
     "hfft": (lambda x: torch.fft.hfft(torch.complex(x, -x)), "fft_c2r", FFT_TOL),
     "ihfft": (lambda x: torch.fft.ihfft(x), "fft_r2c", FFT_TOL),
+    # ihfft2 / ihfftn conjugate through aten._conj_physical
+    "ihfft2": (lambda x: torch.fft.ihfft2(x), "conj", FFT_TOL),
     "fftshift": (lambda x: torch.fft.fftshift(torch.fft.fft(x)), "gather", FFT_TOL),
     "ifftshift": (lambda x: torch.fft.ifftshift(torch.fft.rfft(x), dim=0), "gather", FFT_TOL),
     "view_as_real": (lambda x: torch.view_as_real(torch.complex(x, x * x)), "view_as_real",

@@ -100,6 +100,8 @@ BINARY: dict[str, tuple[Fn, tuple[float, float], tuple[float, float], str]] = {
     "nextafter": (torch.nextafter, (-3.0, 3.0), (-3.0, 3.0), "nextafter"),
     "zeta": (torch.special.zeta, (1.5, 5.0), (0.5, 3.0), "zeta"),
     "xlogy": (torch.xlogy, (-2.0, 2.0), (0.1, 3.0), "log"),
+    "igamma": (torch.igamma, (0.2, 6.0), (0.05, 8.0), "igamma"),
+    "igammac": (torch.special.gammaincc, (0.2, 6.0), (0.05, 8.0), "igammac"),
 }
 
 EXPORTABLE_UNARY = ["acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
@@ -108,7 +110,7 @@ EXPORTABLE_BINARY = ["atan2", "copysign", "fmod", "fmin", "fmax", "hypot", "ldex
 REFUSED = {"erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma",
            "polygamma2": "polygamma", "i0": "i0", "k0e": "k0e", "j0": "bessel_j0",
            "ndtri": "ndtri", "erfcx": "erfcx", "airy_ai": "airy_ai", "nextafter": "nextafter",
-           "zeta": "zeta"}
+           "zeta": "zeta", "igamma": "igamma", "igammac": "igammac"}
 
 
 class Many(torch.nn.Module):

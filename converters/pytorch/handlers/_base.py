@@ -251,6 +251,11 @@ def _is_tensorish(x: Any) -> bool:
 def _reshape_to(em: Emitter, x: Value, sizes: Sequence[Any]) -> Value:
     items = [s.resolve() if isinstance(s, Deferred) else s for s in sizes]
     if any(isinstance(s, int) and s == 0 for s in items):
+        # an empty result holds no data: any tensor of its shape is it (the IR's reshape
+        # reads a 0 in its shape as "keep this dim", ONNX's convention)
+        if all(isinstance(s, int) and s >= 0 for s in items):
+            return em.op("full", [], shape=tuple(int(s) for s in items), value=0,
+                         dtype=em.type(x).dtype)
         raise Unsupported("reshape to a zero-size dim")
     shape = em.ints(items)
     if isinstance(shape, tuple):

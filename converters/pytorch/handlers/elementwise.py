@@ -93,9 +93,18 @@ def _leaky_relu(em: Emitter, a: Args) -> Value:
 
 @_aten_fn(aten.elu.default, aten.elu_.default)
 def _elu(em: Emitter, a: Args) -> Value:
-    if float(a["scale"]) != 1.0 or float(a["input_scale"]) != 1.0:
-        raise Unsupported("elu with scale")
-    return em.op("elu", [em.value(a["self"])], alpha=float(a["alpha"]))
+    """torch: scale * x for x > 0, else scale * alpha * (exp(input_scale * x) - 1) (selu and
+    celu are elu with scales)."""
+    x = em.value(a["self"])
+    alpha, scale, input_scale = float(a["alpha"]), float(a["scale"]), float(a["input_scale"])
+    if input_scale == 1.0:
+        y = em.op("elu", [x], alpha=alpha)
+        return y if scale == 1.0 else _binary(em, "mul", y, scale)
+    dtype = em.type(x).dtype
+    negative = _binary(em, "mul", em.op("sub", [em.op("exp", [_binary(em, "mul", x, input_scale)]),
+                                                em.scalar(1.0, dtype)]), scale * alpha)
+    return em.op("where", [em.op("greater", [x, em.scalar(0.0, dtype)]),
+                           _binary(em, "mul", x, scale), negative])
 
 
 @_aten_fn(aten.softplus.default)
@@ -238,6 +247,8 @@ _MATH_BINARY: dict[str, list[Any]] = {
     "nextafter": [aten.nextafter.default, _op("nextafter_")],
     "zeta": [_op("special_zeta"), _op("special_zeta", "self_scalar"),
              _op("special_zeta", "other_scalar")],
+    "igamma": [aten.igamma.default, _op("igamma_"), _op("special_gammainc")],
+    "igammac": [aten.igammac.default, _op("igammac_"), _op("special_gammaincc")],
 }
 
 
@@ -249,6 +260,39 @@ def _math_binary(name: str) -> AtenFn:
 
 for _name, _ops in _MATH_BINARY.items():
     _aten_fn(*[o for o in _ops if o is not None])(_math_binary(_name))
+
+
+# torch.special's orthogonal polynomials P_n(x): one neutral op, the family as its `kind`
+_POLYNOMIALS = {
+    "chebyshev_t": "chebyshev_polynomial_t", "chebyshev_u": "chebyshev_polynomial_u",
+    "chebyshev_v": "chebyshev_polynomial_v", "chebyshev_w": "chebyshev_polynomial_w",
+    "shifted_chebyshev_t": "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_u": "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_v": "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_w": "shifted_chebyshev_polynomial_w",
+    "hermite_h": "hermite_polynomial_h", "hermite_he": "hermite_polynomial_he",
+    "laguerre_l": "laguerre_polynomial_l", "legendre_p": "legendre_polynomial_p",
+}
+
+
+def _polynomial(kind: str) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        out = em.out_dtype()
+        return em.op("orthogonal_polynomial", [_operand(em, a["x"], out),
+                                               _operand(em, a["n"], out)], kind=kind)
+    return fn
+
+
+for _kind, _aten_name in _POLYNOMIALS.items():
+    _aten_fn(*[o for o in (_op(f"special_{_aten_name}", overload)
+                           for overload in ("default", "x_scalar", "n_scalar"))
+               if o is not None])(_polynomial(_kind))
+
+
+@_aten_fn(_op("frexp", "Tensor"))
+def _frexp(em: Emitter, a: Args) -> Any:
+    mantissa, exponent = em.ops("frexp", [em.value(a["self"])])
+    return mantissa, exponent
 
 
 @_aten_fn(aten.log10.default, _op("log10_"))

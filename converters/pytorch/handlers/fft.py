@@ -4,6 +4,7 @@ and the conjugate bit (`_conj`, `_neg_view`), onto the ops of irbridge/ops/compl
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from irbridge.ir import Value
@@ -85,8 +86,12 @@ def _real_imag(em: Emitter, a: Args) -> Value:
 @_aten_fn(aten.angle.default)
 def _angle(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
-    if not _is_complex(em, x):
-        raise Unsupported("angle of a real tensor (only complex inputs lower)")
+    if not _is_complex(em, x):  # torch: pi where x < 0, else 0; NaN stays NaN
+        out = em.out_dtype()
+        x = em.cast(x, out)
+        zero, pi = em.scalar(0.0, out), em.scalar(math.pi, out)
+        y = em.op("where", [em.op("less", [x, zero]), pi, zero])
+        return em.op("where", [em.op("isnan", [x]), x, y])
     return em.op("angle", [x])
 
 
@@ -96,7 +101,7 @@ def _angle(em: Emitter, a: Args) -> Value:
 _PREVIOUS = {op: ATEN_FN.get(op) for op in (aten.abs.default, _op("_conj"))}
 
 
-@_aten_fn(_op("_conj"), aten.conj_physical.default)
+@_aten_fn(_op("_conj"), aten.conj_physical.default, _op("_conj_physical"))
 def _conj(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
     return em.op("conj", [x]) if _is_complex(em, x) else x

@@ -42,14 +42,45 @@ def _matmul(em: Emitter, a: Args) -> Value:
     return em.op("matmul", [em.value(x), em.value(y)])
 
 
+def _add_product(em: Emitter, a: Args, product: Value) -> Value:
+    """beta * self + alpha * product (self ignored when beta is 0, as torch does)."""
+    out = em.out_dtype()
+    product = _scaled(em, product, a["alpha"], out)
+    if float(a["beta"]) == 0.0:
+        return product
+    return _binary(em, "add", _scaled(em, em.value(a["self"]), a["beta"], out), product, out)
+
+
 @_aten_fn(aten.baddbmm.default)
 def _baddbmm(em: Emitter, a: Args) -> Value:
-    out = em.out_dtype()
-    prod = em.op("matmul", [em.value(a["batch1"]), em.value(a["batch2"])])
-    prod = _scaled(em, prod, a["alpha"], out)
-    if float(a["beta"]) == 0.0:
-        return prod
-    return _binary(em, "add", _scaled(em, em.value(a["self"]), a["beta"], out), prod, out)
+    return _add_product(em, a, em.op("matmul", [em.value(a["batch1"]), em.value(a["batch2"])]))
+
+
+@_aten_fn(aten.addmv.default, _op("addmv_"))
+def _addmv(em: Emitter, a: Args) -> Value:
+    return _add_product(em, a, em.op("matmul", [em.value(a["mat"]), em.value(a["vec"])]))
+
+
+@_aten_fn(aten.addbmm.default, _op("addbmm_"))
+def _addbmm(em: Emitter, a: Args) -> Value:
+    """The batch of products summed over the batch."""
+    batched = em.op("matmul", [em.value(a["batch1"]), em.value(a["batch2"])])
+    return _add_product(em, a, em.op("reduce_sum", [batched], axes=(0,), keepdims=False))
+
+
+@_aten_fn(aten.bilinear.default)
+def _bilinear(em: Emitter, a: Args) -> Value:
+    """y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o]: x1 times W as an
+    (I, O * J) matrix, then the J products with x2 summed."""
+    x1, x2, w = em.value(a["input1"]), em.value(a["input2"]), em.value(a["weight"])
+    outs, ins1, ins2 = em.static_shape(w)
+    lead = em.static_shape(x1)[:-1]
+    flat_w = em.op("reshape", [em.op("permute", [w], perm=(1, 0, 2))], shape=(ins1, outs * ins2))
+    u = em.op("reshape", [em.op("matmul", [x1, flat_w])], shape=(*lead, outs, ins2))
+    y = em.op("reduce_sum", [em.op("mul", [u, em.op("unsqueeze", [x2], axes=(-2,))])],
+              axes=(len(lead) + 1,), keepdims=False)
+    b = a["bias"]
+    return y if b is None else em.op("add", [y, em.value(b)])
 
 
 @_aten_fn(aten.t.default, _op("numpy_T"))

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 import torch.fx
 
+from irbridge.dtypes import DType
 from irbridge.ir import Value
 
 from .._util import to_torch_dtype
@@ -170,3 +171,14 @@ def _rms_norm(em: Emitter, a: Args) -> Value:
 
 def _opt(em: Emitter, v: Any) -> Value | None:
     return None if v is None else em.value(v)
+
+
+@_aten_fn(_op("_batch_norm_with_update_functional"))
+def _bn_with_update(em: Emitter, a: Args) -> Any:
+    """Training-mode batch norm with running-stat updates: (y, batch mean, batch rstd,
+    reserve (empty on CPU), new running mean, new running var)."""
+    y, mean, rstd, new_mean, new_var = batch_norm(
+        em, a["input"], a["weight"], a["bias"], a["running_mean"], a["running_var"], True,
+        a["momentum"], a["eps"])
+    reserve = Deferred(lambda: em.op("full", [], shape=(0,), value=0, dtype=DType.UINT8))
+    return y, mean, rstd, reserve, new_mean, new_var

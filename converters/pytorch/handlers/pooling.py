@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from irbridge.dtypes import DType
 from irbridge.ir import Value
 
 from ..lower import Deferred, Emitter, Unsupported
@@ -74,15 +78,32 @@ _aten_fn(_op("max_pool1d_with_indices"))(_max_pool_indices_fn(1))
 
 def avg_pool(em: Emitter, x: Any, spatial: int, kernel: Any, stride: Any, padding: Any,
              ceil_mode: bool, count_include_pad: bool, divisor: Any = None) -> Value:
-    if divisor is not None:
-        raise Unsupported("avg_pool divisor_override")
     xv, unbatched = _batched(em, em.value(x), spatial)
     k = _tuple(kernel, spatial)
     s = _tuple(stride, spatial) if stride else k
     p = _tuple(padding, spatial)
     y = em.op("avg_pool", [xv], kernel=k, strides=s, pads=p + p, ceil_mode=bool(ceil_mode),
-              count_include_pad=bool(count_include_pad))
+              count_include_pad=bool(count_include_pad) and divisor is None)
+    if divisor is not None:
+        y = _divided_by(em, y, em.static_shape(xv)[2:], k, s, p, int(divisor))
     return _unbatch(em, y, unbatched)
+
+
+def _divided_by(em: Emitter, mean: Value, size: Sequence[int], kernel: Sequence[int],
+                stride: Sequence[int], pad: Sequence[int], divisor: int) -> Value:
+    """torch's divisor_override: each window's sum over the input elements it covers, over
+    `divisor`. `mean` averages over those elements; their count per window is known
+    statically (window start o * stride - pad, clipped to the input)."""
+    if divisor == 0:
+        raise Unsupported("avg_pool divisor_override of 0")
+    counts = np.ones((), np.float64)
+    for n, k, s, p, o in zip(size, kernel, stride, pad, em.static_shape(mean)[2:],
+                             strict=True):
+        start = np.arange(o) * s - p
+        covered = np.minimum(start + k, n) - np.maximum(start, 0)
+        counts = np.multiply.outer(counts, covered)
+    dtype = em.type(mean).dtype
+    return em.op("mul", [mean, em.const((counts / divisor).astype(dtype.numpy), dtype)])
 
 
 def _avg_pool_fn(spatial: int) -> AtenFn:
@@ -207,3 +228,135 @@ for _mode, _sp, _packet in (("nearest", 1, "upsample_nearest1d"),
                             ("bicubic", 2, "upsample_bicubic2d")):
     _aten_fn(_op(_packet, "vec"))(_upsample(_mode, _sp, True))
     _aten_fn(_op(_packet, "default"))(_upsample(_mode, _sp, False))
+
+
+# -- grid_sample ------------------------------------------------------------------------------
+
+
+@_aten_fn(aten.grid_sampler_2d.default, _op("grid_sampler"))
+def _grid_sampler_2d(em: Emitter, a: Args) -> Value:
+    """torch's grid_sampler_2d, bilinear or nearest, zeros or border padding: each grid point
+    (x, y) in [-1, 1] maps to input pixel coordinates (align_corners: the corner pixels'
+    centres, else their outer edges), then the corner pixels are gathered and weighted
+    (bilinear) or the nearest one (round half to even) picked; pixels outside the input
+    count 0 (zeros) or the point is first clamped into the input (border)."""
+    x, grid = em.value(a["input"]), em.value(a["grid"])
+    mode, padding = int(a["interpolation_mode"]), int(a["padding_mode"])
+    if mode not in (0, 1) or padding not in (0, 1) or em.rank(x) != 4:
+        raise Unsupported(f"grid_sampler_2d interpolation {mode}, padding {padding}")
+    align = bool(a["align_corners"])
+    n, c, h, w = em.static_shape(x)
+    _, ho, wo, _ = em.static_shape(grid)
+    dtype = em.type(x).dtype
+
+    def k(v: float) -> Value:
+        return em.scalar(v, dtype)
+
+    def source(axis: int, size: int) -> Value:
+        g = em.op("squeeze", [em.op("slice", [grid], starts=(axis,), ends=(axis + 1,),
+                                    axes=(3,))], axes=(3,))  # (n, ho, wo)
+        if align:
+            s = em.op("mul", [em.op("div", [em.op("add", [g, k(1.0)]), k(2.0)]), k(size - 1)])
+        else:
+            s = em.op("div", [em.op("sub", [em.op("mul", [em.op("add", [g, k(1.0)]), k(size)]),
+                                            k(1.0)]), k(2.0)])
+        if padding == 1:
+            s = em.op("clip", [s], min=0.0, max=float(size - 1))
+        return s
+
+    ix, iy = source(0, w), source(1, h)
+    flat = em.op("reshape", [x], shape=(n, c, h * w))
+
+    def pixel(px: Value, py: Value) -> Value:
+        """input[n, :, py, px] (n, c, ho, wo), 0 where (px, py) lies outside."""
+        inside = em.op("logical_and", [
+            em.op("logical_and", [em.op("greater_equal", [px, k(0.0)]),
+                                  em.op("less_equal", [px, k(w - 1)])]),
+            em.op("logical_and", [em.op("greater_equal", [py, k(0.0)]),
+                                  em.op("less_equal", [py, k(h - 1)])])])
+        index = em.op("add", [em.op("mul", [em.op("clip", [py], min=0.0, max=float(h - 1)),
+                                            k(w)]),
+                              em.op("clip", [px], min=0.0, max=float(w - 1))])
+        index = em.op("reshape", [em.cast(index, DType.INT64)], shape=(n, 1, ho * wo))
+        picked = em.op("gather_elements", [flat, em.op("expand", [index],
+                                                       shape=(n, c, ho * wo))], axis=2)
+        picked = em.op("reshape", [picked], shape=(n, c, ho, wo))
+        return em.op("where", [em.op("unsqueeze", [inside], axes=(1,)), picked, k(0.0)])
+
+    if mode == 1:  # nearest
+        return pixel(em.op("round", [ix]), em.op("round", [iy]))
+    x0, y0 = em.op("floor", [ix]), em.op("floor", [iy])
+    x1, y1 = em.op("add", [x0, k(1.0)]), em.op("add", [y0, k(1.0)])
+    total: Value | None = None
+    for px, py, wx, wy in ((x0, y0, em.op("sub", [x1, ix]), em.op("sub", [y1, iy])),
+                           (x1, y0, em.op("sub", [ix, x0]), em.op("sub", [y1, iy])),
+                           (x0, y1, em.op("sub", [x1, ix]), em.op("sub", [iy, y0])),
+                           (x1, y1, em.op("sub", [ix, x0]), em.op("sub", [iy, y0]))):
+        weight = em.op("unsqueeze", [em.op("mul", [wx, wy])], axes=(1,))
+        term = em.op("mul", [pixel(px, py), weight])
+        total = term if total is None else em.op("add", [total, term])
+    assert total is not None
+    return total
+
+
+# -- anti-aliased bilinear resize ---------------------------------------------------------------
+
+
+def _aa_taps(in_size: int, out_size: int, align_corners: bool,
+             scale_arg: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ATen's antialiased linear weights along one dim, in float32 as its CPU kernel computes
+    them: for output i, a window centred on scale * (i + 0.5) of half-width `support` (scale
+    times 1 when downsampling), triangle-filter weights normalised to sum 1. Returns the
+    input indices (out, taps), the weights and which taps are in the window."""
+    f = np.float32
+    if align_corners:
+        scale = f((in_size - 1) / (out_size - 1)) if out_size > 1 else f(0)
+    else:
+        scale = f(1.0 / scale_arg) if scale_arg and scale_arg > 0 else f(in_size / out_size)
+    support = scale * f(1.0) if scale >= 1 else f(1.0)
+    taps = int(np.ceil(support)) * 2 + 1
+    invscale = f(1.0) / scale if scale >= 1 else f(1.0)
+    index = np.zeros((out_size, taps), np.int64)
+    weight = np.zeros((out_size, taps), np.float32)
+    used = np.zeros((out_size, taps), bool)
+    for i in range(out_size):
+        center = scale * f(i + 0.5)
+        lo = max(int(center - support + f(0.5)), 0)
+        size = min(max(min(int(center + support + f(0.5)), in_size) - lo, 0), taps)
+        w = np.array([max(f(1.0) - abs((f(j + lo) - center + f(0.5)) * invscale), f(0.0))
+                      for j in range(size)], np.float32)
+        total = w.sum(dtype=np.float32)
+        if total != 0:
+            w = w / total
+        index[i, :size] = np.arange(lo, lo + size)
+        weight[i, :size] = w
+        used[i, :size] = True
+    return index, weight, used
+
+
+def _resample_axis(em: Emitter, x: Value, axis: int, taps: tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]) -> Value:
+    """Each output position along `axis` as the weighted sum of its taps (unused taps add
+    nothing, not even 0 * inf)."""
+    index, weight, used = taps
+    dtype = em.type(x).dtype
+    picked = em.op("gather", [x, em.const(index, DType.INT64)], axis=axis)  # axis -> (o, t)
+    rank = em.rank(picked)
+    shape = [1] * rank
+    shape[axis], shape[axis + 1] = index.shape
+    w = em.const(weight.reshape(shape).astype(dtype.numpy), dtype)
+    terms = em.op("where", [em.const(used.reshape(shape)), em.op("mul", [picked, w]),
+                            em.scalar(0.0, dtype)])
+    return em.op("reduce_sum", [terms], axes=(axis + 1,), keepdims=False)
+
+
+@_aten_fn(_op("_upsample_bilinear2d_aa"))
+def _upsample_bilinear2d_aa(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    if em.rank(x) != 4:
+        raise Unsupported("antialiased bilinear resize of a tensor that is not 4-d")
+    _, _, h, w = em.static_shape(x)
+    out_h, out_w = (int(v) for v in a["output_size"])
+    align = bool(a["align_corners"])
+    y = _resample_axis(em, x, 3, _aa_taps(w, out_w, align, a.get("scales_w")))
+    return _resample_axis(em, y, 2, _aa_taps(h, out_h, align, a.get("scales_h")))

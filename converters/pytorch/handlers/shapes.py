@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,7 +14,7 @@ import torch.fx
 from irbridge.dtypes import DType
 from irbridge.ir import Value
 
-from ..lower import Emitter, Sym, Unsupported
+from ..lower import Deferred, Emitter, Sym, Unsupported
 from ._base import (
     INT64_MAX,
     Args,
@@ -173,7 +175,7 @@ def _slice(em: Emitter, a: Args) -> Value:
                  steps=(step,))
 
 
-@_aten_fn(aten.narrow.default)
+@_aten_fn(aten.narrow.default, _op("narrow_copy"))
 def _narrow(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
     dim = _axis(int(a["dim"]), em.rank(x))
@@ -272,8 +274,59 @@ def _unbind(em: Emitter, a: Args) -> list[Value]:
 
 @_aten_fn(aten.index_select.default)
 def _index_select(em: Emitter, a: Args) -> Value:
+    x, index = em.value(a["self"]), em.value(a["index"])
+    if em.rank(x) == 0:  # a 0-d tensor acts as one element; the result is 0-d again
+        picked = em.op("gather", [em.op("reshape", [x], shape=(1,)),
+                                  em.op("reshape", [index], shape=(-1,))], axis=0)
+        return em.op("reshape", [picked], shape=())
+    return em.op("gather", [x, index], axis=_axis(int(a["dim"]), em.rank(x)))
+
+
+@_aten_fn(aten.unfold.default, _op("unfold_copy"))
+def _unfold(em: Emitter, a: Args) -> Value:
+    """Tensor.unfold: every window of `size` elements, `step` apart, along `dimension`; the
+    windows replace the dim and their elements form a new last dim."""
     x = em.value(a["self"])
-    return em.op("gather", [x, em.value(a["index"])], axis=_axis(int(a["dim"]), em.rank(x)))
+    size, step = int(a["size"]), int(a["step"])
+    if em.rank(x) == 0:
+        return em.op("reshape", [x], shape=(1,))  # torch: size must be 1
+    axis = _axis(int(a["dimension"]), em.rank(x))
+    n = em.static_shape(x)[axis]
+    count = (n - size) // step + 1
+    if count < 1 or size < 1:
+        raise Unsupported(f"unfold of size {size} over a dim of {n}")
+    windows = np.arange(count)[:, None] * step + np.arange(size)[None, :]
+    y = em.op("gather", [x, em.const(windows, DType.INT64)], axis=axis)  # dim -> (count, size)
+    rank = em.rank(y)
+    perm = [d for d in range(rank) if d != axis + 1] + [axis + 1]
+    return y if axis + 1 == rank - 1 else em.op("permute", [y], perm=tuple(perm))
+
+
+@_aten_fn(aten.put.default, _op("put_"))
+def _put(em: Emitter, a: Args) -> Value:
+    """Writes (or with accumulate adds) source into self read as a flat vector."""
+    x = em.value(a["self"])
+    flat = em.op("reshape", [x], shape=(-1,))
+    index = em.op("reshape", [em.value(a["index"])], shape=(-1,))
+    source = em.op("reshape", [em.cast(em.value(a["source"]), em.type(x).dtype)], shape=(-1,))
+    y = em.op("scatter_elements", [flat, index, source], axis=0,
+              reduction="add" if a["accumulate"] else "none")
+    return em.op("reshape", [y], shape=em.static_shape(x))
+
+
+@_aten_fn(aten.masked_scatter.default, _op("masked_scatter_"))
+def _masked_scatter(em: Emitter, a: Args) -> Value:
+    """The i-th True of the (broadcast) mask takes source's i-th element (row-major)."""
+    out_shape = em.out_shape()
+    x = _expand_to(em, em.value(a["self"]), list(out_shape))
+    mask = _expand_to(em, em.cast(em.value(a["mask"]), DType.BOOL), list(out_shape))
+    flat = em.op("reshape", [em.cast(mask, DType.INT64)], shape=(-1,))
+    taken = em.op("sub", [em.op("cumsum", [flat], axis=0), em.scalar(1, DType.INT64)])
+    taken = em.op("maximum", [taken, em.scalar(0, DType.INT64)])
+    source = em.op("reshape", [em.cast(em.value(a["source"]), em.type(x).dtype)], shape=(-1,))
+    picked = em.op("reshape", [em.op("gather", [source, taken], axis=0)],
+                   shape=em.static_shape(x))
+    return em.op("where", [mask, picked, x])
 
 
 @_aten_fn(aten.gather.default)
@@ -297,6 +350,79 @@ def _scatter(em: Emitter, a: Args) -> Value:
         None: "none", "add": "add", "multiply": "mul"}.get(a.get("reduce"), "none")
     return em.op("scatter_elements", [x, idx, _operand(em, updates, out)],
                  axis=_axis(int(a["dim"]), em.rank(x)), reduction=reduction)
+
+
+# scatter_reduce / index_reduce: scatter_elements with a reduction, the data first set to the
+# reduction's identity where an update lands if `include_self` is false; mean divides a sum by
+# the number of contributions (floor division for integers, as torch does).
+_REDUCTIONS = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min", "mean": "add"}
+
+
+def _identity(reduce: str, dtype: DType) -> float | int:
+    if reduce in ("amax", "amin"):
+        info: Any = np.finfo(dtype.numpy) if dtype.is_float else np.iinfo(dtype.numpy)
+        if dtype.is_float:
+            return -np.inf if reduce == "amax" else np.inf
+        return int(info.min) if reduce == "amax" else int(info.max)
+    return 1 if reduce == "prod" else 0
+
+
+def _scatter_reduce_values(em: Emitter, x: Value, axis: int, idx: Value, src: Value,
+                           reduce: str, include_self: bool) -> Value:
+    dtype = em.type(x).dtype
+    if reduce not in _REDUCTIONS:
+        raise Unsupported(f"scatter reduction {reduce!r}")
+    if dtype == DType.BOOL or not (dtype.is_float or dtype.is_integer):
+        raise Unsupported(f"scatter reduction {reduce} of {dtype.name}")
+    src = em.cast(src, dtype)
+    count = None
+    if reduce == "mean" or not include_self:
+        zeros = em.op("full", [], shape=em.static_shape(x), value=0, dtype=dtype)
+        ones = em.op("full", [], shape=em.static_shape(src), value=1, dtype=dtype)
+        count = em.op("scatter_elements", [zeros, idx, ones], axis=axis, reduction="add")
+    base = x
+    if not include_self:
+        assert count is not None
+        touched = em.op("greater", [count, em.scalar(0, dtype)])
+        base = em.op("where", [touched, em.scalar(_identity(reduce, dtype), dtype), x])
+    y = em.op("scatter_elements", [base, idx, src], axis=axis, reduction=_REDUCTIONS[reduce])
+    if reduce != "mean":
+        return y
+    assert count is not None
+    one = em.scalar(1, dtype)
+    count = (em.op("add", [count, one]) if include_self
+             else em.op("maximum", [count, one]))  # untouched: x / 1
+    return em.op("div" if dtype.is_float else "floor_div", [y, count])
+
+
+@_aten_fn(aten.scatter_reduce.two, _op("scatter_reduce_", "two"))
+def _scatter_reduce(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    if em.rank(x) == 0:
+        raise Unsupported("scatter_reduce of a 0-d tensor")
+    return _scatter_reduce_values(em, x, _axis(int(a["dim"]), em.rank(x)),
+                                  em.value(a["index"]), em.value(a["src"]), str(a["reduce"]),
+                                  bool(a["include_self"]))
+
+
+@_aten_fn(aten.index_reduce.default, _op("index_reduce_"))
+def _index_reduce(em: Emitter, a: Args) -> Value:
+    """x[..., index[i], ...] reduced with source[..., i, ...] along `dim`: a scatter with the
+    1-d index spread over the source's shape. 0-d operands act as 1-element vectors."""
+    x, source, index = em.value(a["self"]), em.value(a["source"]), em.value(a["index"])
+    scalar = em.rank(x) == 0
+    if scalar:
+        x = em.op("reshape", [x], shape=(1,))
+        source = em.op("reshape", [source], shape=(1,))
+    rank = em.rank(x)
+    axis = _axis(int(a["dim"]), rank)
+    src_shape = em.static_shape(source)
+    along = [1] * rank
+    along[axis] = src_shape[axis]
+    idx = em.op("expand", [em.op("reshape", [index], shape=tuple(along))], shape=src_shape)
+    y = _scatter_reduce_values(em, x, axis, idx, source, str(a["reduce"]),
+                               bool(a["include_self"]))
+    return em.op("reshape", [y], shape=()) if scalar else y
 
 
 @_aten_fn(aten.index_put.default, aten.index_put_.default, _op("_unsafe_index_put"),
@@ -363,6 +489,155 @@ def _index(em: Emitter, a: Args) -> Value:
 @_aten_fn(aten.embedding.default)
 def _embedding(em: Emitter, a: Args) -> Value:
     return em.op("embedding", [em.value(a["weight"]), em.value(a["indices"])])
+
+
+@_aten_fn(aten.embedding_bag.default, aten.embedding_bag.padding_idx,
+          aten._embedding_bag_forward_only.default, aten._embedding_bag.default)
+def _embedding_bag(em: Emitter, a: Args) -> Any:
+    """Bags of embedding rows reduced by sum, mean or max (F.embedding_bag): the rows
+    gathered (times per_sample_weights), each scattered onto its bag, the bag of index j
+    being the number of offsets <= j, less one. Rows equal to padding_idx are left out; an
+    empty bag is 0. Only the first result (the bags) lowers."""
+    weight, indices = em.value(a["weight"]), em.value(a["indices"])
+    if em.rank(indices) != 1:
+        raise Unsupported("embedding_bag with 2-d indices")
+    mode = int(a["mode"])
+    dtype = em.type(weight).dtype
+    n = em.static_shape(indices)[0]
+    dim = em.static_shape(weight)[1]
+    offsets = em.value(a["offsets"])
+    bags = em.static_shape(offsets)[0] - (1 if a["include_last_offset"] else 0)
+    rows = em.op("gather", [weight, indices], axis=0)  # (n, dim)
+    if a["per_sample_weights"] is not None:
+        rows = em.op("mul", [rows, em.op("unsqueeze", [em.value(a["per_sample_weights"])],
+                                         axes=(1,))])
+    position = em.const(np.arange(n, dtype=np.int64)[:, None], DType.INT64)
+    started = em.op("less_equal", [em.op("unsqueeze", [em.cast(offsets, DType.INT64)],
+                                         axes=(0,)), position])
+    bag = em.op("sub", [em.op("reduce_sum", [em.cast(started, DType.INT64)], axes=(1,),
+                               keepdims=False), em.scalar(1, DType.INT64)])
+    if a["include_last_offset"] and mode == 2:
+        # torch's CPU max kernel runs the last bag to the end of the indices (sum and mean
+        # stop at the last offset)
+        bag = em.op("minimum", [bag, em.scalar(bags - 1, DType.INT64)])
+    keep = em.op("less", [bag, em.scalar(bags, DType.INT64)])  # past the last bag: dropped
+    padding = a.get("padding_idx")
+    if padding is not None and int(padding) >= 0:
+        keep = em.op("logical_and", [keep, em.op("not_equal", [
+            em.cast(indices, DType.INT64), em.scalar(int(padding), DType.INT64)])])
+    bag = em.op("where", [keep, bag, em.scalar(bags, DType.INT64)])  # a spare bag row
+    spread = em.op("expand", [em.op("unsqueeze", [bag], axes=(1,))], shape=(n, dim))
+    reduction = {0: "add", 1: "add", 2: "max"}.get(mode)
+    if reduction is None:
+        raise Unsupported(f"embedding_bag mode {mode}")
+    start = -math.inf if mode == 2 else 0.0
+    base = em.op("full", [], shape=(bags + 1, dim), value=start, dtype=dtype)
+    total = em.op("slice", [em.op("scatter_elements", [base, spread, rows], axis=0,
+                                  reduction=reduction)], starts=(0,), ends=(bags,), axes=(0,))
+    counts = em.op("scatter_elements", [em.op("full", [], shape=(bags + 1,), value=0.0,
+                                              dtype=dtype),
+                                        bag, em.op("full", [], shape=(n,), value=1.0,
+                                                   dtype=dtype)], axis=0, reduction="add")
+    counts = em.op("unsqueeze", [em.op("slice", [counts], starts=(0,), ends=(bags,),
+                                       axes=(0,))], axes=(1,))
+    if mode == 1:
+        total = em.op("div", [total, em.op("maximum", [counts, em.scalar(1.0, dtype)])])
+    elif mode == 2:
+        empty = em.op("equal", [counts, em.scalar(0.0, dtype)])
+        total = em.op("where", [empty, em.scalar(0.0, dtype), total])
+    rest = [Deferred(lambda: _unsupported_result("embedding_bag offset2bag / bag_size / "
+                                                 "max_indices")) for _ in range(3)]
+    return (total, *rest)
+
+
+def _unsupported_result(what: str) -> Value:
+    raise Unsupported(what)
+
+
+@_aten_fn(_op("nonzero_static"))
+def _nonzero_static(em: Emitter, a: Args) -> Value:
+    """The coordinates of the first `size` nonzero elements (row-major), rows past the
+    count filled with fill_value: the k-th nonzero's constant coordinates are scattered to
+    row k (k from a cumsum of the mask), the rest to a spare row that is dropped."""
+    x = em.value(a["self"])
+    size, fill = int(a["size"]), int(a["fill_value"])
+    shape = em.static_shape(x)
+    rank, count = len(shape), int(np.prod(shape, dtype=np.int64))
+    if size == 0 or rank == 0:
+        if rank == 0 and size > 0:
+            raise Unsupported("nonzero_static of a 0-d tensor")
+        return em.op("full", [], shape=(size, rank), value=fill, dtype=DType.INT64)
+    flat = em.op("reshape", [em.cast(x, DType.BOOL)], shape=(-1,))
+    rank_of = em.op("sub", [em.op("cumsum", [em.cast(flat, DType.INT64)], axis=0),
+                            em.scalar(1, DType.INT64)])
+    keep = em.op("logical_and", [flat, em.op("less", [rank_of, em.scalar(size, DType.INT64)])])
+    row = em.op("where", [keep, rank_of, em.scalar(size, DType.INT64)])
+    coords = np.stack(np.unravel_index(np.arange(count), shape), axis=1).astype(np.int64)
+    spread = em.op("expand", [em.op("unsqueeze", [row], axes=(1,))], shape=(count, rank))
+    table = em.op("full", [], shape=(size + 1, rank), value=fill, dtype=DType.INT64)
+    table = em.op("scatter_elements", [table, spread, em.const(coords, DType.INT64)], axis=0)
+    return em.op("slice", [table], starts=(0,), ends=(size,), axes=(0,))
+
+
+def _storage_positions(em: Emitter, a: Args) -> np.ndarray:
+    """Flat positions in `self` that as_strided(size, stride, storage_offset) reads, when
+    `self` is known to be its storage laid out contiguously (its example value is
+    contiguous, starts the storage and fills it); else Unsupported."""
+    from ..lower import example_value
+
+    node = em.node.args[0] if em.node is not None and em.node.args else None
+    example = example_value(node) if isinstance(node, torch.fx.Node) else None
+    if not isinstance(example, torch.Tensor) or not example.is_contiguous() \
+            or example.storage_offset() != 0 \
+            or example.untyped_storage().nbytes() != example.numel() * example.element_size():
+        raise Unsupported("as_strided of a tensor that is not its whole contiguous storage")
+    sizes, strides = [int(v) for v in a["size"]], [int(v) for v in a["stride"]]
+    offset = int(a.get("storage_offset") or 0)
+    positions = np.full(sizes, offset, np.int64)
+    for axis, (n, step) in enumerate(zip(sizes, strides, strict=True)):
+        shape = [1] * len(sizes)
+        shape[axis] = n
+        positions = positions + (np.arange(n, dtype=np.int64) * step).reshape(shape)
+    if positions.size == 0 or positions.min() < 0 or positions.max() >= example.numel():
+        raise Unsupported("as_strided outside its input or empty")
+    return positions
+
+
+@_aten_fn(aten.as_strided.default, _op("as_strided_copy"), _op("as_strided_"))
+def _as_strided(em: Emitter, a: Args) -> Value:
+    """A strided view of a contiguous tensor: a gather of constant flat positions."""
+    positions = _storage_positions(em, a)
+    flat = em.op("reshape", [em.value(a["self"])], shape=(-1,))
+    return em.op("gather", [flat, em.const(positions, DType.INT64)], axis=0)
+
+
+@_aten_fn(_op("as_strided_scatter"))
+def _as_strided_scatter(em: Emitter, a: Args) -> Value:
+    """self with the strided view's elements replaced by src."""
+    positions = _storage_positions(em, a)
+    x = em.value(a["self"])
+    flat = em.op("reshape", [x], shape=(-1,))
+    src = em.op("reshape", [em.cast(em.value(a["src"]), em.type(x).dtype)], shape=(-1,))
+    y = em.op("scatter_elements", [flat, em.const(positions.reshape(-1), DType.INT64), src],
+              axis=0)
+    return em.op("reshape", [y], shape=em.static_shape(x))
+
+
+@_aten_fn(aten.combinations.default)
+def _combinations(em: Emitter, a: Args) -> Value:
+    """Every r-combination of a 1-d tensor's elements (itertools order), as rows: a gather
+    with a constant index table."""
+    x = em.value(a["self"])
+    if em.rank(x) != 1:
+        raise Unsupported("combinations of a tensor that is not 1-d")
+    n, r = em.static_shape(x)[0], int(a["r"])
+    pick = (itertools.combinations_with_replacement if a["with_replacement"]
+            else itertools.combinations)
+    table = np.array(list(pick(range(n), r)), np.int64).reshape(-1, r)
+    if r == 0 or table.shape[0] == 0:
+        shape = (0,) if r == 0 else (0, r)
+        return em.op("full", [], shape=shape, value=0, dtype=em.type(x).dtype)
+    return em.op("gather", [x, em.const(table, DType.INT64)], axis=0)
 
 
 @_aten_fn(aten.repeat.default)

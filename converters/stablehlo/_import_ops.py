@@ -1009,6 +1009,48 @@ def _batched_index(imp: _Importer, scope: Scope, op: Any, ivd: int,
     return _permute(scope, idx, order), order
 
 
+def _flat_index(scope: Scope, idx: Value, ivd: int, sizes: Sequence[int], *,
+                clamp: bool) -> Value:
+    """One index into the row-major flattening of dims of `sizes` from index vectors (along
+    `ivd` of `idx`, one coordinate per dim). Gather clamps each coordinate into its dim
+    (`clamp`); scatter drops an update any of whose coordinates is out of range, so then
+    such vectors point one past the end (a spare row the caller adds and cuts off)."""
+    shape = _shape_of(idx)
+    batch = shape[:ivd] + shape[ivd + 1:]
+    flat: Value | None = None
+    valid: Value | None = None
+    stride = math.prod(sizes)
+    for j, size in enumerate(sizes):
+        stride //= size
+        c = _reshape(scope, _slice_value(scope, idx, [j if d == ivd else 0 for d in
+                                                      range(len(shape))],
+                                         [j + 1 if d == ivd else n for d, n in
+                                          enumerate(shape)], [1] * len(shape)), batch)
+        if clamp:
+            c = _op(scope, "clip", [c, _scalar_const(scope, 0, c),
+                                    _scalar_const(scope, size - 1, c)])
+        else:
+            ok = _op(scope, "logical_and", [
+                _op(scope, "greater_equal", [c, _scalar_const(scope, 0, c)]),
+                _op(scope, "less", [c, _scalar_const(scope, size, c)])])
+            valid = ok if valid is None else _op(scope, "logical_and", [valid, ok])
+        term = c if stride == 1 else _op(scope, "mul", [c, _scalar_const(scope, stride, c)])
+        flat = term if flat is None else _op(scope, "add", [flat, term])
+    assert flat is not None
+    if valid is not None:
+        flat = _op(scope, "where", [valid, flat, _scalar_const(scope, math.prod(sizes), flat)])
+    return flat
+
+
+def _rows_first(scope: Scope, x: Value, dims: Sequence[int]) -> tuple[Value, list[int]]:
+    """x with `dims` (in that order) moved to the front and merged into one; and the
+    permutation applied."""
+    shape = _shape_of(x)
+    perm = [*dims, *(d for d in range(len(shape)) if d not in dims)]
+    merged = [math.prod(shape[d] for d in dims), *(shape[d] for d in perm[len(dims):])]
+    return _reshape(scope, _permute(scope, x, perm), merged), perm
+
+
 @handles("stablehlo.gather")
 def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     dn = _stablehlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
@@ -1071,7 +1113,27 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
                 mlir.append(("b", counter))
                 counter += 1
         return [_permute(scope, y, [labels.index(label) for label in mlir])]
-    raise Unsupported("a gather form other than take, embedding or torch.gather")
+    # x[i, j, ...] with several index arrays (numpy advanced indexing): points of the
+    # indexed dims, whole slices of the others; gathered from those dims flattened into one
+    if vector == len(start_map) > 1 and sorted(collapsed) == sorted(start_map) and \
+            all(sizes[d] == 1 for d in start_map):
+        x = _slice_value(scope, x, [0] * r, [n if d in start_map else sizes[d]
+                                             for d, n in enumerate(x_shape)], [1] * r)
+        rows, _ = _rows_first(scope, x, start_map)
+        flat = _flat_index(scope, imp.materialize(scope, op.operands[1]), ivd,
+                           [x_shape[d] for d in start_map], clamp=True)
+        y = _op(scope, "gather", [rows, flat], {"axis": 0})  # [*batch, *offset dims]
+        nb = len(batch)
+        order, counter = [], 0
+        for p in range(len(out_shape)):
+            if p in offset_dims:
+                order.append(nb + offset_dims.index(p))
+            else:
+                order.append(counter)
+                counter += 1
+        return [_permute(scope, y, order)]
+    raise Unsupported("a gather form other than take, embedding, torch.gather or advanced "
+                      "indexing")
 
 
 _SCATTER_KIND = {None: "none", "add": "add", "mul": "mul", "max": "max", "min": "min"}
@@ -1140,7 +1202,30 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         idx = _reshape(scope, idx, [n if dim == a else 1 for dim in range(r)])
         idx = _op(scope, "expand", [idx], {"shape": list(target)})
         return [_op(scope, "scatter_elements", [x, idx, u], {"axis": a, **attrs})]
-    raise Unsupported("a scatter form other than torch.scatter or row updates")
+    # x.at[i, j, ...].set(v) with several index arrays: into the indexed dims flattened
+    # into one, plus a spare row that takes the updates out of range (dropped)
+    if vector == len(to_operand) > 1 and sorted(inserted) == sorted(to_operand) and \
+            len(window) == r - len(to_operand):
+        rows, perm = _rows_first(scope, x, to_operand)
+        count = _shape_of(rows)[0]
+        rest = len(perm) - len(to_operand)
+        rows = _op(scope, "pad", [rows], {"pads": [0] * (rest + 1) + [1] + [0] * rest})
+        flat = _flat_index(scope, imp.materialize(scope, op.operands[1]), ivd,
+                           [x_shape[d] for d in to_operand], clamp=False)
+        n = math.prod(batch)
+        u_shape = _shape_of(updates)
+        scatter_dims = [p for p in range(len(u_shape)) if p not in window]
+        u = _reshape(scope, _permute(scope, updates, [*scatter_dims, *window]),
+                     [n, *(u_shape[p] for p in window)])
+        idx = _reshape(scope, flat, [n] + [1] * rest)
+        idx = _op(scope, "expand", [idx], {"shape": list(_shape_of(u))})
+        y = _op(scope, "scatter_elements", [rows, idx, u], {"axis": 0, **attrs})
+        y = _slice_value(scope, y, [0] * (rest + 1), [count, *_shape_of(y)[1:]],
+                         [1] * (rest + 1))
+        y = _reshape(scope, y, [x_shape[d] for d in perm])
+        return [_permute(scope, y, [perm.index(d) for d in range(r)])]
+    raise Unsupported("a scatter form other than torch.scatter, row updates or advanced "
+                      "indexing")
 
 
 # -- sorting -----------------------------------------------------------------------------------

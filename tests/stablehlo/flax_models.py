@@ -1,5 +1,6 @@
-"""Compact Flax (flax.linen) models in the shapes of common architectures, with random
-weights from a fixed PRNG key: a real, independent StableHLO producer for the importer.
+"""Compact Flax models in the shapes of common architectures (flax.linen, and one in
+flax.nnx), with random weights from a fixed PRNG: a real, independent StableHLO producer
+for the importer.
 
 The variables come from `random_variables` (a fixed numpy PRNG) rather than the modules'
 initialisers. Each `FlaxCase` holds a module, its variables and its example inputs; `as_args` and
@@ -16,6 +17,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import nnx
 
 HIDDEN, HEADS, LAYERS, VOCAB, SEQ, BATCH = 32, 4, 2, 50, 8, 2
 
@@ -23,12 +25,9 @@ HIDDEN, HEADS, LAYERS, VOCAB, SEQ, BATCH = 32, 4, 2, 50, 8, 2
 @dataclass
 class FlaxCase:
     name: str
-    module: nn.Module
+    apply: Callable[..., Any]  # apply(variables, *inputs)
     inputs: list[np.ndarray]
     variables: Any
-
-    def apply(self, variables: Any, *inputs: jax.Array) -> Any:
-        return self.module.apply(variables, *inputs)
 
     def as_args(self) -> tuple[Callable[..., Any], list[Any]]:
         """f(variables, *inputs) and its arguments (variables are a pytree of arrays)."""
@@ -296,6 +295,36 @@ class Lstm(nn.Module):
         return _dense(5)(x[:, -1])
 
 
+class _NnxLayer(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        self.attention = nnx.MultiHeadAttention(HEADS, HIDDEN, decode=False, rngs=rngs)
+        self.norm1 = nnx.LayerNorm(HIDDEN, rngs=rngs)
+        self.up = nnx.Linear(HIDDEN, 2 * HIDDEN, rngs=rngs)
+        self.down = nnx.Linear(2 * HIDDEN, HIDDEN, rngs=rngs)
+        self.norm2 = nnx.LayerNorm(HIDDEN, rngs=rngs)
+
+    def __call__(self, x: jax.Array, mask: jax.Array) -> jax.Array:
+        x = self.norm1(x + self.attention(x, mask=mask))
+        return self.norm2(x + self.down(nnx.gelu(self.up(x), approximate=False)))
+
+
+class NnxEncoder(nnx.Module):
+    """The BERT-style encoder written with flax.nnx (the API Flax recommends for new code):
+    embeddings, post-norm layers, exact GELU, padding mask, mean pooling over the tokens."""
+
+    def __init__(self, rngs: nnx.Rngs) -> None:
+        self.embed = nnx.Embed(VOCAB, HIDDEN, rngs=rngs)
+        # named attributes, not an nnx.List: jax.export serializes only string dict keys
+        self.layer1, self.layer2 = _NnxLayer(rngs), _NnxLayer(rngs)
+
+    def __call__(self, ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
+        x = self.embed(ids)
+        mask = nnx.make_attention_mask(attention_mask > 0, attention_mask > 0)
+        x = self.layer2(self.layer1(x, mask), mask)
+        keep = attention_mask[..., None].astype(x.dtype)
+        return (x * keep).sum(1) / keep.sum(1)
+
+
 def random_variables(shapes: Any, seed: int) -> Any:
     """Random values for a tree of variable shapes (what `jax.eval_shape(module.init, ...)`
     gives), from a fixed numpy PRNG: faster than running Flax's initialisers, which XLA
@@ -304,7 +333,7 @@ def random_variables(shapes: Any, seed: int) -> Any:
     rng = np.random.default_rng(1000 + seed)
 
     def fill(path: tuple[Any, ...], leaf: jax.ShapeDtypeStruct) -> np.ndarray:
-        key = str(getattr(path[-1], "key", path[-1]))
+        key = [str(p.key) for p in path if hasattr(p, "key")][-1]  # nnx paths end in .value
         noise = rng.standard_normal(leaf.shape)
         if key == "kernel":
             value = noise / np.sqrt(np.prod(leaf.shape[:-1]))
@@ -319,7 +348,8 @@ def random_variables(shapes: Any, seed: int) -> Any:
     return jax.tree_util.tree_map_with_path(fill, shapes)
 
 
-NAMES = ("bert", "gpt2", "vit", "resnet", "llama", "t5", "clip_text", "wav2vec2", "lstm")
+NAMES = ("bert", "gpt2", "vit", "resnet", "llama", "t5", "clip_text", "wav2vec2", "lstm",
+         "nnx_encoder")
 
 
 def cases() -> dict[str, FlaxCase]:
@@ -350,6 +380,17 @@ def cases() -> dict[str, FlaxCase]:
     out = {}
     for index, (name, module, inputs) in enumerate(specs):
         shapes = jax.eval_shape(module.init, jax.random.PRNGKey(0), *inputs)
-        out[name] = FlaxCase(name, module, inputs, random_variables(shapes, seed=index))
+        out[name] = FlaxCase(name, module.apply, inputs, random_variables(shapes, seed=index))
+    graph, state = nnx.split(nnx.eval_shape(lambda: NnxEncoder(nnx.Rngs(0))))
+
+    def nnx_apply(variables: dict[str, Any], *xs: jax.Array) -> jax.Array:
+        # a pure dict of arrays in and out: jax.export cannot serialize a calling
+        # convention that holds nnx.Param nodes
+        full = jax.tree_util.tree_map(lambda v: v, state)
+        nnx.replace_by_pure_dict(full, variables)
+        return nnx.merge(graph, full)(*xs)
+
+    out["nnx_encoder"] = FlaxCase("nnx_encoder", nnx_apply, [ids(BATCH, SEQ), padding],
+                                  random_variables(state, seed=len(specs)).to_pure_dict())
     assert tuple(out) == NAMES
     return out

@@ -1,16 +1,17 @@
 """Real Flax programs (tests/stablehlo/flax_models.py: BERT-, GPT-2-, ViT-, ResNet-, Llama-,
-T5-, CLIP-text-, Wav2Vec2- and LSTM-shaped flax.linen models with random weights) import
-into the IR with no opaque node, from `jax.jit(f).lower(*args).as_text()` and from a
-serialized `jax.export` Exported (`exported.serialize()` in a file), with the parameters
-as function arguments and closed over as constants; the IR executor, the IR exported back
-to StableHLO (the reference interpreter) and to ONNX (onnxruntime) reproduce JAX's outputs.
+T5-, CLIP-text-, Wav2Vec2- and LSTM-shaped flax.linen models and a BERT-style flax.nnx
+encoder, random weights) import into the IR with no opaque node, from
+`jax.jit(f).lower(*args).as_text()` and from a serialized `jax.export` Exported
+(`exported.serialize()` in a file), with the parameters as function arguments and closed
+over as constants; the IR executor, the IR exported back to StableHLO (the reference
+interpreter) and to ONNX (onnxruntime) reproduce JAX's outputs.
 
-Tolerance: |got - JAX| <= 1e-3 * max(1, max |JAX output|) per output. Each path computes
-the same float32 program with its own kernels (XLA's fused CPU code, numpy, the
-interpreter's element loops, onnxruntime's MLAS): summation orders, exp/erf/tanh
-approximations and softmax formulations differ, and two encoder layers of LayerNorm and
-softmax amplify the float32 rounding (~1e-7 relative) to a few 1e-6 of the output scale;
-1e-3 is the issue's bound and leaves a margin of ~100x.
+Tolerance: |got - JAX| <= 1e-3 * max(1, max |JAX output|) per output, the issue's bound.
+Each path computes the same float32 program with its own kernels (XLA's fused CPU code,
+numpy, the interpreter's element loops, onnxruntime's MLAS): summation orders and the
+exp/erf/tanh approximations differ at float32 rounding level. Measured: at most 7e-7 of
+the output scale over every model, form and path, so the bound has a margin of ~1000x
+and still fails on any real mismatch (a wrong index, mask or layout moves outputs by O(1)).
 
 Also the general gather and scatter (numpy advanced indexing: several index arrays) on
 their own, with out-of-range indices (gather clamps, scatter drops), against JAX.
@@ -122,7 +123,7 @@ def test_models_hold_what_they_stand_for(models: dict[str, FlaxCase]) -> None:
             "resnet": ["convolution", "reduce_window"], "llama": ["stablehlo.sine", "rsqrt"],
             "t5": ["stablehlo.log"], "clip_text": ["start_index_map = [0, 1]"],
             "wav2vec2": ["scatter_dims_to_operand_dims = [0, 1]", "convolution"],
-            "lstm": ["stablehlo.while"]}
+            "lstm": ["stablehlo.while"], "nnx_encoder": ["chlo.erf"]}
     assert sorted(must) == sorted(NAMES)
     for name, parts in must.items():
         fn, args = models[name].as_constants()

@@ -1180,8 +1180,39 @@ register("range", _range, "Range")
 def _topk(e: NodeEmit) -> None:
     a = e.attrs
     k = _shaped(e, 1, 1, DType.INT64) if e.has(1) else e.i64([a["k"]], "k")
+    dtype = e.in_dtype(0)
+    if dtype is not None and dtype.is_float:
+        _nan_ordered_topk(e, k, a["axis"] % e.rank(0), bool(a["largest"]))
+        return
     e.emit("TopK", [e.input(0), k], e.outs, axis=a["axis"],
            largest=int(a["largest"]), sorted=int(a["sorted"]))
+
+
+def _axis_length(e: NodeEmit, axis: int) -> str:
+    t = e.in_type(0)
+    dim = t.shape[axis] if t is not None and t.shape is not None else None
+    if isinstance(dim, int):
+        return e.i64([dim], "k")
+    return e.one("Shape", [e.input(0)], start=axis, end=axis + 1)
+
+
+def _nan_ordered_topk(e: NodeEmit, k: str | None, axis: int, largest: bool) -> None:
+    """TopK of float data in the IR's order, NaN as the largest value and ties in index
+    order: onnxruntime's TopK leaves NaN anywhere, so sort the data with NaN zeroed, then
+    stably by the NaN flag (TopK puts equal keys in index order), and take the first k."""
+    x = e.input(0)
+    nan = e.one("IsNaN", [x])
+    clean = e.one("Where", [nan, e.scalar(0, e.in_dtype(0), "zero"), x])
+    n = _axis_length(e, axis)
+    first = e.emit("TopK", [clean, n], 2, axis=axis, largest=int(largest), sorted=1)[1]
+    flags = e.one("Cast", [e.one("GatherElements", [nan, first], axis=axis)],
+                  to=dtype_to_onnx(DType.FLOAT32))
+    second = e.emit("TopK", [flags, n], 2, axis=axis, largest=int(largest), sorted=1)[1]
+    order = e.one("GatherElements", [first, second], axis=axis)
+    if k is not None:
+        order = e.one("Slice", [order, e.i64([0], "start"), k, e.i64([axis], "axis")])
+    e.emit("Identity", [order], [e.outs[1]])
+    e.emit("GatherElements", [x, e.outs[1]], [e.outs[0]], axis=axis)
 
 
 register("topk", _topk, "TopK")
@@ -1189,15 +1220,13 @@ register("topk", _topk, "TopK")
 
 def _sort(e: NodeEmit) -> None:
     a = e.attrs
-    t = e.in_type(0)
-    rank = e.rank(0)
-    axis = a["axis"] % rank
-    dim = t.shape[axis] if t is not None and t.shape is not None else None
-    if isinstance(dim, int):
-        k = e.i64([dim], "k")
-    else:
-        k = e.one("Shape", [e.input(0)], start=axis, end=axis + 1)
-    e.emit("TopK", [e.input(0), k], e.outs, axis=axis, largest=int(a["descending"]), sorted=1)
+    axis = a["axis"] % e.rank(0)
+    dtype = e.in_dtype(0)
+    if dtype is not None and dtype.is_float:
+        _nan_ordered_topk(e, None, axis, bool(a["descending"]))
+        return
+    e.emit("TopK", [e.input(0), _axis_length(e, axis)], e.outs, axis=axis,
+           largest=int(a["descending"]), sorted=1)
 
 
 register("sort", _sort)

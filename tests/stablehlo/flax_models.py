@@ -157,6 +157,7 @@ def _rope(x: jax.Array, positions: jax.Array) -> jax.Array:
 
 class _LlamaLayer(nn.Module):
     kv_heads: int = 2
+    window: int | None = None  # sliding-window attention (Mistral): keys at most window-1 back
 
     @nn.compact
     def __call__(self, x: jax.Array, positions: jax.Array) -> jax.Array:
@@ -170,6 +171,9 @@ class _LlamaLayer(nn.Module):
         k = jnp.repeat(k, HEADS // self.kv_heads, axis=2)  # grouped-query attention
         v = jnp.repeat(v, HEADS // self.kv_heads, axis=2)
         mask = nn.make_causal_mask(jnp.zeros((b, t)))
+        if self.window is not None:
+            distance = jnp.arange(t)[:, None] - jnp.arange(t)[None, :]
+            mask = mask * (distance < self.window)
         out = nn.dot_product_attention(q, k, v, mask=mask, deterministic=True)
         x = x + _dense(d, bias=False)(out.reshape(b, t, d))
         h = nn.RMSNorm(epsilon=1e-6)(x)
@@ -179,14 +183,66 @@ class _LlamaLayer(nn.Module):
 
 class Llama(nn.Module):
     """RMSNorm, rotary positions, SwiGLU and grouped-query causal attention."""
+    window: int | None = None
 
     @nn.compact
     def __call__(self, ids: jax.Array) -> jax.Array:
         x = nn.Embed(VOCAB, HIDDEN)(ids)
         positions = jnp.broadcast_to(jnp.arange(ids.shape[1]), ids.shape)
         for _ in range(LAYERS):
-            x = _LlamaLayer()(x, positions)
+            x = _LlamaLayer(window=self.window)(x, positions)
         return _dense(VOCAB, bias=False)(nn.RMSNorm(epsilon=1e-6)(x))
+
+
+class Mistral(Llama):
+    """Llama with sliding-window causal attention: each token sees itself and the
+    `window - 1` tokens before it (a band mask; the window is shorter than the sequence)
+    and grouped-query attention."""
+    window: int | None = 3
+
+
+class _SqueezeExcite(nn.Module):
+    reduced: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        s = x.mean((1, 2), keepdims=True)  # global average pool
+        s = nn.relu(nn.Conv(self.reduced, (1, 1))(s))
+        return x * jax.nn.sigmoid(nn.Conv(x.shape[-1], (1, 1))(s))
+
+
+class _XBlock(nn.Module):
+    """RegNet's X block (Y with squeeze-and-excitation): 1x1, grouped 3x3, SE, 1x1."""
+    features: int
+    stride: int
+    group_width: int = 8
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        bn = lambda: nn.BatchNorm(use_running_average=True)  # noqa: E731
+        y = nn.relu(bn()(nn.Conv(self.features, (1, 1), use_bias=False)(x)))
+        y = nn.relu(bn()(nn.Conv(self.features, (3, 3), (self.stride, self.stride),
+                                 use_bias=False,
+                                 feature_group_count=self.features // self.group_width)(y)))
+        y = _SqueezeExcite(max(1, x.shape[-1] // 4))(y)
+        y = bn()(nn.Conv(self.features, (1, 1), use_bias=False)(y))
+        if x.shape != y.shape:
+            x = bn()(nn.Conv(self.features, (1, 1), (self.stride, self.stride),
+                             use_bias=False)(x))
+        return nn.relu(x + y)
+
+
+class RegNet(nn.Module):
+    """Strided stem, two X blocks with grouped 3x3 convolutions (group width 8) and
+    squeeze-and-excitation, BatchNorm in inference mode, global mean and a head."""
+
+    @nn.compact
+    def __call__(self, image: jax.Array) -> jax.Array:
+        x = nn.relu(nn.BatchNorm(use_running_average=True)(
+            nn.Conv(16, (3, 3), (2, 2), use_bias=False)(image)))
+        x = _XBlock(16, 1)(x)
+        x = _XBlock(HIDDEN, 2)(x)
+        return _dense(10)(x.mean((1, 2)))
 
 
 def _relative_buckets(query_len: int, key_len: int, bidirectional: bool,
@@ -249,6 +305,97 @@ class T5(nn.Module):
             y = y + _T5Attention()(nn.RMSNorm()(y), memory, None)
             y = y + _Mlp(2 * HIDDEN, nn.relu)(nn.RMSNorm()(y))
         return embed.attend(nn.RMSNorm()(y))
+
+
+class _BartDecoderLayer(nn.Module):
+    @nn.compact
+    def __call__(self, y: jax.Array, memory: jax.Array, causal: jax.Array,
+                 cross: jax.Array) -> jax.Array:
+        attention = lambda: nn.MultiHeadDotProductAttention(HEADS, deterministic=True)  # noqa: E731
+        y = nn.LayerNorm()(y + attention()(y, mask=causal))
+        y = nn.LayerNorm()(y + attention()(y, memory, mask=cross))
+        return nn.LayerNorm()(y + _Mlp(2 * HIDDEN, _gelu_exact)(y))
+
+
+class Bart(nn.Module):
+    """Encoder-decoder with learned positions at BART's offset of 2, post-norm layers,
+    exact GELU, a padding mask on the encoder, causal decoder self-attention and
+    cross-attention, an LM head tied to the shared embedding plus `final_logits_bias`."""
+
+    @nn.compact
+    def __call__(self, src: jax.Array, src_mask: jax.Array, tgt: jax.Array) -> jax.Array:
+        embed = nn.Embed(VOCAB, HIDDEN)
+        offset = 2  # BART's learned position embeddings start at index 2
+
+        def embed_positions(ids: jax.Array, name: str) -> jax.Array:
+            positions = nn.Embed(SEQ + offset, HIDDEN, name=name)(
+                jnp.arange(ids.shape[1]) + offset)
+            return nn.LayerNorm()(embed(ids) + positions[None])
+
+        keep = src_mask > 0
+        x = embed_positions(src, "encoder_positions")
+        for _ in range(LAYERS):
+            x = _EncoderLayer(_gelu_exact, pre_norm=False)(x, nn.make_attention_mask(keep, keep))
+        y = embed_positions(tgt, "decoder_positions")
+        causal = nn.make_causal_mask(tgt)
+        cross = nn.make_attention_mask(jnp.ones(tgt.shape, bool), keep)
+        for _ in range(LAYERS):
+            y = _BartDecoderLayer()(y, x, causal, cross)
+        bias = self.param("final_logits_bias", nn.initializers.zeros, (VOCAB,))
+        return embed.attend(y) + bias
+
+
+def _relative_position_index(h: int, w: int) -> np.ndarray:
+    """BEiT's relative position index over a (h, w) patch grid plus the class token:
+    (N * N,) entries into a table of (2h-1)(2w-1) patch-to-patch distances followed by
+    class-to-patch, patch-to-class and class-to-class."""
+    coords = np.stack(np.meshgrid(np.arange(h), np.arange(w), indexing="ij")).reshape(2, -1)
+    relative = (coords[:, :, None] - coords[:, None, :]).transpose(1, 2, 0)
+    relative += (h - 1, w - 1)
+    distances = (2 * h - 1) * (2 * w - 1)
+    n = h * w + 1
+    index = np.zeros((n, n), np.int32)
+    index[1:, 1:] = relative[..., 0] * (2 * w - 1) + relative[..., 1]
+    index[0, :], index[:, 0], index[0, 0] = distances, distances + 1, distances + 2
+    return index.reshape(-1)
+
+
+class _BeitLayer(nn.Module):
+    grid: tuple[int, int]
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, n, d = x.shape
+        hd = d // HEADS
+        h, w = self.grid
+        table = self.param("relative_position_bias_table", nn.initializers.normal(),
+                           ((2 * h - 1) * (2 * w - 1) + 3, HEADS))
+        bias = jnp.asarray(table)[_relative_position_index(h, w)]  # gather: (N*N, heads)
+        bias = bias.reshape(n, n, HEADS).transpose(2, 0, 1)
+        qkv = _dense(3 * d)(nn.LayerNorm()(x)).reshape(b, n, 3, HEADS, hd)
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(hd) + bias[None]
+        out = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, axis=-1), v)
+        gamma_1 = self.param("gamma_1", nn.initializers.ones, (d,))  # layer scale
+        gamma_2 = self.param("gamma_2", nn.initializers.ones, (d,))
+        x = x + gamma_1 * _dense(d)(out.reshape(b, n, d))
+        return x + gamma_2 * _Mlp(2 * d, _gelu_exact)(nn.LayerNorm()(x))
+
+
+class Beit(nn.Module):
+    """Patch convolution and a class token, per-layer relative position bias (a table
+    gathered by a constant relative-position index), layer scale (gamma_1, gamma_2), mean
+    pooling of the patch tokens with a final LayerNorm and a head."""
+
+    @nn.compact
+    def __call__(self, image: jax.Array) -> jax.Array:  # NHWC
+        x = nn.Conv(HIDDEN, (4, 4), strides=(4, 4), padding="VALID")(image)
+        b, h, w, c = x.shape
+        cls = self.param("cls", nn.initializers.normal(), (1, 1, c))
+        x = jnp.concatenate([jnp.broadcast_to(cls, (b, 1, c)), x.reshape(b, h * w, c)], axis=1)
+        for _ in range(LAYERS):
+            x = _BeitLayer((h, w))(x)
+        return _dense(10)(nn.LayerNorm()(x[:, 1:].mean(1)))
 
 
 class ClipText(nn.Module):
@@ -349,7 +496,7 @@ def random_variables(shapes: Any, seed: int) -> Any:
 
 
 NAMES = ("bert", "gpt2", "vit", "resnet", "llama", "t5", "clip_text", "wav2vec2", "lstm",
-         "nnx_encoder")
+         "mistral", "regnet", "bart", "beit", "nnx_encoder")
 
 
 def cases() -> dict[str, FlaxCase]:
@@ -376,6 +523,10 @@ def cases() -> dict[str, FlaxCase]:
         ("clip_text", ClipText(), [clip_ids]),
         ("wav2vec2", Wav2Vec2(), [f32(BATCH, 64), np.array([[1, 4], [2, 6]], np.int32)]),
         ("lstm", Lstm(), [f32(BATCH, 6, 12)]),
+        ("mistral", Mistral(), [ids(BATCH, SEQ)]),
+        ("regnet", RegNet(), [f32(BATCH, 16, 16, 3)]),
+        ("bart", Bart(), [ids(BATCH, SEQ), padding, ids(BATCH, 6)]),
+        ("beit", Beit(), [f32(BATCH, 16, 16, 3)]),
     ]
     out = {}
     for index, (name, module, inputs) in enumerate(specs):

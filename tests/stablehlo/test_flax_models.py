@@ -1,6 +1,6 @@
 """Real Flax programs (tests/stablehlo/flax_models.py: BERT-, GPT-2-, ViT-, ResNet-, Llama-,
-T5-, CLIP-text-, Wav2Vec2- and LSTM-shaped flax.linen models and a BERT-style flax.nnx
-encoder, random weights) import into the IR with no opaque node, from
+T5-, CLIP-text-, Wav2Vec2-, LSTM-, Mistral-, RegNet-, BART- and BEiT-shaped flax.linen models
+and a BERT-style flax.nnx encoder, random weights) import into the IR with no opaque node, from
 `jax.jit(f).lower(*args).as_text()` and from a serialized `jax.export` Exported
 (`exported.serialize()` in a file), with the parameters as function arguments and closed
 over as constants; the IR executor, the IR exported back to StableHLO (the reference
@@ -123,7 +123,13 @@ def test_models_hold_what_they_stand_for(models: dict[str, FlaxCase]) -> None:
             "resnet": ["convolution", "reduce_window"], "llama": ["stablehlo.sine", "rsqrt"],
             "t5": ["stablehlo.log"], "clip_text": ["start_index_map = [0, 1]"],
             "wav2vec2": ["scatter_dims_to_operand_dims = [0, 1]", "convolution"],
-            "lstm": ["stablehlo.while"], "nnx_encoder": ["chlo.erf"]}
+            "lstm": ["stablehlo.while"], "nnx_encoder": ["chlo.erf"],
+            # mistral: the sliding-window band (distance < window) beside the causal mask
+            "mistral": ["stablehlo.sine", "-> tensor<8x8xi1>"],
+            # regnet: grouped 3x3 convolutions and the squeeze-and-excitation sigmoid
+            "regnet": ["feature_group_count = 4", "stablehlo.exponential"],
+            "bart": ["chlo.erf", "stablehlo.gather"],
+            "beit": ["convolution", "stablehlo.gather"]}  # the relative position bias
     assert sorted(must) == sorted(NAMES)
     for name, parts in must.items():
         fn, args = models[name].as_constants()

@@ -230,7 +230,9 @@ def test_scatter_of_a_general_form_with_constant_indices(body: str) -> None:
 def test_select_and_scatter_of_a_constant_operand(direction: str) -> None:
     """Overlapping windows (several sources land on one element) and padded windows."""
     operand = RNG.integers(0, 4, (5, 6)).astype(np.float32)  # ties: GE keeps the first
-    literal = np.array2string(operand, separator=", ")
+    # written out element by element: numpy's printing follows process-wide print options
+    literal = "[" + ", ".join("[" + ", ".join(f"{v:.1f}" for v in row) + "]"
+                              for row in operand) + "]"
     text = f"""func.func @main(%s: tensor<3x3xf32>) -> tensor<5x6xf32> {{
   %o = stablehlo.constant dense<{literal}> : tensor<5x6xf32>
   %init = stablehlo.constant dense<0.0> : tensor<f32>

@@ -7,6 +7,7 @@ and lower it into the irbridge IR.
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -265,6 +266,9 @@ def _attempt(method: str, model: torch.nn.Module, args: tuple[Any, ...],
         else:
             ir.metadata["capture.repeated_blocks"] = note
             cap, stats = traced[-1]
+            # the copies' opaque nodes count too (the trace saw 3 layers)
+            stats.opaque = collections.Counter(n.qualified_op for _, n in ir.all_nodes()
+                                               if n.is_opaque)
             return CaptureResult(ir, method, [], args, kwargs, cap, stats,
                                  time.perf_counter() - start), ""
     try:

@@ -119,12 +119,14 @@ class _Layout:
         self.rest: dict[int, tuple[int, int]] = {}  # id(value) -> (node, out), outside layers
         for node in self.graph.nodes:
             layer = self._layer(node.provenance.module_path)
+            if any(True for _ in node.subgraphs()):  # bodies may read outer values unseen
+                raise NotRepeated(f"node #{node.id} ({node.op}) has a subgraph")
             if layer is None:
                 self.rest.update((id(out), (len(self.rest), k))
                                  for k, out in enumerate(node.outputs))
                 continue
-            if layer >= count or any(True for _ in node.subgraphs()):
-                raise NotRepeated(f"node #{node.id} ({node.op}) cannot be copied")
+            if layer >= count:
+                raise NotRepeated(f"node #{node.id} ({node.op}) is in layer {layer} of {count}")
             self.layer_of[id(node)] = layer
             for k, out in enumerate(node.outputs):
                 self.position[id(out)] = (layer, len(self.layers[layer]), k)

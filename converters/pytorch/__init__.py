@@ -241,6 +241,26 @@ def _attempt(method: str, model: torch.nn.Module, args: tuple[Any, ...],
     """One capture method, capture and lowering: (result, "") or (None, why it failed).
     `repeat`: try the repeated-blocks capture first (shape-only captures only)."""
     start = time.perf_counter()
+
+    def trace(weights: bool) -> tuple[Capture, Model, LoweringStats]:
+        with capture_mode():
+            cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
+                              decompose=decompose, strict=strict,
+                              leaf_fallback=leaf_fallback)
+        ir, stats = lower_capture(cap, weights=weights, copy_weights=copy_weights)
+        if stats.opaque and FX_LEAF_CLASSES in cap.metadata:
+            # a leaf that could neither be traced nor re-traced: fx did not capture the
+            # model, and an IR with opaque holes would only fail later (verify, export)
+            raise CaptureError(
+                f"fx traced {cap.metadata[FX_LEAF_CLASSES]} as leaf modules but could not "
+                "lower " + ", ".join(f"{k} x{v}" for k, v in sorted(stats.opaque.items())))
+        if cap.real_values:  # fx kept every activation for lowering: free them now
+            for cg in cap.graphs:
+                for node in cg.gm.graph.nodes:
+                    node.meta.pop("val", None)
+            cap.real_values = False
+        return cap, ir, stats
+
     note = ""
     blocks = find_blocks(model) if repeat else None
     if repeat and blocks is None:
@@ -248,17 +268,13 @@ def _attempt(method: str, model: torch.nn.Module, args: tuple[Any, ...],
     if blocks is not None:
         traced: list[tuple[Capture, LoweringStats]] = []
 
-        def trace() -> Model:
-            with capture_mode():
-                cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
-                                  decompose=decompose, strict=strict,
-                                  leaf_fallback=leaf_fallback)
-            short, short_stats = lower_capture(cap, weights=False)
+        def trace_short() -> Model:
+            cap, short, short_stats = trace(False)
             traced.append((cap, short_stats))
             return short
 
         try:
-            ir, note = capture_repeated(model, blocks, trace)
+            ir, note = capture_repeated(model, blocks, trace_short)
         except NotRepeated as exc:
             note = f"no: {exc}"
         except Exception as exc:  # a short trace failed: the whole model may still trace
@@ -272,26 +288,11 @@ def _attempt(method: str, model: torch.nn.Module, args: tuple[Any, ...],
             return CaptureResult(ir, method, [], args, kwargs, cap, stats,
                                  time.perf_counter() - start), ""
     try:
-        with capture_mode():
-            cap = run_capture(method, model, args, kwargs, dynamic=dynamic,
-                              decompose=decompose, strict=strict,
-                              leaf_fallback=leaf_fallback)
-        ir, stats = lower_capture(cap, weights=weights, copy_weights=copy_weights)
-        if note:
-            ir.metadata["capture.repeated_blocks"] = note
-        if stats.opaque and FX_LEAF_CLASSES in cap.metadata:
-            # a leaf that could neither be traced nor re-traced: fx did not capture the
-            # model, and an IR with opaque holes would only fail later (verify, export)
-            raise CaptureError(
-                f"fx traced {cap.metadata[FX_LEAF_CLASSES]} as leaf modules but could not "
-                "lower " + ", ".join(f"{k} x{v}" for k, v in sorted(stats.opaque.items())))
-        if cap.real_values:  # fx kept every activation for lowering: free them now
-            for cg in cap.graphs:
-                for node in cg.gm.graph.nodes:
-                    node.meta.pop("val", None)
-            cap.real_values = False
+        cap, ir, stats = trace(weights)
     except Exception as exc:  # every failure is reported per method
         return None, one_line(exc)
+    if note:
+        ir.metadata["capture.repeated_blocks"] = note
     return CaptureResult(ir, method, [], args, kwargs, cap, stats,
                          time.perf_counter() - start), ""
 

@@ -271,9 +271,13 @@ def _triangular_solve(em: Emitter, a: Args) -> Any:
 @_aten_fn(aten.cholesky_solve.default)
 def _cholesky_solve(em: Emitter, a: Args) -> Value:
     """A X = B with A = L L^T (upper: U^T U): two triangular solves."""
-    b, factor = _float(em, a, "self"), _float(em, a, "input2")
-    upper = bool(a["upper"])
-    # L Y = B then L^T X = Y; upper: U^T Y = B then U X = Y
+    return _solve_with_cholesky(em, _float(em, a, "input2"), _float(em, a, "self"),
+                                bool(a["upper"]))
+
+
+def _solve_with_cholesky(em: Emitter, factor: Value, b: Value, upper: bool) -> Value:
+    """X with A X = B from A's Cholesky factor: L Y = B then L^T X = Y (upper: U^T Y = B
+    then U X = Y)."""
     y = _triangular(em, factor, b, lower=not upper, transpose=upper)
     return _triangular(em, factor, y, lower=not upper, transpose=not upper)
 
@@ -285,9 +289,7 @@ def _cholesky_inverse(em: Emitter, a: Args) -> Value:
     shape = em.static_shape(factor)
     dtype = em.type(factor).dtype
     eye = em.const(np.broadcast_to(np.eye(shape[-1]), shape).astype(dtype.numpy), dtype)
-    upper = bool(a["upper"])
-    y = _triangular(em, factor, eye, lower=not upper, transpose=upper)
-    return _triangular(em, factor, y, lower=not upper, transpose=not upper)
+    return _solve_with_cholesky(em, factor, eye, bool(a["upper"]))
 
 
 @_aten_fn(aten.linalg_matrix_exp.default)

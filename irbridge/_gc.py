@@ -2,7 +2,8 @@
 use lists): CPython's cyclic collector then runs full collections over the growing heap
 again and again, which makes building superlinear (measured by tools/bench_scale.py: ONNX
 import 11x slower at 100k nodes than at 10k with the collector on, 8.5x with it paused).
-The readers and the lowering pause it while they build, and restore it after."""
+The readers, the lowering, `verify`, the analysis and the ONNX and StableHLO exporters
+pause it while they work, and restore it after."""
 
 from __future__ import annotations
 

@@ -158,14 +158,14 @@ def normalize_attr(value: object) -> AttrValue:
     raise TypeError(f"unsupported attribute value {value!r}")
 
 
-@dataclass
+@dataclass(slots=True)
 class SourceLocation:
     file: str = ""
     line: int = 0
     code: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class Provenance:
     """Where a node came from, exactly as its source format wrote it."""
 
@@ -177,7 +177,7 @@ class Provenance:
     location: SourceLocation | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Cost:
     """Cost of one op; see docs/ir-spec.md for the conventions."""
 
@@ -197,7 +197,7 @@ class Cost:
                                             dataclasses.astuple(other), strict=True)))
 
 
-@dataclass
+@dataclass(slots=True)
 class NodeAnnotations:
     cost: Cost | None = None
     partition_id: int | None = None
@@ -206,6 +206,8 @@ class NodeAnnotations:
 
 class Value:
     """A named dataflow edge. Produced by exactly one of: a node, a graph input, a tensor."""
+
+    __slots__ = ("name", "producer", "tensor", "type", "uses")
 
     def __init__(self, name: str, type: TensorType | None = None) -> None:
         self.name = name
@@ -224,6 +226,18 @@ class Value:
 
 class Node:
     """One operation. Inputs may hold None for an omitted optional input."""
+
+    __slots__ = (
+        "annotations",
+        "attrs",
+        "domain",
+        "id",
+        "inputs",
+        "name",
+        "op",
+        "outputs",
+        "provenance",
+    )
 
     def __init__(self, id: int, op: str, inputs: Sequence[Value | None],
                  outputs: Sequence[Value], attrs: Mapping[str, object] | None = None,

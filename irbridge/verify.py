@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from irbridge._gc import gc_paused
 from irbridge.errors import IrbridgeError, VerificationError
 from irbridge.ir import Graph, Model, Node, TensorType, Value
 from irbridge.ops import registry
@@ -25,6 +26,7 @@ class Problem:
         return f"{self.severity}: {self.where}: {self.message}"
 
 
+@gc_paused
 def verify(model: Model, *, check_types: bool = True) -> list[Problem]:
     """All problems of a model, errors first."""
     problems: list[Problem] = []

@@ -42,6 +42,7 @@ import onnx
 from google.protobuf.message import EncodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
+from irbridge._gc import gc_paused
 from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx import _export_opaque, _legal, _stream
@@ -171,6 +172,7 @@ def _all_nodes(model: Model) -> Iterator[Node]:
             stack.extend(v for v in node.attrs.values() if isinstance(v, Graph))
 
 
+@gc_paused
 def to_onnx(model: Model, *, opset: int | None = None, check: bool = True,
             optimize: bool = True, fold_batch_norm: bool = False,
             allow_custom_ops: bool = False) -> ModelProto:

@@ -28,6 +28,7 @@ import numpy as np
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 
+from irbridge._gc import gc_paused
 from irbridge.atomic import atomic_file, write_error
 from irbridge.builder import GraphBuilder
 from irbridge.dtypes import DType
@@ -127,6 +128,7 @@ def check_target_version(target: str | None) -> str:
     return ".".join(str(p) for p in wanted)
 
 
+@gc_paused
 def build_module(model: Model, *, weights_as_args: bool = False) -> ExportedModule:
     """Lower a model into a verified StableHLO module."""
     start = time.perf_counter()
@@ -158,6 +160,7 @@ def _function(module: ir.Module, name: str) -> Any:
     raise ExportError(f"internal error: no function @{name}")
 
 
+@gc_paused
 def to_mlir_text(model: Model, *, weights_as_args: bool = False, debug_info: bool = True) -> str:
     return build_module(model, weights_as_args=weights_as_args).text(debug_info=debug_info)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -25,7 +26,7 @@ NEUTRAL_DOMAIN = ""
 """Domain of the neutral op set; any other domain marks an opaque node."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SymDim:
     """A dimension fixed only at run time. Dims with the same name denote the same size;
     `==` also compares the bounds (shape logic that only needs the size compares names)."""
@@ -42,7 +43,7 @@ Dim = int | SymDim | None
 """A static size, a symbolic size, or None for unknown."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorType:
     """Element type and shape of a value. `shape is None` means the rank is unknown."""
 
@@ -67,7 +68,7 @@ class TensorType:
         """Element count, or None unless the shape is static."""
         if not self.is_static:
             return None
-        return int(np.prod(self.static_shape(), dtype=np.int64))
+        return math.prod(self.static_shape())
 
     def nbytes(self) -> int | None:
         n = self.numel()

@@ -595,6 +595,8 @@ def provenance_of(node: NodeProto, source_op: str | None = None) -> Provenance:
 
 
 def _literal_list(text: str) -> list[str]:
+    if not text:            # most files carry no torch.onnx scopes: skip the parser
+        return []
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):

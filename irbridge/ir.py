@@ -8,9 +8,7 @@ format; `irbridge.verify` checks the structural rules.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Union
@@ -66,9 +64,14 @@ class TensorType:
 
     def numel(self) -> int | None:
         """Element count, or None unless the shape is static."""
-        if not self.is_static:
+        if self.shape is None:
             return None
-        return math.prod(self.static_shape())
+        count = 1
+        for d in self.shape:       # one pass (the analysis asks for this per value, often)
+            if not isinstance(d, int):
+                return None
+            count *= d
+        return count
 
     def nbytes(self) -> int | None:
         n = self.numel()
@@ -194,8 +197,9 @@ class Cost:
         return self.matmul_flops + self.other_flops
 
     def __add__(self, other: Cost) -> Cost:
-        return Cost(*(a + b for a, b in zip(dataclasses.astuple(self),
-                                            dataclasses.astuple(other), strict=True)))
+        # field by field over the slots (dataclasses.astuple deep-copies: it was the
+        # analysis's hottest call)
+        return Cost(*(getattr(self, f) + getattr(other, f) for f in Cost.__slots__))
 
 
 @dataclass(slots=True)

@@ -46,6 +46,7 @@ import numpy as np
 from onnx import ModelProto
 
 from irbridge.builder import GraphBuilder
+from irbridge.converters.onnx._common import array_to_proto
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError
 from irbridge.ir import Graph, Node, Tensor, TensorType
@@ -248,7 +249,6 @@ class _Lowering:
 
 
 def _tensor(array: np.ndarray) -> Any:
-    from irbridge.converters.onnx._common import array_to_proto
     return array_to_proto(array, "value")
 
 
@@ -430,12 +430,15 @@ def _abs(low: _Lowering) -> None:
         wide = low.cast(name, real, DType.FLOAT64)
         total = low.one("ReduceSum", [low.one("Mul", [wide, wide]), low.i64([-1])],
                         keepdims=0)
-        low.finish([low.cast(low.one("Sqrt", [total]), DType.FLOAT64, real)])
-        return
-    parts = TensorType(real, source.shape)
-    (out, _), = low.neutral("hypot", [(low.part(name, 0), parts), (low.part(name, 1), parts)],
-                            {})
-    low.finish([out])
+        out = low.cast(low.one("Sqrt", [total]), DType.FLOAT64, real)
+    else:
+        parts = TensorType(real, source.shape)
+        (out, _), = low.neutral("hypot", [(low.part(name, 0), parts),
+                                          (low.part(name, 1), parts)], {})
+    # hypot's rule: an infinite part gives inf, even beside a nan
+    inf = low.one("IsInf", [name])
+    infinite = low.one("Or", [low.part(inf, 0), low.part(inf, 1)])
+    low.finish([low.one("Where", [infinite, low.scalar(np.inf, real), out])])
 
 
 @_lowers("angle")

@@ -8,14 +8,17 @@ neutral node that reads or writes a complex value is written on those pairs here
 * plumbing: `complex`, `polar`, `real`, `imag`, `view_as_real` / `view_as_complex` (an
   Identity: the layout is already the pairs), `cast` to, from and between complex types
   (to a real type: the real part, as numpy and torch; to bool: real != 0 or imag != 0);
-* arithmetic: `add`, `sub`, `mul`, `div` (Smith's scaled division, as c10::complex),
-  `neg`, `conj`, `complex_abs` (sqrt(re^2 + im^2), in float64 for complex64), `angle`
-  (the neutral atan2);
+* arithmetic: `add`, `sub`, `mul`, `div` and `reciprocal` (Smith's scaled division, as
+  c10::complex), `matmul` (four real matmuls of the parts), `neg`, `conj`, `complex_abs`
+  (sqrt(re^2 + im^2) in float64 for complex64, the neutral hypot for complex128; inf
+  where a part is infinite), `angle` (the neutral atan2); `equal` / `not_equal` (both
+  parts), `isnan` / `isinf` (either part);
 * data movement (the same neutral op on the pairs, axes / permutation / shape / pads
   shifted past the trailing pair dim: the inferred pair type must be the complex type
   plus [2], else the export is refused): `identity`, `reshape`, `permute`, `slice`,
   `pad` (value 0), `gather`, `squeeze`, `unsqueeze`, `concat`, `split`, `expand`, `tile`,
-  `where`, `reduce_sum`, `reduce_mean`, `constant`, `full`;
+  `flatten`, `shape_of`, `where`, `reduce_sum`, `reduce_mean`; `constant` and `full` as
+  pair constants;
 * the FFT family on ONNX `DFT` (the opset 17 form below opset 20, axis as an input from
   20), computed in float64 and rounded once to the output type: `fft_r2c` is a onesided
   (or full) real-input DFT of the last transformed dim, then complex DFTs of the others;
@@ -393,11 +396,9 @@ def _mul(low: _Lowering) -> None:
     low.finish([low.pack(re, im)])
 
 
-@_lowers("div")
-def _div(low: _Lowering) -> None:
-    """Smith's division, as c10::complex's operator/: scaled by the larger of |c|, |d|."""
-    real = low.out_real()
-    (a, b), (c, d) = low.parts(low.pair(0)), low.parts(low.pair(1))
+def _smith(low: _Lowering, a: str, b: str, c: str, d: str, real: DType) -> str:
+    """(a + bi) / (c + di) by Smith's division, as c10::complex's operator/: scaled by
+    the larger of |c|, |d|, and (a / |c|, b / |d|) for a zero divisor (inf or nan)."""
     one = low.scalar(1.0, real)
     abs_c, abs_d = low.one("Abs", [c]), low.one("Abs", [d])
     c_big = low.one("GreaterOrEqual", [abs_c, abs_d])
@@ -411,13 +412,63 @@ def _div(low: _Lowering) -> None:
     scl2 = low.one("Div", [one, low.one("Add", [d, low.one("Mul", [c, rat2])])])
     re2 = low.one("Mul", [low.one("Add", [low.one("Mul", [a, rat2]), b]), scl2])
     im2 = low.one("Mul", [low.one("Sub", [low.one("Mul", [b, rat2]), a]), scl2])
-    # 0 / 0 divisor: (a / |c|, b / |d|), a complex inf or nan
     zero = low.one("And", [low.one("Equal", [abs_c, low.scalar(0, real)]),
                            low.one("Equal", [abs_d, low.scalar(0, real)])])
     re0, im0 = low.one("Div", [a, abs_c]), low.one("Div", [b, abs_d])
     re = low.one("Where", [zero, re0, low.one("Where", [c_big, re1, re2])])
     im = low.one("Where", [zero, im0, low.one("Where", [c_big, im1, im2])])
-    low.finish([low.pack(re, im)])
+    return low.pack(re, im)
+
+
+@_lowers("div")
+def _div(low: _Lowering) -> None:
+    (a, b), (c, d) = low.parts(low.pair(0)), low.parts(low.pair(1))
+    low.finish([_smith(low, a, b, c, d, low.out_real())])
+
+
+@_lowers("reciprocal")
+def _reciprocal(low: _Lowering) -> None:
+    """1 / z as c10's scalar / complex: (1 + 0i) / z."""
+    real = low.out_real()
+    c, d = low.parts(low.pair(0))
+    low.finish([_smith(low, low.scalar(1.0, real), low.scalar(0.0, real), c, d, real)])
+
+
+@_lowers("matmul")
+def _matmul(low: _Lowering) -> None:
+    """(A + iB)(C + iD) = (AC - BD) + i(AD + BC): four real matmuls of the parts."""
+    real = low.out_real()
+    a, b = low.pair(0), low.pair(1)
+    ta, tb = low.in_type(0), low.in_type(1)
+    ra, rb = TensorType(real, ta.shape), TensorType(real, tb.shape)
+    ar, ai = (low.part(a, 0), ra), (low.part(a, 1), ra)
+    br, bi = (low.part(b, 0), rb), (low.part(b, 1), rb)
+
+    def mm(x: tuple[str, TensorType], y: tuple[str, TensorType]) -> str:
+        return low.neutral("matmul", [x, y], {})[0][0]
+
+    re = low.one("Sub", [mm(ar, br), mm(ai, bi)])
+    im = low.one("Add", [mm(ar, bi), mm(ai, br)])
+    axis = low.i64([-1])
+    low.finish([low.pack(low.one("Unsqueeze", [re, axis]), low.one("Unsqueeze", [im, axis]))])
+
+
+@_lowers("equal", "not_equal")
+def _equal(low: _Lowering) -> None:
+    """Equal where both parts are (nan never equal); not_equal its negation, as torch."""
+    real = REAL_OF[next(low.in_type(i).dtype for i in (0, 1) if is_complex(low.in_type(i)))]
+    same = low.one("Equal", [low.pair(0, real), low.pair(1, real)])
+    both = low.one("And", [low.part(same, 0), low.part(same, 1)])
+    low.finish([both if low.node.op == "equal" else low.one("Not", [both])])
+
+
+@_lowers("isnan", "isinf")
+def _isnan(low: _Lowering) -> None:
+    """True where either part is nan (isinf: infinite), as torch."""
+    name = low.ins[0]
+    assert name is not None
+    test = low.one("IsNaN" if low.node.op == "isnan" else "IsInf", [name])
+    low.finish([low.one("Or", [low.part(test, 0), low.part(test, 1)])])
 
 
 @_lowers("complex_abs")
@@ -499,6 +550,13 @@ def _pair_attrs(low: _Lowering, attrs: dict[str, Any]) -> dict[str, Any]:
         pads = tuple(attrs["pads"])
         half = len(pads) // 2
         return {**attrs, "pads": (*pads[:half], 0, *pads[half:], 0)}
+    if op == "flatten":
+        return {"start_axis": int(attrs["start_axis"]) % rank,
+                "end_axis": int(attrs["end_axis"]) % rank}
+    if op == "shape_of":
+        end = int(attrs["end"]) or rank
+        lo, hi = (min(max(b + rank if b < 0 else b, 0), rank) for b in (attrs["start"], end))
+        return {"start": lo, "end": max(hi, lo)}
     if op in ("gather", "concat", "split"):
         return {**attrs, "axis": int(attrs["axis"]) % rank}
     if op == "squeeze":
@@ -527,7 +585,7 @@ def _pair_attrs(low: _Lowering, attrs: dict[str, Any]) -> dict[str, Any]:
 
 
 @_lowers("reshape", "permute", "slice", "pad", "gather", "squeeze", "unsqueeze", "concat",
-         "split", "expand", "tile", "where", "reduce_sum", "reduce_mean")
+         "split", "expand", "tile", "where", "reduce_sum", "reduce_mean", "flatten", "shape_of")
 def _movement(low: _Lowering) -> None:
     """The op itself on the pairs; its inferred types must be the complex ones plus [2]."""
     attrs = _pair_attrs(low, _folded(low))
@@ -535,7 +593,8 @@ def _movement(low: _Lowering) -> None:
     inputs: list[tuple[str, TensorType] | None] = []
     data = range(1, 3) if op == "where" else (
         range(len(low.node.inputs)) if op == "concat" else range(1))
-    real = low.out_real()
+    out = low.out_type()  # complex, but for shape_of (of a complex input)
+    real = file_dtype(out.dtype if is_complex(out) else low.in_type(0).dtype)
     for index in range(len(low.node.inputs)):
         if index in data:
             t = low.in_type(index)
@@ -554,7 +613,8 @@ def _movement(low: _Lowering) -> None:
             break  # parameter inputs: folded into the attributes
     results = low.neutral(op, inputs, attrs, count=len(low.node.outputs))
     for index, (_, got) in enumerate(results):
-        want = pair_type(low.out_type(index))
+        want = low.out_type(index)
+        want = pair_type(want) if is_complex(want) else want
         if want.shape is not None and got != want:
             raise low.fail(f"the pairs came out as {got}, not {want}")
     low.finish([name for name, _ in results])

@@ -322,3 +322,31 @@ def test_captured_torch_fft_model_against_eager() -> None:
     with torch.no_grad():
         want = module(x).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_comparisons_and_shape_of_complex_values() -> None:
+    def build(b: GraphBuilder, v: list[Value]) -> list[Value]:
+        x, y, w = v
+        return [b.op("matmul", [x, y]), b.op("matmul", [w, y]), b.op("equal", [x, w]),
+                b.op("not_equal", [x, w]), b.op("isnan", [x]), b.op("isinf", [x]),
+                b.op("shape_of", [x], {"start": -1}), b.op("flatten", [y], {"start_axis": 0}),
+                b.op("reciprocal", [w])]
+
+    model = _model(build, TensorType(C64, (2, 3, 4)), TensorType(C64, (4, 5)),
+                   TensorType(C64, (3, 4)))
+    x, y, w = _complex((2, 3, 4), C64, 9), _complex((4, 5), C64, 10), _complex((3, 4), C64, 11)
+    x[0, 0, 0], x[0, 1, 1], x[1, 2, 3] = complex(np.nan, 1), complex(1, -np.inf), w[2, 3]
+    x[1, 0, 1] = complex(w[0, 1].real, 7)  # equal real parts only
+    w[1, 1] = 0
+    got = _run(to_onnx(model), {"x0": x, "x1": y, "x2": w})
+    tx, ty, tw = (torch.from_numpy(a) for a in (x, y, w))
+    finite = np.isfinite(x).all(axis=-1, keepdims=True)
+    np.testing.assert_allclose(np.where(finite, got[0], 0), np.where(finite, (tx @ ty).numpy(), 0),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[1], (tw @ ty).numpy(), rtol=1e-5, atol=1e-5)
+    for g, e in zip(got[2:6], [tx == tw, tx != tw, tx.isnan(), tx.isinf()], strict=True):
+        np.testing.assert_array_equal(g, e.numpy())
+    np.testing.assert_array_equal(got[6], [4])
+    np.testing.assert_array_equal(got[7], y.reshape(-1))
+    np.testing.assert_allclose(got[8], tw.reciprocal().numpy(), rtol=1e-6, atol=0,
+                               equal_nan=True)

@@ -50,6 +50,7 @@ from onnx import ModelProto
 
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx._common import array_to_proto
+from irbridge.converters.onnx.export import NodeEmit
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError
 from irbridge.ir import Graph, Node, Tensor, TensorType
@@ -133,56 +134,31 @@ def from_pairs(array: np.ndarray, dtype: DType) -> np.ndarray:
 
 # -- lowering one node --------------------------------------------------------------------
 
-class _Lowering:
+class _Lowering(NodeEmit):
     """One complex node being written on pairs: ONNX nodes through the graph emitter
     (`one`), real neutral ops through the exporter's own emitters (`neutral`)."""
-
-    def __init__(self, ge: _GraphEmitter, node: Node, attrs: dict[str, Any],
-                 ins: list[str | None], outs: list[str]) -> None:
-        self.ge = ge
-        self.node = node
-        self.attrs = attrs
-        self.ins = ins
-        self.outs = outs
-        self.opset = ge.ex.opset
-        self.where = registry.node_where(node)
 
     def fail(self, why: str) -> ExportError:
         return ExportError(f"{self.where}: cannot export to ONNX on (real, imag) pairs: {why}")
 
     # types ----------------------------------------------------------------------------------
     def in_type(self, index: int) -> TensorType:
-        value = self.node.inputs[index] if index < len(self.node.inputs) else None
-        if value is None or value.type is None or self.ins[index] is None:
+        t = super().in_type(index)
+        if t is None or not self.has(index):
             raise self.fail(f"input {index} is missing or untyped")
-        return value.type
+        return t
 
     def out_type(self, index: int = 0) -> TensorType:
-        t = self.node.outputs[index].type
+        t = super().out_type(index)
         if t is None:
             raise self.fail(f"output {index} has no type")
         return t
-
-    def rank(self, index: int) -> int:
-        t = self.in_type(index)
-        if t.shape is None:
-            raise self.fail(f"input {index} needs a known rank")
-        return len(t.shape)
 
     def out_real(self) -> DType:
         """The real type of the (complex) output."""
         return file_dtype(self.out_type().dtype)
 
     # emitting -------------------------------------------------------------------------------
-    def one(self, op_type: str, inputs: Sequence[str | None], **attrs: Any) -> str:
-        return self.ge.one(op_type, inputs, **attrs)
-
-    def i64(self, values: Sequence[int] | int) -> str:
-        return self.ge.i64(values)
-
-    def scalar(self, value: float, dtype: DType) -> str:
-        return self.ge.scalar(value, dtype)
-
     def cast(self, name: str, source: DType, target: DType) -> str:
         return self.ge.cast(name, source, target)
 
@@ -633,11 +609,7 @@ def _dft(low: _Lowering, x: str, axis: int, onesided: bool = False) -> str:
     """A forward DFT of `x` ([..., 1] real or [..., 2] complex, float64) along `axis`
     (non-negative; onnxruntime mis-reads negative axes), no scaling."""
     flag = int(onesided)
-    if low.opset < 17:
-        from irbridge.converters.onnx.export import OpsetTooOld
-
-        raise OpsetTooOld(f"{low.where}: ONNX DFT needs opset 17 or newer (exporting at "
-                          f"{low.opset})", 17)
+    low.need_opset(17, "ONNX DFT")
     if low.opset >= 20:
         return low.one("DFT", [x, "", low.i64(axis)], inverse=0, onesided=flag)
     return low.one("DFT", [x], axis=axis, inverse=0, onesided=flag)

@@ -44,7 +44,7 @@ from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
 from irbridge.atomic import check_output
 from irbridge.builder import GraphBuilder
-from irbridge.converters.onnx import _complex, _export_opaque, _legal, _stream
+from irbridge.converters.onnx import _export_opaque, _legal, _stream
 from irbridge.converters.onnx._common import (
     DEFAULT_OPSET,
     META_ATTRS,
@@ -1091,4 +1091,5 @@ integer or bool data they are written in float and cast back once (`_emit_in_flo
 CANONICAL: set[tuple[str, str]] = set()
 """(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
 
-from irbridge.converters.onnx import _export_ops  # noqa: E402,F401  (fills EMITTERS)
+# _export_ops fills EMITTERS; _complex writes complex values as (real, imag) pairs
+from irbridge.converters.onnx import _complex, _export_ops  # noqa: E402,F401

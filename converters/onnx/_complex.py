@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from irbridge.converters.onnx.export import _GraphEmitter
 
 REAL_OF = {DType.COMPLEX64: DType.FLOAT32, DType.COMPLEX128: DType.FLOAT64}
-COMPLEX_OF = {v: k for k, v in REAL_OF.items()}
 MODEL_META_COMPLEX = "irbridge.complex_values"
 """Model metadata key: JSON {graph input or output name: "complex64" | "complex128"}."""
 

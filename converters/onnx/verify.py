@@ -156,8 +156,11 @@ def verify_onnx(model: Model | Graph, onnx_file: str | os.PathLike[str] | onnx.M
                                  for i, a in zip(ort_inputs, feeds.values(), strict=True)})
     except Exception as exc:
         return fail(f"onnxruntime cannot run {what}: {_first_line(exc)}")
-    got = [from_pairs(a, paired[o.name]) if o.name in paired else a
-           for o, a in zip(session.get_outputs(), got, strict=True)]
+    try:  # complex outputs back from their (real, imag) pairs
+        got = [from_pairs(a, paired[o.name]) if o.name in paired else a
+               for o, a in zip(session.get_outputs(), got, strict=True)]
+    except ExportError as exc:
+        return fail(f"{what}: {exc.message}")
     names = [v.name for v in model.graphs[-1].outputs]
     if len(got) != len(expected):
         return fail(f"{what} has {len(got)} outputs, the IR has {len(expected)}")

@@ -17,8 +17,8 @@ neutral node that reads or writes a complex value is written on those pairs here
   shifted past the trailing pair dim: the inferred pair type must be the complex type
   plus [2], else the export is refused): `identity`, `reshape`, `permute`, `slice`,
   `pad` (value 0), `gather`, `squeeze`, `unsqueeze`, `concat`, `split`, `expand`, `tile`,
-  `flatten`, `shape_of`, `where`, `reduce_sum`, `reduce_mean`; `constant` and `full` as
-  pair constants;
+  `flatten`, `shape_of`, `where`, `reduce_sum`, `reduce_mean`; `constant`, `full` and
+  `range` (computed by the IR's reference) as pair constants;
 * the FFT family on ONNX `DFT` (the opset 17 form below opset 20, axis as an input from
   20), computed in float64 and rounded once to the output type: `fft_r2c` is a onesided
   (or full) real-input DFT of the last transformed dim, then complex DFTs of the others;
@@ -53,7 +53,7 @@ from irbridge.converters.onnx._common import array_to_proto
 from irbridge.converters.onnx.export import NodeEmit
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError
-from irbridge.ir import Graph, Node, Tensor, TensorType
+from irbridge.ir import Graph, Model, Node, Tensor, TensorType
 from irbridge.ops import registry
 
 if TYPE_CHECKING:
@@ -280,13 +280,20 @@ def _constant(low: _Lowering) -> None:
     low.finish([low.ge.const(pair_array(value.data.reshape(value.shape)), "pairs")])
 
 
-@_lowers("full")
-def _full(low: _Lowering) -> None:
+@_lowers("full", "range")
+def _generated(low: _Lowering) -> None:
+    """A complex tensor generated from attributes alone (full, an iota): the IR's own
+    reference computes it once, written as a pair constant."""
+    from irbridge.executor import run_graphs
+
     t = low.out_type()
-    if not t.is_static:
-        raise low.fail(f"a complex full needs a static shape, got {t}")
-    data = np.full(t.static_shape(), low.attrs["value"], dtype=t.dtype.numpy)
-    low.finish([low.ge.const(pair_array(data), "pairs")])
+    if not t.is_static or any(v is not None for v in low.node.inputs):
+        raise low.fail(f"a generated complex {low.node.op} needs a static shape and no "
+                       f"tensor inputs, got {t}")
+    scratch = Graph(f"complex_{low.node.op}")
+    scratch.set_outputs([GraphBuilder(scratch).op(low.node.op, [], low.attrs)])
+    (data,) = run_graphs(Model(graphs=[scratch]), {})[-1]
+    low.finish([low.ge.const(pair_array(np.asarray(data, t.dtype.numpy)), "pairs")])
 
 
 @_lowers("cast")

@@ -376,3 +376,14 @@ def test_export_verified_writes_a_file_with_a_complex_weight_input_and_output(
     (got,) = _run(proto, {"x": x_value})
     want = np.fft.fft(x_value.astype(np.complex128) * _complex((6,), C64, 12), axis=1)
     _close(got, want.astype(np.complex64), C64)
+
+
+def test_generated_complex_tensors_are_pair_constants() -> None:
+    """full and range (StableHLO's iota) of a complex type: the file holds their pairs."""
+    graph = Graph("g")
+    b = GraphBuilder(graph)
+    graph.set_outputs([b.op("full", [], {"shape": (2, 3), "value": -1.5, "dtype": C64}),
+                       b.op("range", [], {"start": 1.0, "limit": 4.0, "dtype": C128})])
+    got = _run(to_onnx(model_of(graph)), {})
+    np.testing.assert_array_equal(got[0], np.full((2, 3), -1.5 + 0j, np.complex64))
+    np.testing.assert_array_equal(got[1], np.array([1, 2, 3], np.complex128))

@@ -241,8 +241,9 @@ class Sample:
 
         with torch.no_grad():
             out = self.module(*[t.clone() for t in inputs])
-        return [t.detach().numpy() if t.dtype != torch.bfloat16 else t.float().numpy()
-                for t in tensor_leaves(out)]
+        # resolve_conj: fft.ifft / fft.ihfft return a lazily conjugated view
+        return [t.detach().resolve_conj().numpy() if t.dtype != torch.bfloat16
+                else t.float().numpy() for t in tensor_leaves(out)]
 
 
 def compare(got: Sequence[Any], ref: Sequence[Any], tol: str = "torch") -> str | None:
@@ -493,6 +494,7 @@ def _onnx_path(cap: Any, in_names: list[str], out_names: list[str],
                feeds_of: Mapping[int, Any], inputs: Sequence[tuple[int, Any, Any]],
                opaque: bool, result: Any) -> None:
     from irbridge.converters.onnx import to_onnx
+    from irbridge.converters.onnx._complex import complex_values, from_pairs, to_pairs
 
     try:
         proto = to_onnx(cap.model)
@@ -508,12 +510,14 @@ def _onnx_path(cap: Any, in_names: list[str], out_names: list[str],
         return
     wanted = {i.name for i in session.get_inputs()}
     outs = [o.name for o in session.get_outputs()]
+    paired = complex_values(proto)  # complex inputs and outputs: (real, imag) pairs
 
     def run(n: int, tensors: Any) -> list[Any]:
-        feeds = {name: t.numpy() for name, t in zip(in_names, feeds_of[n], strict=True)
-                 if name in wanted}
+        feeds = {name: to_pairs(t.resolve_conj().numpy()) if name in paired else t.numpy()
+                 for name, t in zip(in_names, feeds_of[n], strict=True) if name in wanted}
         got = dict(zip(outs, session.run(None, feeds), strict=True))
-        return [got[name] for name in out_names]
+        return [from_pairs(got[name], paired[name]) if name in paired else got[name]
+                for name in out_names]
 
     try:
         why = _check_runs(run, inputs)

@@ -465,12 +465,17 @@ def run_case(case: Case, skip: Sequence[str] = ()) -> Result:
             import onnxruntime as ort
 
             from irbridge.converters.onnx import to_onnx
+            from irbridge.converters.onnx._complex import complex_values, from_pairs
             proto = to_onnx(model)
             options = ort.SessionOptions()
             options.log_severity_level = 3
             session = ort.InferenceSession(proto.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
-            return [_ort_array(v) for v in session.run_with_ort_values(None, {})]
+            paired = complex_values(proto)  # complex outputs: float [..., 2] (real, imag)
+            return [from_pairs(_ort_array(v), paired[o.name]) if o.name in paired
+                    else _ort_array(v) for o, v in zip(session.get_outputs(),
+                                                       session.run_with_ort_values(None, {}),
+                                                       strict=True)]
 
         runs += [("ir", ir_path), ("stablehlo", shlo_path), ("onnx", onnx_path)]
     for path in PATHS[:3]:

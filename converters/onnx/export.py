@@ -420,12 +420,13 @@ class _ModelExporter:
         for value in [*graph.inputs, *(v for n in graph.nodes for v in n.outputs)]:
             if id(value) not in self.names:
                 self.names[id(value)] = self.fresh(value.name)
-            if value.type is not None:
-                self.types.setdefault(self.names[id(value)], value.type.dtype)
+            if value.type is not None:  # complex values are (real, imag) pairs
+                self.types.setdefault(self.names[id(value)],
+                                      _complex.file_dtype(value.type.dtype))
         for value in graph.parameters:
             self.names[id(value)] = value.name
             if value.type is not None:
-                self.types.setdefault(value.name, value.type.dtype)
+                self.types.setdefault(value.name, _complex.file_dtype(value.type.dtype))
         for node in graph.nodes:
             for sub in node.subgraphs():
                 self._assign(sub)
@@ -444,8 +445,11 @@ class _ModelExporter:
         model = self.model
         for tensor in model.tensors.values():
             self.used.add(tensor.name)
-            self.types[tensor.name] = tensor.dtype
-            if self.stream and tensor.data is not None and _stream.streamable(tensor.data):
+            self.types[tensor.name] = _complex.file_dtype(tensor.dtype)
+            if tensor.dtype in _complex.REAL_OF:  # complex weights as (real, imag) pairs
+                self.initializers.append(array_to_proto(_complex.pair_array(
+                    tensor_data(_initialized(tensor))), tensor.name))
+            elif self.stream and tensor.data is not None and _stream.streamable(tensor.data):
                 self.initializers.append(_stream.pending(tensor.name, tensor.shape,
                                                          tensor.data.dtype))
                 self.payloads[tensor.name] = functools.partial(tensor_data, tensor)
@@ -456,15 +460,21 @@ class _ModelExporter:
         self._link_graphs()
         main = _GraphEmitter(self, model.graphs[0].name or "main")
         inputs: list[onnx.ValueInfoProto] = []
+        paired: dict[str, str] = {}  # complex graph inputs and outputs: their complex type
         for index, graph in enumerate(model.graphs):
             for value in graph.inputs:
                 if id(value) in self._linked:
                     continue
                 inputs.append(_value_info(self.name_of(value), value.type, value.name))
+                if _complex.is_complex(value.type):
+                    paired[inputs[-1].name] = cast(TensorType, value.type).dtype.name.lower()
             main.emit_nodes(graph.nodes)
             del index
         last = model.graphs[-1]
         outputs = [_value_info(self.name_of(v), v.type, v.name) for v in last.outputs]
+        paired.update({info.name: cast(TensorType, v.type).dtype.name.lower()
+                       for info, v in zip(outputs, last.outputs, strict=True)
+                       if _complex.is_complex(v.type)})
         # assembled in place: helper.make_graph / make_model would copy every weight twice
         proto = ModelProto()
         proto.producer_name = "irbridge"
@@ -489,6 +499,9 @@ class _ModelExporter:
         if model.source_format:
             entry = proto.metadata_props.add()
             entry.key, entry.value = "irbridge.source_format", model.source_format
+        if paired:  # complex graph inputs and outputs, written as (real, imag) pairs
+            entry = proto.metadata_props.add()
+            entry.key, entry.value = _complex.MODEL_META_COMPLEX, json.dumps(paired)
         return proto
 
     def _link_graphs(self) -> None:
@@ -653,8 +666,8 @@ class _GraphEmitter:
     def _mark_group(self, node: Node, start: int, ins: list[str | None],
                     outs: list[str]) -> None:
         emitted = [n for n in self.nodes[start:] if n.op_type != "Constant"]
-        if node.is_opaque or not self.nodes[start:]:
-            return
+        if node.is_opaque or not self.nodes[start:] or _complex.involves(node):
+            return  # a complex node's ONNX nodes compute on (real, imag) pairs
         if len(emitted) == 1 and (node.op, emitted[0].op_type) in CANONICAL:
             return
         if node.op == "constant" or any(isinstance(v, Graph) for v in node.attrs.values()):
@@ -672,6 +685,9 @@ class _GraphEmitter:
         schema = registry.get(node.op)
         where = registry.node_where(node)
         attrs = schema.resolve_attrs(node.attrs, where)
+        if _complex.involves(node):  # written on (real, imag) pairs, or refused
+            _complex.emit(self, node, attrs, ins, outs)
+            return
         if node.op != "constant" and _all_empty(node):
             # Nothing to compute: every output has a static shape with a zero-size dim.
             # An empty Constant of that shape is exact and keeps onnxruntime away from
@@ -784,6 +800,8 @@ class _GraphEmitter:
     def _emit_opaque(self, node: Node, ins: list[str | None], outs: list[str]) -> None:
         domain = "" if node.domain == OPAQUE_ONNX_DOMAIN else node.domain
         where = registry.node_where(node)
+        if _complex.involves(node):
+            _complex.emit(self, node, {}, ins, outs)  # refuses it, naming the node
         schema = None
         omitted = node.annotations.values.get("onnx.omitted_outputs", ())
         names = ["" if isinstance(omitted, tuple) and i in omitted else n
@@ -960,16 +978,24 @@ def _node_label(node: Node) -> str:
     return f"{path}/{base}" if path else base
 
 
-def _initializer(tensor: Tensor) -> onnx.TensorProto:
+def _initialized(tensor: Tensor) -> Tensor:
     if tensor.data is None:
         raise ExportError(f"tensor {tensor.name!r} has no data (shape-only IR); convert again "
                           "with weights to export ONNX")
-    return tensor_to_proto(tensor)
+    return tensor
+
+
+def _initializer(tensor: Tensor) -> onnx.TensorProto:
+    return tensor_to_proto(_initialized(tensor))
 
 
 def _value_info(name: str, t: TensorType | None, what: str) -> onnx.ValueInfoProto:
     if t is None:
         raise ExportError(f"value {what!r} has no type; ONNX graph inputs and outputs need one")
+    if _complex.is_complex(t):  # a float [..., 2] (real, imag) value in the file
+        info = _value_info(name, _complex.pair_type(t), what)
+        info.doc_string = _complex.io_doc(t)
+        return info
     shape: list[int | str | None] | None = None
     if t.shape is not None:
         shape = [d if isinstance(d, int) else d.name if isinstance(d, SymDim) else None
@@ -1067,4 +1093,5 @@ integer or bool data they are written in float and cast back once (`_emit_in_flo
 CANONICAL: set[tuple[str, str]] = set()
 """(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
 
-from irbridge.converters.onnx import _export_ops  # noqa: E402,F401  (fills EMITTERS)
+# _export_ops fills EMITTERS; _complex writes complex values as (real, imag) pairs
+from irbridge.converters.onnx import _complex, _export_ops  # noqa: E402,F401

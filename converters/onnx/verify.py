@@ -7,6 +7,13 @@ output with the IR's reference executor (`irbridge.executor`) on the same inputs
 one-line reason when a side cannot run (onnxruntime cannot load or run the file, the
 reference executor fails, the signatures differ). It never raises for a bad file.
 
+Complex values: the exporter writes a complex graph input or output as a float tensor
+of shape [..., 2] (real, imag) and lists it in the file's `irbridge.complex_values`
+metadata (converters/onnx/_complex.py). onnxruntime is fed `view_as_real` of the
+complex arrays and its pair outputs are read back with `view_as_complex` before the
+comparison, which therefore compares the same complex numbers (the conversion is exact);
+random complex inputs draw both parts.
+
 `export_verified(model, path, ...)` writes the file only when that check passes (the
 `irbridge export --to onnx --verify` path). Inputs: the caller's arrays by name (or by
 position), else seeded random ones of the model's input types (`compare.numeric`: normal
@@ -29,6 +36,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from irbridge.converters.onnx._complex import REAL_OF, complex_values, from_pairs, to_pairs
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError
 from irbridge.ir import Graph, Model, Value
@@ -74,8 +82,16 @@ def reference_feeds(model: Model, inputs: Inputs | None = None, *, seed: int = 0
                                 "inputs")
         given = {v.name: np.asarray(a) for v, a in zip(values, inputs, strict=True)}
     rng = np.random.default_rng(seed)  # seed 0: the arrays of `irbridge compare`
-    return {v.name: np.asarray(given[v.name]) if v.name in given else _random_for(v, rng)
-            for v in values}
+    feeds = {}
+    for v in values:
+        if v.name in given:
+            feeds[v.name] = np.asarray(given[v.name])
+        elif v.type is not None and v.type.dtype in REAL_OF:  # both parts random
+            parts = [_random_for(v, rng).real for _ in range(2)]
+            feeds[v.name] = (parts[0] + 1j * parts[1]).astype(v.type.dtype.numpy)
+        else:
+            feeds[v.name] = _random_for(v, rng)
+    return feeds
 
 
 def _session(source: str | os.PathLike[str] | onnx.ModelProto) -> Any:
@@ -134,11 +150,17 @@ def verify_onnx(model: Model | Graph, onnx_file: str | os.PathLike[str] | onnx.M
         expected = run_graphs(model, feeds)[-1]
     except IrbridgeError as exc:
         return fail(f"the reference executor failed: {exc.message}")
+    paired = complex_values(session.get_modelmeta().custom_metadata_map)
     try:
-        got = session.run(None, {i.name: a for i, a in zip(ort_inputs, feeds.values(),
-                                                             strict=True)})
+        got = session.run(None, {i.name: to_pairs(a) if i.name in paired else a
+                                 for i, a in zip(ort_inputs, feeds.values(), strict=True)})
     except Exception as exc:
         return fail(f"onnxruntime cannot run {what}: {_first_line(exc)}")
+    try:  # complex outputs back from their (real, imag) pairs
+        got = [from_pairs(a, paired[o.name]) if o.name in paired else a
+               for o, a in zip(session.get_outputs(), got, strict=True)]
+    except ExportError as exc:
+        return fail(f"{what}: {exc.message}")
     names = [v.name for v in model.graphs[-1].outputs]
     if len(got) != len(expected):
         return fail(f"{what} has {len(got)} outputs, the IR has {len(expected)}")
@@ -147,7 +169,7 @@ def verify_onnx(model: Model | Graph, onnx_file: str | os.PathLike[str] | onnx.M
         out = np.asarray(out)
         dtype = DType.from_numpy(ref.dtype)
         tol = TOLERANCES.get(dtype, EXACT)
-        if dtype.is_float:
+        if dtype.is_float or dtype in REAL_OF:
             tol = (tol[0] if atol is None else atol, tol[1] if rtol is None else rtol)
         if out.dtype != ref.dtype:
             report.outputs.append(OutputCheck(

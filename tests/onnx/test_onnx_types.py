@@ -106,9 +106,6 @@ def test_every_op_at_every_type_exports_right_or_is_refused(name: str, dtype: DT
             # refused on purpose, with the node and the op named: never the checker
             assert "\n" not in text and f"node #0 {name}" in text, text
             assert "fails the ONNX checker" not in text, text
-            if name in COMPLEX_OPS:  # not exported yet: refused by name (docs/onnx.md)
-                assert "has no ONNX mapping" in text, text
-                continue
             assert ("cannot export to ONNX" in text or "needs opset" in text
                     or "has no ONNX mapping" in text), text  # special functions (erfinv, ...)
             continue
@@ -121,11 +118,6 @@ def test_every_op_at_every_type_exports_right_or_is_refused(name: str, dtype: DT
             assert check.passed or (check.dtype not in ("f16", "f32", "f64", "bf16")
                                     and check.max_abs_error <= slack), \
                 f"opset {opset}: {report.summary()} {check}"
-
-
-COMPLEX_OPS = {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle",
-               "view_as_real", "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
-"""Complex numbers and FFTs (irbridge/ops/complex.py)."""
 
 
 def _float_math() -> set[str]:

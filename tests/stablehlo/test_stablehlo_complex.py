@@ -151,11 +151,31 @@ def test_fft_imports_to_the_registry_transforms(kind: str, length: list[int],
     assert_close(run_model(model, [x]), [want], rtol=1e-12, atol=1e-12)
 
 
-def test_onnx_export_of_complex_is_refused_in_one_line_naming_the_node() -> None:
+def test_onnx_export_of_complex_runs_on_pairs_or_is_refused_in_one_line() -> None:
+    """ONNX writes complex values as float [..., 2] (real, imag) pairs: a complex multiply
+    runs in onnxruntime with the interpreter's result; an op not mapped on pairs (sine)
+    is refused with one line naming the node."""
+    import onnxruntime as ort
+
+    from irbridge.converters.onnx._complex import complex_values, from_pairs, to_pairs
+
     t = "tensor<3xcomplex<f32>>"
-    text = _program(f"  %0 = stablehlo.multiply %a, %a : {t}\n  func.return %0 : {t}",
-                    f"%a: {t}", t)
-    with pytest.raises(ExportError, match=r"node #\d+ mul: .*c64") as info:
+    text = _program(f"  %0 = stablehlo.multiply %a, %b : {t}\n  func.return %0 : {t}",
+                    f"%a: {t}, %b: {t}", t)
+    a, b = _c((3,)), _c((3,))
+    proto = to_onnx(_imported(text))
+    paired = complex_values(proto)
+    session = ort.InferenceSession(proto.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    (got,) = session.run(None, {n: to_pairs(v) for n, v in zip(names, (a, b), strict=True)})
+    out = session.get_outputs()[0].name
+    assert set(paired) == {*names, out}
+    assert_close([from_pairs(got, paired[out])], evaluate(text, [a, b]), rtol=1e-6, atol=1e-6)
+    t = "tensor<3xcomplex<f32>>"
+    text = _program(f"  %0 = stablehlo.sine %a : {t}\n  func.return %0 : {t}", f"%a: {t}", t)
+    with pytest.raises(ExportError, match=r"node #\d+ sin: neutral op 'sin' on complex "
+                                          r"values has no ONNX mapping") as info:
         to_onnx(_imported(text))
     assert "\n" not in str(info.value)
 

@@ -9,8 +9,9 @@ same closed trigonometric forms for large n inside (-1, 1) and the same three-te
 recurrences otherwise. The degree is the operand truncated to an integer; a non-finite
 degree counts as negative (what the float-to-int conversion gives on x86).
 
-No exporter has a form for it: ONNX and StableHLO would need a loop whose trip count is the
-data-dependent degree, element by element; both refuse the node.
+The exporters write its registry decomposition (irbridge/ops/_gamma_decomp.py): the same
+special cases and closed forms as `where`s, and the recurrence as a `loop` (ONNX Loop,
+stablehlo.while) up to the largest degree that needs it, masked per element.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from irbridge.ir import TensorType
+from irbridge.ops._gamma_decomp import orthogonal_polynomial_decompose
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
     AttrKind,
@@ -176,7 +178,7 @@ define("orthogonal_polynomial", Category.ELEMENTWISE, inputs=inputs("x", "n"),
        infer=_infer,
        cost=lambda ctx: Flops(other=STEP_FLOPS * ctx.out_numel()),
        cost_doc=f"{STEP_FLOPS} per output element (one recurrence step; the degree is data)",
-       reference=_reference,
+       reference=_reference, decompose=orthogonal_polynomial_decompose,
        doc="Orthogonal polynomial P_n(x) of degree n (truncated to an integer; n < 0 gives "
            "0), evaluated as torch.special evaluates it: kind chebyshev_t/u/v/w (first to "
            "fourth kind), shifted_chebyshev_t/u/v/w (of 2x - 1), hermite_h (physicists'), "

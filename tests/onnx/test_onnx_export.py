@@ -36,8 +36,6 @@ NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
 NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_factor", "lu_unpack",
                  "lu_solve", "matrix_exp", "geqrf", "householder_product", "ormqr",
                  "ldl_factor", "ldl_solve"}
-# torch.special's orthogonal polynomials: a loop of data-dependent length per element
-NO_ONNX_FORM |= {"orthogonal_polynomial"}
 # incomplete gamma functions: series / continued fractions, no exact ONNX form
 NO_ONNX_FORM |= {"igamma", "igammac"}
 NO_ONNX_FORM |= {"frexp"}  # needs the float's bits (ONNX has no bitcast)

@@ -116,7 +116,6 @@ NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y
                      "fft_r2c", "fft_c2c", "fft_c2r"}
 """Ops with no exact StableHLO form (special functions) or none the reference interpreter
 can check (FFTs): export refuses them naming the node."""
-NO_STABLEHLO_FORM |= {"orthogonal_polynomial"}  # a loop of data-dependent length per element
 NO_STABLEHLO_FORM |= {"igamma", "igammac"}  # incomplete gamma: series / continued fractions
 NO_STABLEHLO_FORM |= {"frexp"}  # not lowered yet (the float's bits: bitcast + integer ops)
 

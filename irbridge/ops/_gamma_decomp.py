@@ -363,3 +363,216 @@ def _recurrence(b: B, kind: str, x: E, y: E, degree: E, first: E) -> E:
 
     _, q, _, _ = b.loop(trip, [ones, q0, b.where(degree.eq(degree), arg, arg), degree], step)
     return q
+
+
+# == the gamma family ===========================================================================
+
+def _compute_dtype(x: Value, op: str) -> DType:
+    """torch's kernels compute float64 in float64 and every narrower float in float32."""
+    assert x.type is not None
+    dtype = x.type.dtype
+    if not dtype.is_float:
+        raise OpError(f"{op} decomposes for real floating inputs only, got {dtype.name}")
+    return DType.FLOAT64 if dtype == DType.FLOAT64 else DType.FLOAT32
+
+
+def _unary(op: str, graph: Callable[[B, E], E],
+           ) -> Callable[[GraphBuilder, list[Value | None], dict[str, Any]], list[Value]]:
+    """A decomposition computing `graph` in torch's compute dtype for the input's dtype,
+    its result cast back to the input's dtype."""
+    def decompose(gb: GraphBuilder, xs: list[Value | None],
+                  attrs: dict[str, Any]) -> list[Value]:
+        x = xs[0]
+        assert x is not None and x.type is not None
+        b = B(gb, _compute_dtype(x, op))
+        out = graph(b, b.cast(E(b, x), b.dt))
+        return [b.cast(out, x.type.dtype).v]
+    return decompose
+
+
+_LANCZOS_G = 7.0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012,
+            9.9843695780195716e-6, 1.5056327351493116e-7)
+
+
+def _lgamma(b: B, x: E) -> E:
+    """log |Gamma(x)| in float64 whatever b's dtype (torch calls the C library's lgamma /
+    lgammaf, correctly rounded or close): Lanczos' approximation (g = 7, 9 terms, about
+    1e-15 relative) for x >= 0.5, the reflection formula below (with sin(pi x) reduced to
+    the nearest integer, so poles give +inf and values near them keep their digits);
+    +inf at +-inf and at the poles 0, -1, -2, ..."""
+    w = B(b.gb, DType.FLOAT64)
+    x = w.cast(x, DType.FLOAT64)
+    reflect = x < 0.5
+    z = w.where(reflect, 1.0 - x, x) - 1.0
+    series = w.c(_LANCZOS[0])
+    for i, coefficient in enumerate(_LANCZOS[1:], start=1):
+        series = series + coefficient / (z + float(i))
+    t = z + (_LANCZOS_G + 0.5)
+    lg = (0.5 * np.log(2 * np.pi) + (z + 0.5) * t.f("log")) - t + series.f("log")
+    r = x - x.f("round")
+    sin_pi = (np.pi * r).f("sin").f("abs")
+    reflected = (np.log(np.pi) - sin_pi.f("log")) - lg
+    out = w.where(reflect, reflected, lg)
+    return w.where(x.f("isinf"), np.inf, out)
+
+
+def _digamma(b: B, x: E) -> E:
+    """torch's calc_digamma (Cephes) in b's dtype: the reflection pi / tan(pi r) for x < 0
+    in float64 (as torch computes it for float too), the recurrence up to x >= 10 (at most
+    10 steps, unrolled), the asymptotic series; -+inf at +-0, NaN at negative integers."""
+    negative = x < 0.0
+    ceil = x.f("ceil")
+    wide = b.cast(x - ceil, DType.FLOAT64)  # modf's fractional part, exact
+    angle = np.pi * wide
+    reflection = b.cast(np.pi * angle.f("cos") / angle.f("sin"), b.dt)
+    v = b.where(negative, 1.0 - x, x)
+    result: E | float = 0.0
+    for _ in range(10):
+        below = v < 10.0
+        result = b.where(below, result - 1.0 / v, result)
+        v = b.where(below, v + 1.0, v)
+    assert isinstance(result, E)
+    z = 1.0 / (v * v)
+    series = b.where(v < 1e17, z * b.polevl(z, _DIGAMMA_A), 0.0)
+    value = ((result + _library(b, "log", v)) - 0.5 / v) - series
+    value = b.where(v.eq(10.0), result + 2.25175258906672110764, value)
+    value = b.where(negative, value - reflection, value)
+    value = b.where(negative & x.eq(x.f("floor")), np.nan, value)
+    at_zero = b.where((1.0 / x) < 0.0, np.inf, -np.inf)  # copysign(inf, -x)
+    return b.where(x.eq(0.0), at_zero, value)
+
+
+_DIGAMMA_A = (8.33333333333333333333E-2, -2.10927960927960927961E-2,
+              7.57575757575757575758E-3, -4.16666666666666666667E-3,
+              3.96825396825396825397E-3, -8.33333333333333333333E-3,
+              8.33333333333333333333E-2)
+
+
+def _trigamma(b: B, x: E) -> E:
+    """torch's trigamma in b's dtype: reflection below 0.5, six recurrence steps, the
+    asymptotic series."""
+    np_dt = b.dt.numpy
+    pi = np_dt.type(np.pi)
+    small = x < 0.5
+    s = _library(b, "sin", float(pi) * x)
+    result: E = b.where(small, 0.0 - float(pi * pi) / (s * s), 0.0)
+    v = b.where(small, 1.0 - x, x)
+    for _ in range(6):
+        result = result + 1.0 / (v * v)
+        v = v + 1.0
+    ixx = 1.0 / (v * v)
+    inner = 1.0 / 6 - ixx * (1.0 / 30 - ixx * (1.0 / 42))
+    result = result + (1.0 + 1.0 / (2.0 * v) + ixx * inner) / v
+    return b.where(small, -result, result)
+
+
+_MACHEP = 1.11022302462515654042E-16
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9,
+           7.47242496e10, -2.950130727918164224e12, 1.1646782814350067249e14,
+           -4.5979787224074726105e15, 1.8152105401943546773e17, -7.1661652561756670113e18)
+
+
+def _zeta(b: B, x: E, q: E) -> E:
+    """torch's zeta(x, q) (Cephes) in float64 (its accumulation type on CPU, float32 inputs
+    too): the direct sum while i < 9 or a <= 9 (a `loop`: its length grows with -q),
+    stopping per element once a term is below MACHEP of the sum, then the Euler-Maclaurin
+    tail (12 terms, unrolled, each element frozen once converged). inf at x == 1 and at
+    the poles q = 0, -1, ...; NaN for x < 1 and for q < 0 with x not an integer."""
+    w = B(b.gb, DType.FLOAT64)
+    x, q = _broadcast(w, w.cast(x, DType.FLOAT64), w.cast(q, DType.FLOAT64))
+    pole = (q <= 0.0) & q.eq(q.f("floor"))
+    undefined = (q <= 0.0) & ~q.eq(q.f("floor")) & ~x.eq(x.f("floor"))
+    special = x.eq(1.0) | (x < 1.0) | pole | undefined
+    half_x = x * 0.5
+    odd = ~half_x.eq(half_x.f("floor"))
+
+    def power(s: B, a: E, odd: E, x: E) -> E:
+        """pow(a, -x); a < 0 is reached only with an integer x (its sign by parity)."""
+        magnitude = s.op("pow", a.f("abs"), -x)
+        return s.where((a < 0.0) & odd, -magnitude, magnitude)
+
+    total = power(w, q, odd, x)
+
+    def step(s: B, i: E, values: list[E]) -> tuple[E, list[E]]:
+        total, a, term, done, converged, x, odd = values
+        live = ~done
+        a = s.where(live, a + 1.0, a)
+        new_term = power(s, a, odd, x)
+        term = s.where(live, new_term, term)
+        total = s.where(live, total + new_term, total)
+        small = live & (-_MACHEP * total < term) & (term < _MACHEP * total)
+        count = s.cast(i, DType.FLOAT64) + 1.0
+        leaving = live & ~small & ~((count < 9.0) | (a <= 9.0))
+        done = done | small | leaving
+        return s.any(~done), [total, a, term, done, converged | small, x, odd]
+
+    zero = w.where(special, 0.0, 0.0)
+    total, a, term, _, converged, _, _ = w.loop(
+        None, [total, w.where(special, q, q), zero, special, special & ~special, x, odd], step)
+    s = total + term * a / (x - 1.0)
+    s = s - 0.5 * term
+    factor: E | float = 1.0
+    stop = converged
+    k = 0.0
+    for coefficient in _ZETA_A:
+        factor = (x + k) * factor
+        term = term / a
+        t = factor * term / coefficient
+        nxt = s + t
+        s = w.where(stop, s, nxt)
+        stop = stop | ((t / nxt).f("abs") < _MACHEP)
+        k += 1.0
+        factor = factor * (x + k)
+        term = term / a
+        k += 1.0
+    out = w.where(converged, total, s)
+    out = w.where(undefined, np.nan, out)
+    out = w.where(pole, np.inf, out)
+    out = w.where(x < 1.0, np.nan, out)
+    return w.where(x.eq(1.0), np.inf, out)
+
+
+def zeta_decompose(gb: GraphBuilder, xs: list[Value | None],
+                   attrs: dict[str, Any]) -> list[Value]:
+    x, q = xs[0], xs[1]
+    assert x is not None and q is not None and x.type is not None and q.type is not None
+    from irbridge.ops._shapes import promote
+
+    dtype = promote([x.type, q.type], "zeta")
+    b = B(gb, DType.FLOAT64)
+    out = _zeta(b, E(b, x), E(b, q))
+    if not dtype.is_float:
+        raise OpError(f"zeta decomposes for floating inputs only, got {dtype.name}")
+    return [b.cast(out, dtype).v]
+
+
+def polygamma_decompose(gb: GraphBuilder, xs: list[Value | None],
+                        attrs: dict[str, Any]) -> list[Value]:
+    """torch's polygamma: digamma for n = 0, trigamma for n = 1, else
+    (-1)^(n+1) n! zeta(n + 1, x) with n! as exp(lgamma(n + 1)) in the compute dtype."""
+    x_in = xs[0]
+    assert x_in is not None and x_in.type is not None
+    n = int(attrs["n"])
+    if n < 0:
+        raise OpError(f"polygamma needs n >= 0, got {n}")
+    b = B(gb, _compute_dtype(x_in, "polygamma"))
+    x = b.cast(E(b, x_in), b.dt)
+    if n == 0:
+        out = _digamma(b, x)
+    elif n == 1:
+        out = _trigamma(b, x)
+    else:
+        import math
+
+        np_dt = b.dt.numpy
+        factorial = np_dt.type(math.exp(float(np_dt.type(math.lgamma(n + 1.0)))))
+        order = b.where(x.eq(x), float(n + 1), float(n + 1))
+        zeta = b.cast(_zeta(b, order, x), b.dt)
+        out = (float(factorial) if n % 2 else -float(factorial)) * zeta
+    return [b.cast(out, x_in.type.dtype).v]
+
+
+lgamma_decompose = _unary("lgamma", _lgamma)
+digamma_decompose = _unary("digamma", _digamma)

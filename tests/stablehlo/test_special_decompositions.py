@@ -99,3 +99,43 @@ def test_orthogonal_polynomial_integer_degrees_broadcast() -> None:
     n = np.array([[0, 1, 4, 9, 15]], np.int64)
     want = torch.special.chebyshev_polynomial_t(torch.from_numpy(x), torch.from_numpy(n)).numpy()
     _check("orthogonal_polynomial", [x, n], want, {"kind": "chebyshev_t"})
+
+
+# -- the gamma family ---------------------------------------------------------------------------
+
+# zeros of both signs, poles (the non-positive integers) and their float32 neighbours, the
+# recurrence's bound 10 (and just below), digamma's root, tiny and huge values, infinities,
+# NaN, and a spread of negative and positive arguments
+GAMMA_X = [0.0, -0.0, 1.0, 2.0, -1.0, -2.0, -3.5, 0.5, -0.5, 1e-30, -1e-30, 1e-8, 10.0,
+           9.999999, 1e17, 1e20, 3e38, -3e38, 1e6, -40.5, np.inf, -np.inf, np.nan,
+           -2.0000002, -1.9999998, 1.4616321,
+           *np.random.default_rng(1).uniform(-10, 10, 40), *np.random.default_rng(2).uniform(0, 1, 8)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", ["lgamma", "digamma"])
+def test_lgamma_and_digamma_match_torch(op: str, dtype: type) -> None:
+    x = np.array(GAMMA_X, dtype)
+    _check(op, [x], _torch(getattr(torch, op), x))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4])
+def test_polygamma_matches_torch(n: int, dtype: type) -> None:
+    x = np.array(GAMMA_X, dtype)
+    if (n, dtype) == (1, np.float64):
+        # at the poles torch's float64 trigamma is pi^2 / sin(fl(pi x))^2, a rounding artefact
+        # near 1e32 (sin(fl(-pi)) = 1.2e-16); onnxruntime's float64 Sin gives 0 there, so the
+        # export says inf: the poles are left out of the comparison for this case only
+        x = x[~((x <= 0) & (x == np.floor(x)))]
+    _check("polygamma", [x], _torch(lambda t: torch.polygamma(n, t), x), {"n": n})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_hurwitz_zeta_matches_torch(dtype: type) -> None:
+    # x: the pole 1, x < 1 (NaN), integers and not; q: zeros, poles, negative q (the direct
+    # sum runs past -q), tiny, large, infinite and NaN
+    x = np.array([1.0, 0.5, 2.0, 3.0, 4.5, 10.0, 30.0, np.inf, np.nan, -2.0], dtype)[:, None]
+    q = np.array([0.0, -0.0, 1.0, 2.5, -1.0, -2.5, -8.47, -30.2, 0.1, 1e-5, 100.0, 1e10,
+                  np.inf, np.nan, -np.inf], dtype)[None, :]
+    _check("zeta", [x, q], _torch(torch.special.zeta, x, q))

@@ -139,3 +139,48 @@ def test_hurwitz_zeta_matches_torch(dtype: type) -> None:
     q = np.array([0.0, -0.0, 1.0, 2.5, -1.0, -2.5, -8.47, -30.2, 0.1, 1e-5, 100.0, 1e10,
                   np.inf, np.nan, -np.inf], dtype)[None, :]
     _check("zeta", [x, q], _torch(torch.special.zeta, x, q))
+
+
+# -- erfinv, ndtri, erfcx -----------------------------------------------------------------------
+
+_RNG = np.random.default_rng(3)
+SPECIAL_INPUTS = {
+    # +-0, +-1 (+-inf), beyond (NaN), the central range's edge 0.7, values within an ulp
+    # of 1 (Newton on erf near 1), tiny, infinities and NaN
+    "erfinv": (torch.erfinv, [
+        0.0, -0.0, 1.0, -1.0, 1.0000001, -2.0, 0.7, -0.7, 0.70000005, 0.99999994, -0.9999999,
+        1e-30, 0.5, np.nan, np.inf, -np.inf, *_RNG.uniform(-1, 1, 60),
+        *(1 - 10.0 ** -_RNG.uniform(1, 7, 20))]),
+    # 0 (-inf), 1 (inf), outside [0, 1] (NaN), the branch points exp(-2) and 1 - exp(-2),
+    # the z = 8 split (1.27e-14), tiny values down to float32's subnormals
+    "ndtri": (torch.special.ndtri, [
+        0.0, -0.0, 1.0, -1e-8, 1.0000001, 0.5, 0.135, 0.1353353, 0.8646647, 0.86466473,
+        1e-30, 1e-40, 1e-14, 1.2e-14, 0.99999994, np.nan, np.inf, -np.inf,
+        *_RNG.uniform(0, 1, 60), *(10.0 ** -_RNG.uniform(1, 37, 20))]),
+    # the branch points 50, 5e7, -6.1, -26.7 and their neighbours, +-0 (the table's end),
+    # tiny and huge values, infinities, NaN
+    "erfcx": (torch.special.erfcx, [
+        0.0, -0.0, 50.0, 50.000004, 5e7, 6e7, -6.1, -6.0999999, -26.7, -26.8, -27.0, 1e-30,
+        1e30, -1e-30, np.nan, np.inf, -np.inf, 0.01, 1e-5, *_RNG.uniform(-30, 60, 60),
+        *(_RNG.standard_normal(20) * 3)]),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("op", sorted(SPECIAL_INPUTS))
+def test_error_function_inverses_and_erfcx_match_torch(op: str, dtype: type) -> None:
+    fn, values = SPECIAL_INPUTS[op]
+    x = np.array(values, dtype)
+    _check(op, [x], _torch(fn, x))
+
+
+def test_integer_inputs_are_refused_in_one_line() -> None:
+    """torch promotes integers to float32; the IR keeps the input's dtype, so a
+    decomposition of an integer lgamma is refused rather than guessed."""
+    from irbridge.errors import ExportError
+
+    model, _ = single_op("lgamma", [np.arange(4, dtype=np.int32)])
+    for export in (to_onnx, build_module):
+        with pytest.raises(ExportError, match=r"^node #0 lgamma: .*real floating inputs "
+                                              r"only, got INT32$"):
+            export(model)

@@ -12,6 +12,7 @@ no element is still live (ONNX Loop, stablehlo.while); fixed short iterations ar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -170,21 +171,6 @@ class E:
     def f(self, name: str) -> E:
         """A unary neutral op (abs, floor, exp, log, sin, ...)."""
         return self.b.op(name, self)
-
-
-def _one_input(xs: list[Value | None], where: str) -> Value:
-    x = xs[0]
-    if x is None or x.type is None:
-        raise OpError(f"{where}: needs a typed input")
-    return x
-
-
-def _float_dtype(x: Value, where: str) -> DType:
-    assert x.type is not None
-    dtype = x.type.dtype
-    if dtype not in (DType.FLOAT32, DType.FLOAT64):
-        raise OpError(f"{where}: decomposed for float32 and float64 only, got {dtype.name}")
-    return dtype
 
 
 def _broadcast(b: B, a: E, c: E) -> tuple[E, E]:
@@ -542,11 +528,10 @@ def zeta_decompose(gb: GraphBuilder, xs: list[Value | None],
     from irbridge.ops._shapes import promote
 
     dtype = promote([x.type, q.type], "zeta")
-    b = B(gb, DType.FLOAT64)
-    out = _zeta(b, E(b, x), E(b, q))
     if not dtype.is_float:
-        raise OpError(f"zeta decomposes for floating inputs only, got {dtype.name}")
-    return [b.cast(out, dtype).v]
+        raise OpError(f"zeta decomposes for real floating inputs only, got {dtype.name}")
+    b = B(gb, DType.FLOAT64)
+    return [b.cast(_zeta(b, E(b, x), E(b, q)), dtype).v]
 
 
 def polygamma_decompose(gb: GraphBuilder, xs: list[Value | None],
@@ -565,12 +550,9 @@ def polygamma_decompose(gb: GraphBuilder, xs: list[Value | None],
     elif n == 1:
         out = _trigamma(b, x)
     else:
-        import math
-
         np_dt = b.dt.numpy
         factorial = np_dt.type(math.exp(float(np_dt.type(math.lgamma(n + 1.0)))))
-        order = b.where(x.eq(x), float(n + 1), float(n + 1))
-        zeta = b.cast(_zeta(b, order, x), b.dt)
+        zeta = b.cast(_zeta(b, b.c(n + 1.0), x), b.dt)
         out = (float(factorial) if n % 2 else -float(factorial)) * zeta
     return [b.cast(out, x_in.type.dtype).v]
 

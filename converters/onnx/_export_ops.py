@@ -77,7 +77,8 @@ FLOAT_MATH.update({  # float math: on integer / bool data, written in float and 
     "rms_norm", "reduce_mean", "reduce_l2", "reduce_log_sum_exp", "avg_pool",
     "adaptive_avg_pool", "attention",
     # elementwise math written as a decomposition (its float steps must not truncate)
-    "erfc", "atan2", "hypot", "copysign"})
+    "erfc", "atan2", "hypot", "copysign",
+    "erfinv", "erfcx", "ndtri", "lgamma", "digamma", "polygamma", "zeta"})
 
 def _unary(onnx_op: str) -> Emitter:
     def emit(e: NodeEmit) -> None:

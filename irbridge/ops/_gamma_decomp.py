@@ -25,8 +25,10 @@ from irbridge.ir import Graph, TensorType, Value
 if TYPE_CHECKING:
     from irbridge.builder import GraphBuilder
 
+
 class B:
-    """A GraphBuilder computing in one float dtype, with cached scalar constants."""
+    """A GraphBuilder computing in one float dtype (`dt`: the dtype of Python numbers met
+    alone), with cached scalar constants; its values are `E`s."""
 
     def __init__(self, gb: GraphBuilder, dtype: DType) -> None:
         self.gb, self.dt = gb, dtype
@@ -57,7 +59,7 @@ class B:
         return x if x.dtype == dtype else self.op("cast", x, dtype=dtype)
 
     def any(self, mask: E) -> E:
-        """True where any element of the bool tensor is (a scalar)."""
+        """Whether any element of the bool tensor is true (a bool scalar)."""
         as_int = self.cast(mask, DType.INT32)
         return self.op("greater", self.op("reduce_max", as_int, axes=(), keepdims=False),
                        self.c(0, DType.INT32))
@@ -181,9 +183,8 @@ def _broadcast(b: B, a: E, c: E) -> tuple[E, E]:
 
 
 def _library(b: B, name: str, x: E) -> E:
-    """x.f(name) rounded from float64, as a correctly rounded C library function gives it
-    (onnxruntime's float32 sin, cos and log are up to 2-3 ulps off; their float64 kernels
-    are the C library's)."""
+    """x.f(name) computed in float64 and rounded, as a correctly rounded C library function
+    gives it (onnxruntime's float32 sin, cos and log measured up to 2-3 ulps off)."""
     if x.dtype == DType.FLOAT64:
         return x.f(name)
     return b.cast(b.cast(x, DType.FLOAT64).f(name), x.dtype)
@@ -235,10 +236,12 @@ def orthogonal_polynomial_decompose(gb: GraphBuilder, xs: list[Value | None],
     kind: str = attrs["kind"]
     from irbridge.ops._shapes import promote
 
-    dtype = promote([x_in.type, n_in.type], "orthogonal_polynomial")
-    if dtype not in (DType.FLOAT32, DType.FLOAT64):
-        raise OpError(f"orthogonal_polynomial decomposes for float32 and float64 only, got "
-                      f"{dtype.name}")
+    out_dtype = promote([x_in.type, n_in.type], "orthogonal_polynomial")
+    if not out_dtype.is_float:
+        raise OpError(f"orthogonal_polynomial decomposes for real floating inputs only, got "
+                      f"{out_dtype.name}")
+    # float16 / bfloat16 are computed in float32 (the reference rounds each step to them)
+    dtype = DType.FLOAT64 if out_dtype == DType.FLOAT64 else DType.FLOAT32
     b = B(gb, dtype)
     x, n = _broadcast(b, b.cast(E(b, x_in), dtype), E(b, n_in))
     n = _degree(b, n)
@@ -296,7 +299,7 @@ def orthogonal_polynomial_decompose(gb: GraphBuilder, xs: list[Value | None],
                 cases.append((inside, odd_sign))
         first = {"t": y, "u": y + y, "v": y + y - one, "w": y + y + one}[letter]
     elif kind.startswith("hermite"):
-        limit = 128.0 if dtype == DType.FLOAT32 else 512.0
+        limit = 128.0 if out_dtype == DType.FLOAT32 else 512.0  # as the reference
         cases.append((n > limit, float("nan")))
         first = x + x if kind == "hermite_h" else x
     elif kind == "laguerre_l":
@@ -316,7 +319,7 @@ def orthogonal_polynomial_decompose(gb: GraphBuilder, xs: list[Value | None],
     out = recurrence
     for mask, value in reversed(cases):
         out = b.where(mask, value, out)
-    return [out.v]
+    return [b.cast(out, out_dtype).v]
 
 
 def _recurrence(b: B, kind: str, x: E, y: E, degree: E, first: E) -> E:
@@ -353,16 +356,16 @@ def _recurrence(b: B, kind: str, x: E, y: E, degree: E, first: E) -> E:
 
 # == the gamma family ===========================================================================
 
-def _compute_dtype(x: Value, op: str) -> DType:
-    """torch's kernels compute float64 in float64 and every narrower float in float32."""
+def _compute_dtype(x: Value) -> DType:
+    """torch's kernels compute float64 in float64 and every narrower float in float32;
+    integers and bools in float64, as the IR's reference does (the result is cast back to
+    the input's type, truncated, as the reference casts it)."""
     assert x.type is not None
     dtype = x.type.dtype
-    if not dtype.is_float:
-        raise OpError(f"{op} decomposes for real floating inputs only, got {dtype.name}")
-    return DType.FLOAT64 if dtype == DType.FLOAT64 else DType.FLOAT32
+    return DType.FLOAT32 if dtype.is_float and dtype != DType.FLOAT64 else DType.FLOAT64
 
 
-def _unary(op: str, graph: Callable[[B, E], E], *, wide: bool = False,
+def _unary(graph: Callable[[B, E], E], *, wide: bool = False,
            ) -> Callable[[GraphBuilder, list[Value | None], dict[str, Any]], list[Value]]:
     """A decomposition computing `graph` in torch's compute dtype for the input's dtype
     (float64 for every dtype with `wide`), its result cast back to the input's dtype."""
@@ -370,8 +373,7 @@ def _unary(op: str, graph: Callable[[B, E], E], *, wide: bool = False,
                   attrs: dict[str, Any]) -> list[Value]:
         x = xs[0]
         assert x is not None and x.type is not None
-        dtype = _compute_dtype(x, op)
-        b = B(gb, DType.FLOAT64 if wide else dtype)
+        b = B(gb, DType.FLOAT64 if wide else _compute_dtype(x))
         out = graph(b, b.cast(E(b, x), b.dt))
         return [b.cast(out, x.type.dtype).v]
     return decompose
@@ -527,9 +529,7 @@ def zeta_decompose(gb: GraphBuilder, xs: list[Value | None],
     assert x is not None and q is not None and x.type is not None and q.type is not None
     from irbridge.ops._shapes import promote
 
-    dtype = promote([x.type, q.type], "zeta")
-    if not dtype.is_float:
-        raise OpError(f"zeta decomposes for real floating inputs only, got {dtype.name}")
+    dtype = promote([x.type, q.type], "zeta")  # integers: computed in float64, cast back
     b = B(gb, DType.FLOAT64)
     return [b.cast(_zeta(b, E(b, x), E(b, q)), dtype).v]
 
@@ -543,7 +543,7 @@ def polygamma_decompose(gb: GraphBuilder, xs: list[Value | None],
     n = int(attrs["n"])
     if n < 0:
         raise OpError(f"polygamma needs n >= 0, got {n}")
-    b = B(gb, _compute_dtype(x_in, "polygamma"))
+    b = B(gb, _compute_dtype(x_in))
     x = b.cast(E(b, x_in), b.dt)
     if n == 0:
         out = _digamma(b, x)
@@ -557,8 +557,8 @@ def polygamma_decompose(gb: GraphBuilder, xs: list[Value | None],
     return [b.cast(out, x_in.type.dtype).v]
 
 
-lgamma_decompose = _unary("lgamma", _lgamma)
-digamma_decompose = _unary("digamma", _digamma)
+lgamma_decompose = _unary(_lgamma)
+digamma_decompose = _unary(_digamma)
 
 
 # == inverses of the error function, erfcx ======================================================
@@ -708,6 +708,6 @@ def _erfcx(b: B, x: E) -> E:
 
 # torch's float32 erfinv is its float64 one rounded (measured: identical on 99.2% of 1e5
 # uniform inputs, 1 ulp apart on the rest; the float32 steps of calc_erfinv are not)
-erfinv_decompose = _unary("erfinv", _erfinv, wide=True)
-ndtri_decompose = _unary("ndtri", _ndtri)
-erfcx_decompose = _unary("erfcx", _erfcx)
+erfinv_decompose = _unary(_erfinv, wide=True)
+ndtri_decompose = _unary(_ndtri)
+erfcx_decompose = _unary(_erfcx)

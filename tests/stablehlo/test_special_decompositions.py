@@ -74,9 +74,9 @@ def _torch(fn: Callable[..., torch.Tensor], *arrays: np.ndarray) -> np.ndarray:
 
 POLY_X = [-2.5, -1.0, -0.7, -0.0, 0.0, 0.3, 0.5, 0.99, 1.0, 1.5, 3.0, np.inf, -np.inf, np.nan]
 # negative, zero, the recurrence, the closed trigonometric forms past 6 / 8, Hermite's NaN
-# past 128 (float32), a non-integer (truncated), NaN and inf (degree -1: 0)
+# past 128 (float32), a non-integer (truncated), NaN, inf and past int64 (degree -1: 0)
 POLY_N = [-3.0, -1.0, 0.0, 1.0, 2.0, 3.0, 5.0, 7.0, 9.0, 12.0, 20.0, 40.0, 129.0, 200.0,
-          np.nan, np.inf, 2.7]
+          np.nan, np.inf, 2.7, 1e19]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -174,13 +174,13 @@ def test_error_function_inverses_and_erfcx_match_torch(op: str, dtype: type) -> 
     _check(op, [x], _torch(fn, x))
 
 
-def test_integer_inputs_are_refused_in_one_line() -> None:
-    """torch promotes integers to float32; the IR keeps the input's dtype, so a
-    decomposition of an integer lgamma is refused rather than guessed."""
-    from irbridge.errors import ExportError
+def test_integer_inputs_compute_in_float64_and_truncate_back() -> None:
+    """The IR keeps an integer input's type for these ops (its reference computes in float64
+    and casts back, truncating): both exports do the same."""
+    import scipy.special
 
-    model, _ = single_op("lgamma", [np.arange(4, dtype=np.int32)])
-    for export in (to_onnx, build_module):
-        with pytest.raises(ExportError, match=r"^node #0 lgamma: .*real floating inputs "
-                                              r"only, got INT32$"):
-            export(model)
+    x = np.arange(1, 9, dtype=np.int32)
+    for op, fn in (("lgamma", scipy.special.gammaln), ("digamma", scipy.special.psi)):
+        want = np.trunc(fn(x.astype(np.float64))).astype(np.int32)
+        for path, got in _exported(op, [x]).items():
+            np.testing.assert_array_equal(got, want, err_msg=f"{op} via {path}")

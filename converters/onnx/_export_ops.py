@@ -77,7 +77,8 @@ FLOAT_MATH.update({  # float math: on integer / bool data, written in float and 
     "rms_norm", "reduce_mean", "reduce_l2", "reduce_log_sum_exp", "avg_pool",
     "adaptive_avg_pool", "attention",
     # elementwise math written as a decomposition (its float steps must not truncate)
-    "erfc", "atan2", "hypot", "copysign"})
+    "erfc", "atan2", "hypot", "copysign",
+    "erfinv", "erfcx", "ndtri", "lgamma", "digamma", "polygamma", "zeta"})
 
 def _unary(onnx_op: str) -> Emitter:
     def emit(e: NodeEmit) -> None:
@@ -1274,9 +1275,9 @@ register("loop", _loop, "Loop")
 # -- elementwise math (issue 13; helper "math") ----------------------------------------------------
 # Direct ONNX ops where they exist. trunc, erfc, signbit, atan2, copysign, fmin, fmax and hypot
 # have no emitter: the exporter writes their registry decomposition (irbridge/ops/
-# elementwise.py). The special functions (erfinv, lgamma, digamma, polygamma, Bessel, ndtri,
-# erfcx, zeta, nextafter, ...) have neither: export refuses them naming the node, as ONNX has
-# no exact form for them.
+# elementwise.py), as for erfinv, lgamma, digamma, polygamma, ndtri, erfcx and zeta (torch's
+# algorithms, irbridge/ops/_gamma_decomp.py). Special functions with neither (Bessel,
+# nextafter, ...): export refuses them naming the node, as ONNX has no exact form for them.
 
 def _math_unary(onnx_op: str) -> Emitter:
     def emit(e: NodeEmit) -> None:

@@ -743,6 +743,10 @@ class _GraphEmitter:
             for value in sub.outputs:
                 if id(value) not in names:
                     names[id(value)] = self.ex.fresh(f"{self.label}/{value.name}")
+                if value.type is not None:  # the IR's type (a Loop's outputs differ)
+                    self.ex.types.setdefault(names[id(value)], value.type.dtype)
+            for body in sub.subgraphs():  # a decomposition's loop body: fresh names too
+                self.ex._assign(body)
         for sub in scratch.nodes:
             self.emit_node(sub, [None if v is None else names[id(v)] for v in sub.inputs],
                            [names[id(v)] for v in sub.outputs], nested=True)

@@ -16,6 +16,7 @@ import numpy as np
 
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType, Value
+from irbridge.ops import _gamma_decomp
 from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
@@ -284,10 +285,11 @@ define("cast", Category.ELEMENTWISE, inputs=inputs("x"),
 # as 1 FLOP like exp, log, erf and tan above; ops defined by a formula count its arithmetic.
 #
 # Ops with a `decompose` are written by the ONNX and StableHLO exporters as that graph of
-# neutral ops when the exporter has no direct mapping. Special functions without an exact
-# expression in ONNX or StableHLO (lgamma, digamma, erfinv, Bessel, zeta, ...) have no
-# decomposition: the exporters refuse them with a one-line error naming the node instead of
-# writing an approximation.
+# neutral ops when the exporter has no direct mapping. The gamma family (lgamma, digamma,
+# polygamma, zeta), erfinv, ndtri and erfcx decompose into torch's own algorithms
+# (irbridge/ops/_gamma_decomp.py);
+# special functions without a decomposition have no exact expression in ONNX or StableHLO:
+# the exporters refuse them with a one-line error naming the node.
 
 
 def _f64(fn: ArrayFn) -> ArrayFn:
@@ -445,15 +447,19 @@ _math_unary("signbit", np.signbit, 1, "True where the sign bit is set (x < 0, -0
             decompose=_signbit_decompose, bool_out=True)
 _math_unary("erfc", _scipy("erfc"), 2, "Complementary error function 1 - erf(x).",
             decompose=_erfc_decompose)
-_math_unary("erfinv", _scipy("erfinv"), 1, "Inverse error function; +-inf at +-1, NaN outside.")
+_math_unary("erfinv", _scipy("erfinv"), 1, "Inverse error function; +-inf at +-1, NaN outside.",
+            decompose=_gamma_decomp.erfinv_decompose)
 _math_unary("erfcx", _scipy("erfcx"), 1, "Scaled complementary error function "
-            "exp(x^2) * erfc(x).")
-_math_unary("lgamma", _scipy("gammaln"), 1, "log |Gamma(x)|; +inf at the poles 0, -1, -2, ...")
+            "exp(x^2) * erfc(x).", decompose=_gamma_decomp.erfcx_decompose)
+_math_unary("lgamma", _scipy("gammaln"), 1, "log |Gamma(x)|; +inf at the poles 0, -1, -2, ...",
+            decompose=_gamma_decomp.lgamma_decompose)
 _math_unary("digamma", _digamma, 1, "Digamma psi(x) = d/dx lgamma(x); -+inf at +-0, NaN at "
-            "the negative integers.")
+            "the negative integers.", decompose=_gamma_decomp.digamma_decompose)
 _math_unary("polygamma", _polygamma, 1, "n-th derivative of digamma (n = 0 is digamma).",
-            attrs=(attr("n", AttrKind.INT, 0, "derivative order, >= 0"),))
-_math_unary("ndtri", _scipy("ndtri"), 1, "Inverse of the standard normal CDF; -+inf at 0, 1.")
+            attrs=(attr("n", AttrKind.INT, 0, "derivative order, >= 0"),),
+            decompose=_gamma_decomp.polygamma_decompose)
+_math_unary("ndtri", _scipy("ndtri"), 1, "Inverse of the standard normal CDF; -+inf at 0, 1.",
+            decompose=_gamma_decomp.ndtri_decompose)
 _math_unary("i0", _scipy("i0"), 1, "Modified Bessel function of the first kind, order 0.")
 _math_unary("i0e", _scipy("i0e"), 1, "Exponentially scaled i0: exp(-|x|) * i0(x).")
 _math_unary("i1", _scipy("i1"), 1, "Modified Bessel function of the first kind, order 1.")
@@ -557,7 +563,8 @@ _math_binary("hypot", np.hypot, 6, "sqrt(a^2 + b^2) without overflow.",
 _math_binary("nextafter", np.nextafter, 1,
              "The next representable value after a toward b, in the operands' dtype.",
              native=True)
-_math_binary("zeta", _zeta, 1, "Hurwitz zeta function zeta(a, b) = sum_k (k + b)^-a.")
+_math_binary("zeta", _zeta, 1, "Hurwitz zeta function zeta(a, b) = sum_k (k + b)^-a.",
+             decompose=_gamma_decomp.zeta_decompose)
 _math_binary("igamma", _scipy("gammainc"), 1, "Regularized lower incomplete gamma function "
              "P(a, x) = gamma(a, x) / Gamma(a); NaN for a < 0 or x < 0.")
 _math_binary("igammac", _scipy("gammaincc"), 1, "Regularized upper incomplete gamma function "

@@ -7,10 +7,12 @@ step for step, in the output dtype: the same special cases (n < 0 gives 0, the v
 |x| = 1 or x = 0, torch's NaN past degree 128 (float32) / 512 (float64) for Hermite), the
 same closed trigonometric forms for large n inside (-1, 1) and the same three-term
 recurrences otherwise. The degree is the operand truncated to an integer; a non-finite
-degree counts as negative (what the float-to-int conversion gives on x86).
+degree or one past int64 counts as negative (what the float-to-int conversion gives on
+x86).
 
-No exporter has a form for it: ONNX and StableHLO would need a loop whose trip count is the
-data-dependent degree, element by element; both refuse the node.
+The exporters write its registry decomposition (irbridge/ops/_gamma_decomp.py): the same
+special cases and closed forms as `where`s, and the recurrence as a `loop` (ONNX Loop,
+stablehlo.while) up to the largest degree that needs it, masked per element.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from irbridge.ir import TensorType
+from irbridge.ops._gamma_decomp import orthogonal_polynomial_decompose
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
     AttrKind,
@@ -42,13 +45,12 @@ divide and index arithmetic); the degree is data, so the cost counts one step pe
 
 
 def _degree(n: np.ndarray) -> np.ndarray:
-    """torch's static_cast<int64_t>(n): truncation; non-finite degrees count as -1."""
+    """torch's static_cast<int64_t>(n): truncation; non-finite degrees and those past
+    int64 count as -1 (x86's conversion gives INT64_MIN for them)."""
     if n.dtype.kind in "iub":
         return n.astype(np.int64)
-    finite = np.isfinite(n)
-    big = np.float64(2.0 ** 62)
-    return np.where(finite, np.trunc(np.clip(np.where(finite, n, 0), -big, big)),
-                    -1).astype(np.int64)
+    finite = np.isfinite(n) & (np.abs(n) < 2.0 ** 63)
+    return np.where(finite, np.trunc(np.where(finite, n, 0)), -1).astype(np.int64)
 
 
 def _polynomial(kind: str, x: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -176,7 +178,7 @@ define("orthogonal_polynomial", Category.ELEMENTWISE, inputs=inputs("x", "n"),
        infer=_infer,
        cost=lambda ctx: Flops(other=STEP_FLOPS * ctx.out_numel()),
        cost_doc=f"{STEP_FLOPS} per output element (one recurrence step; the degree is data)",
-       reference=_reference,
+       reference=_reference, decompose=orthogonal_polynomial_decompose,
        doc="Orthogonal polynomial P_n(x) of degree n (truncated to an integer; n < 0 gives "
            "0), evaluated as torch.special evaluates it: kind chebyshev_t/u/v/w (first to "
            "fourth kind), shifted_chebyshev_t/u/v/w (of 2x - 1), hermite_h (physicists'), "

@@ -23,9 +23,9 @@ COMPLEX_OPS = {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle
                 "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
 
 F32 = DType.FLOAT32
-NO_ONNX_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "digamma",
-                "erfcx", "erfinv", "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e",
-                "lgamma", "ndtri", "nextafter", "polygamma", "spherical_bessel_j0", "zeta"}
+NO_ONNX_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+                "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e",
+                "nextafter", "spherical_bessel_j0"}
 """Special functions ONNX cannot express exactly: export refuses them (never approximates)."""
 # scans and factorisations with no exact ONNX form yet (irbridge/ops/tensor.py, linalg.py)
 NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp", "cholesky", "inverse", "solve"}
@@ -34,8 +34,6 @@ NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
 NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_factor", "lu_unpack",
                  "lu_solve", "matrix_exp", "geqrf", "householder_product", "ormqr",
                  "ldl_factor", "ldl_solve"}
-# torch.special's orthogonal polynomials: a loop of data-dependent length per element
-NO_ONNX_FORM |= {"orthogonal_polynomial"}
 # incomplete gamma functions: series / continued fractions, no exact ONNX form
 NO_ONNX_FORM |= {"igamma", "igammac"}
 NO_ONNX_FORM |= {"frexp"}  # needs the float's bits (ONNX has no bitcast)

@@ -64,7 +64,8 @@ UNARY: dict[str, tuple[Fn, tuple[float, float], str]] = {
     "round2": (lambda x: torch.round(x, decimals=2), (-5.0, 5.0), "round"),
     "round_neg": (lambda x: torch.round(x * 100, decimals=-1), (-5.0, 5.0), "round"),
     "signbit": (torch.signbit, (-3.0, 3.0), "signbit"),
-    # no exact ONNX / StableHLO form: captured and executed, refused by the exporters
+    # special functions: exported through their registry decompositions (EXPORTABLE_*),
+    # the ones without one captured and executed, refused by the exporters (REFUSED)
     "erfinv": (torch.erfinv, (-0.99, 0.99), "erfinv"),
     "lgamma": (torch.lgamma, (0.1, 8.0), "lgamma"),
     "digamma": (torch.digamma, (0.1, 8.0), "digamma"),
@@ -105,12 +106,13 @@ BINARY: dict[str, tuple[Fn, tuple[float, float], tuple[float, float], str]] = {
 }
 
 EXPORTABLE_UNARY = ["acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-                    "trunc", "frac", "erfc", "log10", "exp2", "round2", "round_neg", "signbit"]
-EXPORTABLE_BINARY = ["atan2", "copysign", "fmod", "fmin", "fmax", "hypot", "ldexp", "xlogy"]
-REFUSED = {"erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma",
-           "polygamma2": "polygamma", "i0": "i0", "k0e": "k0e", "j0": "bessel_j0",
-           "ndtri": "ndtri", "erfcx": "erfcx", "airy_ai": "airy_ai", "nextafter": "nextafter",
-           "zeta": "zeta", "igamma": "igamma", "igammac": "igammac"}
+                    "trunc", "frac", "erfc", "log10", "exp2", "round2", "round_neg", "signbit",
+                    "erfinv", "lgamma", "digamma", "polygamma2", "ndtri", "log_ndtr", "erfcx",
+                    "mvlgamma"]
+EXPORTABLE_BINARY = ["atan2", "copysign", "fmod", "fmin", "fmax", "hypot", "ldexp", "xlogy",
+                     "zeta"]
+REFUSED = {"i0": "i0", "k0e": "k0e", "j0": "bessel_j0", "airy_ai": "airy_ai",
+           "nextafter": "nextafter", "igamma": "igamma", "igammac": "igammac"}
 
 
 class Many(torch.nn.Module):

@@ -152,8 +152,9 @@ def test_tiny_bert_against_eager_and_the_default_file(tmp_path: Path) -> None:
     ir = capture(model, (), {"input_ids": ids, "attention_mask": mask}, weights=True).model
     plain = export_onnx(ir, tmp_path / "plain.onnx", opset=20)
     tuned = export_onnx(ir, tmp_path / "tuned.onnx", opset=20, target="onnxruntime")
-    # 2 layers x 2 residual norms + the embeddings' Add before its norm
-    assert Counter(n.op_type for n in onnx.load(str(tuned)).graph.node)["Sum"] == 5
+    # 2 layers x 2 residual norms + the embeddings' Add before its norm; 2 attentions
+    ops = Counter(n.op_type for n in onnx.load(str(tuned)).graph.node)
+    assert ops["Sum"] == 5 and ops["MultiHeadAttention"] == 2, ops
     assert _optimized_ops(tuned, tmp_path)["SkipLayerNormalization"] == 0
     feeds = [ids.numpy(), mask.numpy()]
     got, base = _run(tuned, feeds), _run(plain, feeds)
@@ -171,3 +172,65 @@ def test_default_target_is_unchanged_and_bad_target_refused() -> None:
     with pytest.raises(ExportError, match="target 'tensorrt': expected one of onnx, "
                                           "onnxruntime"):
         to_onnx(ir, target="tensorrt")
+
+
+class _Attention(nn.Module):
+    """Self-attention through F.scaled_dot_product_attention with a boolean mask."""
+
+    def __init__(self, dim: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = (nn.Linear(dim, dim) for _ in range(3))
+        self.o = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.view(b, s, self.heads, d // self.heads).transpose(1, 2)
+
+        y = nn.functional.scaled_dot_product_attention(
+            split(self.q(x)), split(self.k(x)), split(self.v(x)), attn_mask=mask)
+        return self.o(y.transpose(1, 2).reshape(b, s, d))
+
+
+def test_sdpa_becomes_multi_head_attention(tmp_path: Path) -> None:
+    """A boolean mask with a row that masks every key: the NaN guard keeps that row 0."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 32)
+    mask = torch.rand(2, 1, 6, 6) > 0.3
+    mask[:, :, :, 0] = True
+    mask[1, 0, 2, :] = False  # query 2 of batch 1 sees no key
+    plain, tuned, eager = _both(_Attention(), (x, mask), tmp_path)
+    ops = Counter(n.op_type for n in onnx.load(str(tuned)).graph.node)
+    assert ops["MultiHeadAttention"] == 1 and ops["Softmax"] == 0, ops
+    assert ops["Transpose"] == 0, ops
+    got, base = _run(tuned, [x.numpy(), mask.numpy()]), _run(plain, [x.numpy(), mask.numpy()])
+    assert np.isfinite(got[0]).all()
+    _close(got[0], base[0], ATOL_FILE)
+    _close(got[0], eager[0], ATOL_EAGER, RTOL_EAGER)
+
+
+def test_tiny_gpt2_causal_attention(tmp_path: Path) -> None:
+    """GPT-2: fused q/k/v projection split three ways, a causal and padding mask, and the
+    attention's output viewed as 2-D for the next projection (that Reshape stays)."""
+    config = transformers.GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=500,
+                                     n_positions=64, use_cache=False)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    ids = torch.randint(0, 500, (1, 16))
+    mask = torch.ones(1, 16, dtype=torch.long)
+    mask[0, :3] = 0  # left padding
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask).logits.numpy()
+    ir = capture(model, (), {"input_ids": ids, "attention_mask": mask}, weights=True).model
+    plain = export_onnx(ir, tmp_path / "plain.onnx", opset=20)
+    tuned = export_onnx(ir, tmp_path / "tuned.onnx", opset=20, target="onnxruntime")
+    ops = Counter(n.op_type for n in onnx.load(str(tuned)).graph.node)
+    assert ops["MultiHeadAttention"] == 2 and ops["Softmax"] == 0, ops
+    feeds = [ids.numpy(), mask.numpy()]
+    got, base = _run(tuned, feeds), _run(plain, feeds)
+    _close(got[0], base[0], ATOL_FILE)
+    # positions 0-2 are padding whose every key is masked: torch and both files give
+    # numbers there too (0 attention output); all positions compared
+    _close(got[0], logits, ATOL_EAGER, RTOL_EAGER)

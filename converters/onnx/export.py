@@ -77,7 +77,8 @@ from irbridge.ops import registry
 
 TARGETS = ("onnx", "onnxruntime")
 """`export_onnx(target=...)`: "onnx" (runtime-neutral forms; the default) or "onnxruntime"
-(forms onnxruntime runs faster, still standard ONNX: converters/onnx/_ort_fusions.py)."""
+(forms onnxruntime's CPU provider runs faster, with its contrib MultiHeadAttention: a
+file for onnxruntime only; converters/onnx/_ort_fusions.py)."""
 
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3 - 64 * 1024**2
 """Weights above this many bytes go to an external data file (protobuf's 2 GiB limit)."""
@@ -188,9 +189,10 @@ def to_onnx(model: Model, *, opset: int | None = None, check: bool = True,
     stablehlo, ...: from another front-end) is refused with an ExportError naming it,
     since runtimes cannot run it, unless `allow_custom_ops` asks for custom-domain nodes;
     opaque nodes imported from an ONNX file are written back as they were.
-    `target="onnxruntime"` rewrites the file into forms onnxruntime runs faster, still
-    standard ONNX and computing the same numbers (`_ort_fusions`); "onnx" (the default)
-    keeps the runtime-neutral forms."""
+    `target="onnxruntime"` rewrites the file into forms onnxruntime's CPU provider runs
+    faster, some in its contrib domain (a file for onnxruntime only; `_ort_fusions`),
+    computing the same numbers up to kernel rounding; "onnx" (the default) keeps the
+    standard, runtime-neutral forms."""
     proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=False,
                                      check=check and _weight_bytes(model)
                                      < EXTERNAL_DATA_THRESHOLD,

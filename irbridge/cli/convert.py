@@ -43,7 +43,8 @@ def convert(
         help="ONNX opset for --to onnx (default: the lowest that represents the model).")] = None,
     target: Annotated[str, typer.Option(
         "--target", help="ONNX: onnx (default: runtime-neutral forms) or onnxruntime (forms "
-                         "onnxruntime's CPU provider runs faster, still standard ONNX; see "
+                         "onnxruntime's CPU provider runs faster, with com.microsoft "
+                         "MultiHeadAttention: for onnxruntime only; see "
                          "docs/onnx.md).")] = "onnx",
     frontend: Frontend = "auto",
     no_weights: Annotated[bool, typer.Option(
@@ -358,7 +359,8 @@ def export(
     ] = False,
     target: Annotated[str, typer.Option(
         "--target", help="ONNX: onnx (default: runtime-neutral forms) or onnxruntime (forms "
-                         "onnxruntime's CPU provider runs faster, still standard ONNX; see "
+                         "onnxruntime's CPU provider runs faster, with com.microsoft "
+                         "MultiHeadAttention: for onnxruntime only; see "
                          "docs/onnx.md).")] = "onnx",
     target_version: Annotated[str | None, typer.Option(
         help="StableHLO portable artifact version (default: the current one).")] = None,

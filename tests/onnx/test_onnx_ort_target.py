@@ -234,3 +234,35 @@ def test_tiny_gpt2_causal_attention(tmp_path: Path) -> None:
     # positions 0-2 are padding whose every key is masked: torch and both files give
     # numbers there too (0 attention output); all positions compared
     _close(got[0], logits, ATOL_EAGER, RTOL_EAGER)
+
+
+class _ZeroBias(nn.Module):
+    """Freshly initialised layers whose biases are zero (as the benchmark's random-weight
+    transformers'), next to one whose bias is not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc, self.kept = nn.Linear(8, 8), nn.Linear(8, 8)
+        for zeroed in (self.conv, self.fc):
+            nn.init.zeros_(zeroed.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x).mean(dim=(2, 3))
+        return self.kept(self.fc(y).unsqueeze(1))
+
+
+def test_all_zero_biases_are_dropped(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 6, 6)
+    plain, tuned, eager = _both(_ZeroBias(), (x,), tmp_path)
+    model = onnx.load(str(tuned))
+    inits = {t.name for t in model.graph.initializer}
+    conv = next(n for n in model.graph.node if n.op_type == "Conv")
+    assert len(conv.input) == 2
+    # fc's bias Add is gone; kept's (nonzero) bias stays, as an Add or a Gemm's C
+    biases = [i for n in model.graph.node for i in n.input if i in inits and "bias" in i]
+    assert len(biases) == 1 and "kept" in biases[0], biases
+    got, base = _run(tuned, [x.numpy()]), _run(plain, [x.numpy()])
+    np.testing.assert_array_equal(got[0], base[0])  # x + 0 == x
+    _close(got[0], eager[0], ATOL_EAGER, RTOL_EAGER)

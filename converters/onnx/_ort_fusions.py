@@ -12,7 +12,7 @@ ONNX with the same meaning:
   is x, bit for bit up to the sign of a zero). Only freshly initialised models have such
   biases (the benchmark's random-weight transformers, and every Conv after folding a
   fresh BatchNormalization); torch.onnx's optimiser drops them too, and for GPT-2 the
-  Gemms without C took 0.95x the CPU time of the whole file with them. Trained weights
+  file without them took 0.97x the CPU time of the one with them. Trained weights
   are not zero, and nothing changes for them.
 * **Residual Add before LayerNormalization becomes Sum.** onnxruntime's default session
   fuses `Add` + `LayerNormalization` into its contrib `SkipLayerNormalization`, whose CPU

@@ -266,3 +266,32 @@ def test_all_zero_biases_are_dropped(tmp_path: Path) -> None:
     got, base = _run(tuned, [x.numpy()]), _run(plain, [x.numpy()])
     np.testing.assert_array_equal(got[0], base[0])  # x + 0 == x
     _close(got[0], eager[0], ATOL_EAGER, RTOL_EAGER)
+
+
+def test_cli_target_option(tmp_path: Path) -> None:
+    """`irbridge export --to onnx --target onnxruntime`; refused for other formats and
+    unknown targets with one line."""
+    from typer.testing import CliRunner
+
+    from irbridge import serde
+    from irbridge.cli.main import app
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 8, 32)
+    module = _Residual().eval()
+    irb = serde.save(capture(module, (x,), weights=True).model, tmp_path / "m.irb")
+    runner = CliRunner()
+    out = tmp_path / "m.onnx"
+    result = runner.invoke(app, ["export", str(irb), "--to", "onnx", "-o", str(out),
+                                 "--target", "onnxruntime"])
+    assert result.exit_code == 0, result.output
+    assert Counter(n.op_type for n in onnx.load(str(out)).graph.node)["Sum"] == 2
+    with torch.no_grad():
+        _close(_run(out, [x.numpy()])[0], module(x).numpy(), ATOL_EAGER, RTOL_EAGER)
+    for flags, message in ((["--to", "irb", "-o", str(tmp_path / "x.irb"), "--target",
+                             "onnxruntime"], "--target onnxruntime applies to ONNX output"),
+                           (["--to", "onnx", "-o", str(out), "--target", "tensorrt"],
+                            "--target 'tensorrt': choose one of onnx, onnxruntime")):
+        result = runner.invoke(app, ["export", str(irb), *flags])
+        assert result.exit_code != 0 and message in result.output + result.stderr, \
+            result.output

@@ -177,8 +177,8 @@ class _Tuner:
     def scalar(self, value: str) -> float | None:
         """The value of a one-element float initializer, else None."""
         init = self.inits.get(value)
-        if init is None or init.data_type not in _FLOATS or _numel(init) != 1 \
-                or is_pending(init):
+        if init is None or init.data_type not in _FLOATS or is_pending(init) \
+                or _numel_of([int(d) for d in init.dims]) != 1:
             return None
         return float(numpy_helper.to_array(init).reshape(-1)[0])
 
@@ -524,13 +524,6 @@ def _numel_of(shape: list[int]) -> int:
     n = 1
     for d in shape:
         n *= d
-    return n
-
-
-def _numel(t: onnx.TensorProto) -> int:
-    n = 1
-    for d in t.dims:
-        n *= int(d)
     return n
 
 

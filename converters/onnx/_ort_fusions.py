@@ -106,13 +106,12 @@ class _Tuner:
                 if name:
                     self.producer[name] = node
 
-    def run(self, attention: bool = True) -> TuneReport:
-        if attention:
-            self.shape("")  # shapes of the graph as exported, before any rewrite
-            self.zero_biases()
-            self._index()
-            self.attention()
-            self._index()
+    def run(self) -> TuneReport:
+        self.shape("")  # shapes of the graph as exported, before any rewrite
+        self.zero_biases()
+        self._index()
+        self.attention()
+        self._index()
         self.residual_sums()
         self.softmax_last_axis()
         read_before = {name for node in self.graph.node for name in node.input}

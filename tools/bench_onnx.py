@@ -27,7 +27,9 @@ times --latency-runs inferences of each, interleaved (`latency()`): irbridge's d
 file, torch.onnx's, and (unless --no-ort-target) irbridge's onnxruntime-targeted file,
 `export_onnx(ir, PATH, target="onnxruntime")` of the same IR, written untimed after the
 first `irbridge:export_onnx` run. For relative comparisons on a loaded machine use
---latency-threads 1 and the CPU ratio (process CPU time per run).
+--latency-threads 1 and the CPU ratio (process CPU time per run). --ort-graphs DIR saves
+the graph onnxruntime actually runs for each file (its optimised model) and prints the
+node types whose counts differ between the files.
 
 Method: as tools/bench_pytorch.py (whose helpers it uses): libraries imported once in the
 parent, each model built there (random weights, seed 0) and run once eagerly with torch on
@@ -178,10 +180,12 @@ that rounding and far below any real mapping error."""
 
 
 def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs: int,
-            warmup: int) -> dict[str, Any]:
+            warmup: int, graphs: Path | None = None) -> dict[str, Any]:
     """onnxruntime inference latency of each file, in one forked child: the same session
     options and the same inputs for every file, runs interleaved (the order rotates each
-    round), and each file's outputs checked against the eager model."""
+    round), and each file's outputs checked against the eager model. `graphs`: a folder
+    to save the graph onnxruntime runs for each file into (its optimised model, same
+    options), whose node types go into the row (`ort_ops`)."""
     import numpy as np
     import onnxruntime as ort
     import torch
@@ -201,7 +205,11 @@ def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs
     sessions: dict[str, Any] = {}
     feeds: dict[str, dict[str, Any]] = {}
     checks: dict[str, Any] = {}
+    ort_ops: dict[str, dict[str, int]] = {}
     for tool, path in files.items():
+        if graphs is not None:
+            ort_ops[tool] = _ort_graph(path, graphs / f"{tool.replace(':', '_')}.onnx",
+                                       threads, ort)
         try:
             session = ort.InferenceSession(str(path), options,
                                            providers=["CPUExecutionProvider"])
@@ -240,7 +248,48 @@ def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs
             times[tool].append(time.perf_counter() - start)
             cpu[tool].append(time.process_time() - start_cpu)
     row.update(times=times, cpu_times=cpu, checks=checks, runs=runs, threads=threads)
+    if ort_ops:
+        row["ort_ops"] = ort_ops
     return row
+
+
+def _ort_graph(path: Path, out: Path, threads: int, ort: Any) -> dict[str, int]:
+    """Save the graph onnxruntime's default session runs for `path` (the latency runs'
+    options; weights to a .data file beside it) and count its node types."""
+    import onnx
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    out.parent.mkdir(parents=True, exist_ok=True)
+    options.optimized_model_filepath = str(out)
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_file_name", out.name + ".data")
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    try:
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        nodes = onnx.load(str(out), load_external_data=False).graph.node
+    except Exception as exc:
+        return {"error: " + error_text(exc)[:100]: 1}
+    counts: dict[str, int] = {}
+    for n in nodes:
+        key = f"{n.domain}:{n.op_type}" if n.domain else n.op_type
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _print_ort_ops(name: str, ops: Mapping[str, Mapping[str, int]]) -> None:
+    """The node types whose counts differ between the files' executed graphs."""
+    tools = list(ops)
+    kinds = sorted({k for counts in ops.values() for k in counts})
+    print(f"{name}: graph onnxruntime runs, node types that differ ("
+          + ", ".join(f"{t}: {sum(ops[t].values())} nodes" for t in tools) + ")")
+    for kind in kinds:
+        counts = [ops[t].get(kind, 0) for t in tools]
+        if len(set(counts)) > 1:
+            print(f"  {kind:44} " + " ".join(f"{c:6d}" for c in counts))
 
 
 def _agreement(got: Sequence[Any], expected: Sequence[Any], np: Any) -> dict[str, Any]:
@@ -642,6 +691,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-runs", type=int, default=40,
                         help="onnxruntime runs per file (0: no latency measurement)")
     parser.add_argument("--latency-warmup", type=int, default=5)
+    parser.add_argument("--ort-graphs", type=Path, default=None, metavar="DIR",
+                        help="save the graph onnxruntime runs for each file (its "
+                             "optimised model, SessionOptions.optimized_model_filepath, "
+                             "the latency runs' options) under DIR/MODEL/ and print the "
+                             "node types whose counts differ between the files")
     parser.add_argument("--no-ort-target", dest="ort_target", action="store_false",
                         help="time only irbridge's default file against torch.onnx's (by "
                              "default a third file, export_onnx(..., target=\"onnxruntime\") "
@@ -724,7 +778,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             def lat(name: str = name, built: Any = built,
                     files: dict[str, Path] = files) -> dict[str, Any]:
                 return latency(name, built, files, args.latency_threads or threads,
-                               args.latency_runs, args.latency_warmup)
+                               args.latency_runs, args.latency_warmup,
+                               args.ort_graphs / name if args.ort_graphs else None)
 
             row = run_forked(lat, timeout=args.timeout * 3,
                              log=args.log_dir / f"{name.replace('/', '_')}.latency.log")
@@ -736,6 +791,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name:18} latency ms: " + ", ".join(
                     f"{t} {m:.2f}" for t, m in med.items())
                     + f"; checks {row['checks']}", flush=True)
+                if row.get("ort_ops"):
+                    _print_ort_ops(name, row["ort_ops"])
             else:
                 print(f"{name:18} latency: {row.get('status')}: {row.get('error')}",
                       flush=True)

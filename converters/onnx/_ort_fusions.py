@@ -58,6 +58,7 @@ import numpy as np
 import onnx
 from onnx import ModelProto, NodeProto, helper, numpy_helper
 
+from irbridge.converters.onnx._common import without_large_initializers
 from irbridge.converters.onnx._optimize import _perm, _subgraph_reads
 from irbridge.converters.onnx._stream import is_pending
 
@@ -153,7 +154,8 @@ class _Tuner:
         if self._shapes is None:
             self._shapes, self._types = {}, {}
             try:
-                inferred = onnx.shape_inference.infer_shapes(self.proto)
+                light, _, _ = without_large_initializers(self.proto)  # weights: typed inputs
+                inferred = onnx.shape_inference.infer_shapes(light)
             except Exception:  # a model shape inference cannot read: no shapes, no rewrite
                 return None
             for info in (*inferred.graph.value_info, *inferred.graph.input,

@@ -295,3 +295,16 @@ def test_cli_target_option(tmp_path: Path) -> None:
         result = runner.invoke(app, ["export", str(irb), *flags])
         assert result.exit_code != 0 and message in result.output + result.stderr, \
             result.output
+
+
+def test_nn_transformer_encoder_layer(tmp_path: Path) -> None:
+    """nn.MultiheadAttention's path (ViT's): packed in-projection, no mask."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, dropout=0.0)
+    x = torch.randn(2, 10, 32)
+    plain, tuned, eager = _both(layer, (x,), tmp_path)
+    ops = Counter(n.op_type for n in onnx.load(str(tuned)).graph.node)
+    assert ops["MultiHeadAttention"] == 1 and ops["Sum"] == 2 and ops["Softmax"] == 0, ops
+    got, base = _run(tuned, [x.numpy()]), _run(plain, [x.numpy()])
+    _close(got[0], base[0], ATOL_FILE)
+    _close(got[0], eager[0], ATOL_EAGER, RTOL_EAGER)

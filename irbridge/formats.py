@@ -70,7 +70,8 @@ def _write_onnx(model: Model, path: Path, **options: Any) -> Path:
     return export_onnx(model, path, opset=options.get("opset"),
                        optimize=options.get("optimize", True),
                        fold_batch_norm=options.get("fold_batch_norm", False),
-                       allow_custom_ops=options.get("allow_custom_ops", False))
+                       allow_custom_ops=options.get("allow_custom_ops", False),
+                       target=options.get("target", "onnx"))
 
 
 def _write_stablehlo(model: Model, path: Path, **options: Any) -> Path:

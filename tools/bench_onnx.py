@@ -21,9 +21,15 @@ OPSET (--opset, default 20: what torch.onnx writes by default with this torch);
 irbridge's exporter runs its clean-up pass and, unless --no-fold-batch-norm, folds
 BatchNormalization into the Conv before it (torch.onnx does that for a model in eval mode).
 
-Then, per model, one more forked child loads both files (first run's) in onnxruntime with
+Then, per model, one more forked child loads the files (first run's) in onnxruntime with
 the same session options and inputs, checks their outputs against the eager model, and
-times --latency-runs inferences of each, interleaved (`latency()`).
+times --latency-runs inferences of each, interleaved (`latency()`): irbridge's default
+file, torch.onnx's, and (unless --no-ort-target) irbridge's onnxruntime-targeted file,
+`export_onnx(ir, PATH, target="onnxruntime")` of the same IR, written untimed after the
+first `irbridge:export_onnx` run. For relative comparisons on a loaded machine use
+--latency-threads 1 and the CPU ratio (process CPU time per run). --ort-graphs DIR saves
+the graph onnxruntime actually runs for each file (its optimised model) and prints the
+node types whose counts differ between the files.
 
 Method: as tools/bench_pytorch.py (whose helpers it uses): libraries imported once in the
 parent, each model built there (random weights, seed 0) and run once eagerly with torch on
@@ -76,9 +82,12 @@ SECTION = "bench_onnx"
 
 
 def measure(name: str, built: Any, tool: str, threads: int, frontend: str, opset: int,
-            fold_batch_norm: bool, keep: Path | None = None) -> dict[str, Any]:
+            fold_batch_norm: bool, keep: Path | None = None,
+            keep_ort: Path | None = None) -> dict[str, Any]:
     """One measurement, run inside a forked child on the parent's model. `keep`: a folder
-    to copy the written model.onnx (and any external data) into, for the latency runs."""
+    to copy the written model.onnx (and any external data) into, for the latency runs.
+    `keep_ort` (irbridge tools): a folder for a second file of the same IR exported with
+    `target="onnxruntime"`, written after the timed call (untimed)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -137,6 +146,17 @@ def measure(name: str, built: Any, tool: str, threads: int, frontend: str, opset
         if keep is not None:  # a folder: model.onnx and any external data beside it
             shutil.rmtree(keep, ignore_errors=True)
             shutil.copytree(tmp, keep)
+    if keep_ort is not None and result is not None:
+        try:
+            from irbridge.converters.onnx import export_onnx
+
+            shutil.rmtree(keep_ort, ignore_errors=True)
+            keep_ort.mkdir(parents=True)
+            export_onnx(result.model, keep_ort / "model.onnx", opset=opset,
+                        fold_batch_norm=fold_batch_norm, target=ORT_TARGET)
+            extra["ort_target_nodes"] = _onnx_nodes(keep_ort / "model.onnx")
+        except Exception as exc:
+            extra["ort_target_error"] = error_text(exc)
     row.update(status="ok", seconds=round(seconds, 3),
                peak_mib=round((peak - (base if reset else hwm0)) / 1024, 1),
                baseline_mib=round(base / 1024, 1), **extra)
@@ -144,7 +164,13 @@ def measure(name: str, built: Any, tool: str, threads: int, frontend: str, opset
 
 
 LATENCY_TOOLS = ("irbridge:export_onnx", "torch.onnx")
-"""The files whose onnxruntime latency is compared (irbridge's exporter, torch.onnx's)."""
+"""The tools whose files' onnxruntime latency is compared (irbridge's exporter,
+torch.onnx's)."""
+
+ORT_TARGET = "onnxruntime"
+ORT_FILE = "irbridge:export_onnx[target=onnxruntime]"
+"""irbridge's second file, `export_onnx(..., target="onnxruntime")` of the same IR: forms
+onnxruntime runs faster (converters/onnx/_ort_fusions.py), timed beside the other two."""
 
 ATOL, RTOL = 1e-4, 1e-3
 """An output agrees with the eager model when max |onnx - eager| <= ATOL + RTOL * max |eager|:
@@ -154,10 +180,12 @@ that rounding and far below any real mapping error."""
 
 
 def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs: int,
-            warmup: int) -> dict[str, Any]:
+            warmup: int, graphs: Path | None = None) -> dict[str, Any]:
     """onnxruntime inference latency of each file, in one forked child: the same session
-    options and the same inputs for every file, runs interleaved (the order alternates
-    each round), and each file's outputs checked against the eager model."""
+    options and the same inputs for every file, runs interleaved (the order rotates each
+    round), and each file's outputs checked against the eager model. `graphs`: a folder
+    to save the graph onnxruntime runs for each file into (its optimised model, same
+    options), whose node types go into the row (`ort_ops`)."""
     import numpy as np
     import onnxruntime as ort
     import torch
@@ -177,7 +205,11 @@ def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs
     sessions: dict[str, Any] = {}
     feeds: dict[str, dict[str, Any]] = {}
     checks: dict[str, Any] = {}
+    ort_ops: dict[str, dict[str, int]] = {}
     for tool, path in files.items():
+        if graphs is not None:
+            ort_ops[tool] = _ort_graph(path, graphs / f"{tool.replace(':', '_')}.onnx",
+                                       threads, ort)
         try:
             session = ort.InferenceSession(str(path), options,
                                            providers=["CPUExecutionProvider"])
@@ -206,13 +238,58 @@ def latency(name: str, built: Any, files: Mapping[str, Path], threads: int, runs
     cpu: dict[str, list[float]] = {tool: [] for tool in sessions}
     order = list(sessions)
     for rnd in range(runs):
-        for tool in (order if rnd % 2 == 0 else order[::-1]):
+        # every file takes every position equally often (rotated, and reversed every
+        # other cycle): a run right after another file's is measured ~2% slower here
+        k = rnd % len(order)
+        turn = order[k:] + order[:k]
+        for tool in (turn if (rnd // len(order)) % 2 == 0 else turn[::-1]):
             start, start_cpu = time.perf_counter(), time.process_time()
             sessions[tool].run(None, feeds[tool])
             times[tool].append(time.perf_counter() - start)
             cpu[tool].append(time.process_time() - start_cpu)
     row.update(times=times, cpu_times=cpu, checks=checks, runs=runs, threads=threads)
+    if ort_ops:
+        row["ort_ops"] = ort_ops
     return row
+
+
+def _ort_graph(path: Path, out: Path, threads: int, ort: Any) -> dict[str, int]:
+    """Save the graph onnxruntime's default session runs for `path` (the latency runs'
+    options; weights to a .data file beside it) and count its node types."""
+    import onnx
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    out.parent.mkdir(parents=True, exist_ok=True)
+    options.optimized_model_filepath = str(out)
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_file_name", out.name + ".data")
+    options.add_session_config_entry(
+        "session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+    try:
+        ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        nodes = onnx.load(str(out), load_external_data=False).graph.node
+    except Exception as exc:
+        return {"error: " + error_text(exc)[:100]: 1}
+    counts: dict[str, int] = {}
+    for n in nodes:
+        key = f"{n.domain}:{n.op_type}" if n.domain else n.op_type
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _print_ort_ops(name: str, ops: Mapping[str, Mapping[str, int]]) -> None:
+    """The node types whose counts differ between the files' executed graphs."""
+    tools = list(ops)
+    kinds = sorted({k for counts in ops.values() for k in counts})
+    print(f"{name}: graph onnxruntime runs, node types that differ ("
+          + ", ".join(f"{t}: {sum(ops[t].values())} nodes" for t in tools) + ")")
+    for kind in kinds:
+        counts = [ops[t].get(kind, 0) for t in tools]
+        if len(set(counts)) > 1:
+            print(f"  {kind:44} " + " ".join(f"{c:6d}" for c in counts))
 
 
 def _agreement(got: Sequence[Any], expected: Sequence[Any], np: Any) -> dict[str, Any]:
@@ -263,6 +340,10 @@ def summarize(runs: Sequence[Mapping[str, Any]], models: Sequence[str],
                 cell["peak_mib"] = statistics.median(r["peak_mib"] for r in ok)
                 cell["bytes"] = ok[0].get("bytes_written")
                 cell["nodes"] = ok[0].get("onnx_nodes")
+                if "ort_target_nodes" in ok[0]:
+                    cell["ort_target_nodes"] = ok[0]["ort_target_nodes"]
+                if "ort_target_error" in ok[0]:
+                    cell["ort_target_error"] = ok[0]["ort_target_error"]
                 if "method" in ok[0]:
                     cell["method"] = ok[0]["method"]
                     cell["warmup"] = sorted({str(r.get("warmup", "")) for r in ok})
@@ -300,15 +381,17 @@ def _latency_summary(row: Mapping[str, Any]) -> dict[str, Any]:
             ms = sorted(v * 1e3 for v in values)
             out[tool] = {"median": statistics.median(ms), "p25": _pct(ms, 0.25),
                          "p75": _pct(ms, 0.75)}
-    mine, theirs = times.get("irbridge:export_onnx"), times.get("torch.onnx")
-    if mine and theirs:
-        pairs = sorted(a / b for a, b in zip(mine, theirs, strict=False) if b > 0)
-        out["ratio"] = statistics.median(mine) / statistics.median(theirs)
-        out["pair_p25"], out["pair_p75"] = _pct(pairs, 0.25), _pct(pairs, 0.75)
     cpu = row.get("cpu_times", {})
-    mine, theirs = cpu.get("irbridge:export_onnx"), cpu.get("torch.onnx")
-    if mine and theirs and statistics.median(theirs) > 0:
-        out["cpu_ratio"] = statistics.median(mine) / statistics.median(theirs)
+    for key, file in (("", "irbridge:export_onnx"), ("ort_", ORT_FILE)):
+        mine, theirs = times.get(file), times.get("torch.onnx")
+        if mine and theirs:
+            pairs = sorted(a / b for a, b in zip(mine, theirs, strict=False) if b > 0)
+            out[key + "ratio"] = statistics.median(mine) / statistics.median(theirs)
+            out[key + "pair_p25"] = _pct(pairs, 0.25)
+            out[key + "pair_p75"] = _pct(pairs, 0.75)
+        mine, theirs = cpu.get(file), cpu.get("torch.onnx")
+        if mine and theirs and statistics.median(theirs) > 0:
+            out[key + "cpu_ratio"] = statistics.median(mine) / statistics.median(theirs)
     out["threads"] = row.get("threads")
     return out
 
@@ -424,6 +507,70 @@ def render(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
     return "\n".join(out)
 
 
+def _ort_target_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                      models: Sequence[str]) -> list[str]:
+    """The onnxruntime-targeted file (`target="onnxruntime"`) against torch.onnx's, from
+    the same latency runs (its own rows: empty when it was not timed)."""
+    only, theirs = "irbridge:export_onnx", "torch.onnx"
+    rows, met = [], 0
+    for m in models:
+        lat = table[m]["_"].get("latency") or {}
+        ratio = lat.get("ort_ratio")
+        cell = lat.get(ORT_FILE)
+        mine = table[m].get(only, {})
+        if ratio is None and cell is None:
+            if "ort_target_error" in mine:
+                rows.append(f"| {m} | fails: {md_escape(str(mine['ort_target_error'])[:80])}"
+                            " | | | | | | | |")
+            continue
+        checks = lat.get("checks", {})
+        check = checks.get(ORT_FILE) or {}
+        agree = bool(check.get("ok")) and bool((checks.get(theirs) or {}).get("ok"))
+        ok = ratio is not None and ratio <= 1.0
+        met += ok and agree
+        theirs_cell = lat.get(theirs)
+
+        def ms(c: Mapping[str, Any] | None) -> str:
+            return f"{c['median']:.2f} ({c['p25']:.2f}-{c['p75']:.2f})" if c else "-"
+
+        eager = ("-" if not check else "fails: " + md_escape(str(check["error"])[:80])
+                 if "error" in check else
+                 f"{'ok' if check['ok'] else 'MISMATCH'} ({check['max_rel']:.1e})")
+        rows.append(
+            f"| {m} | {mine.get('ort_target_nodes') or '-'} | "
+            f"{table[m].get(theirs, {}).get('nodes') or '-'} | {ms(cell)} | "
+            f"{ms(theirs_cell)} | "
+            + (f"{ratio:.2f}x ({lat['ort_pair_p25']:.2f}x-{lat['ort_pair_p75']:.2f}x)"
+               if ratio is not None else "-")
+            + f" | {'yes' if ok else 'no'} | "
+            + (f"{lat['ort_cpu_ratio']:.2f}x" if "ort_cpu_ratio" in lat else "-")
+            + (f" | {lat['cpu_ratio']:.2f}x" if "cpu_ratio" in lat else " | -")
+            + f" | {eager} |")
+    if not rows:
+        return []
+    return [
+        "",
+        "### irbridge's onnxruntime-targeted file against torch.onnx",
+        "",
+        "**irbridge ORT file**: the same IR exported with `export_onnx(ir, path, "
+        "target=\"onnxruntime\")` (`--target onnxruntime`; converters/onnx/_ort_fusions.py: "
+        "forms onnxruntime's CPU provider runs faster, with its contrib MultiHeadAttention), "
+        "timed in the "
+        "same child and rounds as the two files above, with the same options. **ratio** "
+        "and **CPU ratio** = ORT file / torch.onnx; **default CPU ratio** repeats the "
+        "default file's CPU ratio from the table above for comparison.",
+        "",
+        f"**Target** (latency <= 1.0x, outputs agreeing with eager): {met} of "
+        f"{len(models)}.",
+        "",
+        "| model | irbridge ORT file nodes | torch.onnx nodes | irbridge ORT file ms | "
+        "torch.onnx ms | ratio | <= 1.0x | CPU ratio | default CPU ratio | "
+        "ORT file vs eager |",
+        "|---|---:|---:|---:|---:|---:|---|---:|---:|---|",
+        *rows,
+    ]
+
+
 def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
                    models: Sequence[str], opset: int, fold_batch_norm: bool) -> list[str]:
     only, theirs = "irbridge:export_onnx", "torch.onnx"
@@ -437,7 +584,7 @@ def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
         ratio = lat.get("ratio")
         lat_ok = ratio is not None and ratio <= 1.0
         checks = lat.get("checks", {})
-        agree = all(c.get("ok") for c in checks.values()) and len(checks) == 2
+        agree = all(checks.get(t, {}).get("ok") for t in (only, theirs))
         if mine_nodes is not None and torch_nodes is not None:
             measured += 1
         met_nodes += nodes_ok
@@ -471,6 +618,9 @@ def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
         "",
         "### Lean ONNX: node count and onnxruntime latency against torch.onnx",
         "",
+        "**irbridge** in this table is the default file (`export_onnx(ir, path)`, "
+        "`target=\"onnx\"`: runtime-neutral forms); the next table times the "
+        "onnxruntime-targeted file. "
         f"Both files at opset {opset}; irbridge's with its default clean-up pass "
         "(converters/onnx/_optimize.py: constants as initializers, constant folding, "
         "no-op removal, shared initializers)"
@@ -479,7 +629,7 @@ def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
         + ". Latency: onnxruntime CPU, one forked child per model, the same "
         "`SessionOptions` for both files (default graph optimisation, intra-op threads "
         f"{threads_text}, inter-op 1), the same inputs, warm-up runs first, then "
-        "runs interleaved with the order alternating each round. Times are the median "
+        "runs interleaved with the order rotating each round. Times are the median "
         "with the 25th-75th percentile in brackets; **ratio** = irbridge median / "
         "torch.onnx median, with the 25th-75th percentile of the per-round ratios; "
         "**CPU ratio** the same for the process CPU time of each run (user + system: other "
@@ -497,6 +647,7 @@ def _lean_sections(table: Mapping[str, Mapping[str, Mapping[str, Any]]],
         "torch.onnx vs eager |",
         "|---|---:|---:|---|---:|---:|---:|---|---:|---|---|",
         *rows,
+        *_ort_target_table(table, models),
         "",
         "### Memory of export_onnx against the largest tensor",
         "",
@@ -540,6 +691,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency-runs", type=int, default=40,
                         help="onnxruntime runs per file (0: no latency measurement)")
     parser.add_argument("--latency-warmup", type=int, default=5)
+    parser.add_argument("--ort-graphs", type=Path, default=None, metavar="DIR",
+                        help="save the graph onnxruntime runs for each file (its "
+                             "optimised model, SessionOptions.optimized_model_filepath, "
+                             "the latency runs' options) under DIR/MODEL/ and print the "
+                             "node types whose counts differ between the files")
+    parser.add_argument("--no-ort-target", dest="ort_target", action="store_false",
+                        help="time only irbridge's default file against torch.onnx's (by "
+                             "default a third file, export_onnx(..., target=\"onnxruntime\") "
+                             "of the same IR, is timed beside them)")
     parser.add_argument("--latency-threads", type=int, default=0,
                         help="onnxruntime intra-op threads for the latency runs (default: "
                              "torch's thread count); 1 makes each run's CPU time its work")
@@ -589,11 +749,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
                 keep = (args.log_dir / "files" / name / tool.replace(":", "_")
                         if rep == 0 and tool in LATENCY_TOOLS else None)
+                keep_ort = (args.log_dir / "files" / name / "irbridge_ort_target"
+                            if keep is not None and args.ort_target
+                            and tool == "irbridge:export_onnx" else None)
 
                 def one(tool: str = tool, name: str = name, built: Any = built,
-                        keep: Path | None = keep) -> dict[str, Any]:
+                        keep: Path | None = keep, keep_ort: Path | None = keep_ort
+                        ) -> dict[str, Any]:
                     return measure(name, built, tool, threads, args.frontend, args.opset,
-                                   args.fold_batch_norm, keep)
+                                   args.fold_batch_norm, keep, keep_ort)
 
                 row = run_forked(one, timeout=args.timeout, log=log)
                 row.setdefault("model", name)
@@ -606,12 +770,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name:18} {tool:24} run {rep + 1}: {what}", flush=True)
         files = {t: args.log_dir / "files" / name / t.replace(":", "_") / "model.onnx"
                  for t in LATENCY_TOOLS if t in args.tools}
+        if args.ort_target:
+            files[ORT_FILE] = (args.log_dir / "files" / name / "irbridge_ort_target"
+                               / "model.onnx")
         files = {t: f for t, f in files.items() if f.exists()}
         if args.latency_runs and files:
             def lat(name: str = name, built: Any = built,
                     files: dict[str, Path] = files) -> dict[str, Any]:
                 return latency(name, built, files, args.latency_threads or threads,
-                               args.latency_runs, args.latency_warmup)
+                               args.latency_runs, args.latency_warmup,
+                               args.ort_graphs / name if args.ort_graphs else None)
 
             row = run_forked(lat, timeout=args.timeout * 3,
                              log=args.log_dir / f"{name.replace('/', '_')}.latency.log")
@@ -623,6 +791,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name:18} latency ms: " + ", ".join(
                     f"{t} {m:.2f}" for t, m in med.items())
                     + f"; checks {row['checks']}", flush=True)
+                if row.get("ort_ops"):
+                    _print_ort_ops(name, row["ort_ops"])
             else:
                 print(f"{name:18} latency: {row.get('status')}: {row.get('error')}",
                       flush=True)

@@ -76,6 +76,11 @@ from irbridge.errors import ExportError, IrbridgeError
 from irbridge.ir import AttrValue, Graph, Model, Node, SymDim, Tensor, TensorType, Value
 from irbridge.ops import registry
 
+TARGETS = ("onnx", "onnxruntime")
+"""`export_onnx(target=...)`: "onnx" (runtime-neutral forms; the default) or "onnxruntime"
+(forms onnxruntime's CPU provider runs faster, with its contrib MultiHeadAttention: a
+file for onnxruntime only; converters/onnx/_ort_fusions.py)."""
+
 EXTERNAL_DATA_THRESHOLD = 2 * 1024**3 - 64 * 1024**2
 """Weights above this many bytes go to an external data file (protobuf's 2 GiB limit)."""
 
@@ -175,7 +180,7 @@ def _all_nodes(model: Model) -> Iterator[Node]:
 @gc_paused
 def to_onnx(model: Model, *, opset: int | None = None, check: bool = True,
             optimize: bool = True, fold_batch_norm: bool = False,
-            allow_custom_ops: bool = False) -> ModelProto:
+            allow_custom_ops: bool = False, target: str = "onnx") -> ModelProto:
     """The IR model as an ONNX ModelProto of the given opset (default domain); None =
     the lowest that represents the model (see the module doc).
     `check` runs onnx.checker.check_model(full_check=True) (skipped above 2 GiB, where
@@ -185,23 +190,30 @@ def to_onnx(model: Model, *, opset: int | None = None, check: bool = True,
     it (a file for inference). An opaque node of a domain that is not ONNX's (aten,
     stablehlo, ...: from another front-end) is refused with an ExportError naming it,
     since runtimes cannot run it, unless `allow_custom_ops` asks for custom-domain nodes;
-    opaque nodes imported from an ONNX file are written back as they were."""
+    opaque nodes imported from an ONNX file are written back as they were.
+    `target="onnxruntime"` rewrites the file into forms onnxruntime's CPU provider runs
+    faster, some in its contrib domain (a file for onnxruntime only; `_ort_fusions`),
+    computing the same numbers up to kernel rounding; "onnx" (the default) keeps the
+    standard, runtime-neutral forms."""
     proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=False,
                                      check=check and _weight_bytes(model)
                                      < EXTERNAL_DATA_THRESHOLD,
-                                     allow_custom_ops=allow_custom_ops)
+                                     allow_custom_ops=allow_custom_ops, target=target)
     _stream.materialize(proto, payloads)
     return proto
 
 
 def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool,
-                   *, stream: bool, check: bool, allow_custom_ops: bool = False
+                   *, stream: bool, check: bool, allow_custom_ops: bool = False,
+                   target: str = "onnx"
                    ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
     """`_build`, then the ONNX checker when `check`. Without an explicit opset, a model
     the checker refuses at the lowest opset (an older op version lacking an element type
     the model uses, a shape rule that changed) is built again at its source opset."""
+    if target not in TARGETS:
+        raise ExportError(f"target {target!r}: expected one of {', '.join(TARGETS)}")
     proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=stream,
-                             allow_custom_ops=allow_custom_ops)
+                             allow_custom_ops=allow_custom_ops, target=target)
     if not check:
         return proto, payloads
     while True:
@@ -216,7 +228,7 @@ def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_n
                 raise
             retry = _next_version(exc, used, source)
         proto, payloads = _build(model, retry, optimize, fold_batch_norm, stream=stream,
-                                 allow_custom_ops=allow_custom_ops)
+                                 allow_custom_ops=allow_custom_ops, target=target)
 
 
 def _needed_opset(exc: ExportError, used: int, model: Model) -> int | None:
@@ -248,7 +260,7 @@ def _next_version(exc: ExportError, used: int, source: int) -> int:
 
 
 def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: bool, *,
-           stream: bool, allow_custom_ops: bool = False
+           stream: bool, allow_custom_ops: bool = False, target: str = "onnx"
            ) -> tuple[ModelProto, dict[str, Callable[[], np.ndarray]]]:
     """The ModelProto and, with `stream`, the data of its pending initializers (see
     `_stream`): large weights are left out of the proto until the file is written."""
@@ -285,51 +297,55 @@ def _build(model: Model, opset: int | None, optimize: bool, fold_batch_norm: boo
         from irbridge.converters.onnx._optimize import optimize as lean
 
         lean(proto, fold_batch_norm=fold_batch_norm, payloads=exporter.payloads)
+    if target == "onnxruntime":
+        from irbridge.converters.onnx._ort_fusions import tune_for_onnxruntime
+
+        tune_for_onnxruntime(proto)
     return proto, exporter.payloads
 
 
 def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = None, *,
                 external_data: bool | None = None, check: bool = True,
                 optimize: bool = True, fold_batch_norm: bool = False,
-                allow_custom_ops: bool = False) -> Path:
+                allow_custom_ops: bool = False, target: str = "onnx") -> Path:
     """Write the model as an ONNX file, atomically (temporary files renamed into place).
     `external_data` None = automatic: weights go to `<file>.data` beyond 2 GiB.
-    `optimize`, `fold_batch_norm` and `allow_custom_ops` as in `to_onnx`."""
-    target = Path(path)
-    check_output(target)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
-    if target.is_dir():
-        raise ExportError(f"{target}: is a folder, not a file name")
-    if not target.parent.is_dir():
-        raise ExportError(f"{target}: folder {target.parent} does not exist")
+    `optimize`, `fold_batch_norm`, `allow_custom_ops` and `target` as in `to_onnx`."""
+    file = Path(path)
+    check_output(file)  # irbridge.atomic: no folder, device, FIFO or socket is replaced
+    if file.is_dir():
+        raise ExportError(f"{file}: is a folder, not a file name")
+    if not file.parent.is_dir():
+        raise ExportError(f"{file}: folder {file.parent} does not exist")
     weights = _weight_bytes(model)
     big = weights >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
     # the check leaves pending weights out, as it always leaves out large ones
     proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=True,
                                      check=check and not big,
-                                     allow_custom_ops=allow_custom_ops)
-    data_name = target.name + ".data"
+                                     allow_custom_ops=allow_custom_ops, target=target)
+    data_name = file.name + ".data"
     if big and external_data is None:
-        warnings.warn(f"{target}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
+        warnings.warn(f"{file}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
                       f"ONNX file can hold: writing them to {data_name} next to it",
                       ExternalDataNote, stacklevel=2)
-    with _staging(target.parent) as stage:
-        staged = stage / target.name
+    with _staging(file.parent) as stage:
+        staged = stage / file.name
         try:  # weights streamed in one tensor at a time (see _stream)
             _stream.write_model(proto, payloads, staged,
                                 stage / data_name if external else None)
         except (OSError, ValueError, EncodeError) as exc:
-            raise ExportError(f"{target}: cannot write ONNX file: {_first_line(exc)}") from exc
+            raise ExportError(f"{file}: cannot write ONNX file: {_first_line(exc)}") from exc
         if check and big:
             try:
                 onnx.checker.check_model(str(staged), full_check=True)
             except Exception as exc:
-                raise ExportError(f"{target}: exported model fails the ONNX checker: "
+                raise ExportError(f"{file}: exported model fails the ONNX checker: "
                                   f"{_first_line(exc)}") from exc
         if (stage / data_name).exists():
-            os.replace(stage / data_name, target.parent / data_name)
-        os.replace(staged, target)
-    return target
+            os.replace(stage / data_name, file.parent / data_name)
+        os.replace(staged, file)
+    return file
 
 
 def check_proto(proto: ModelProto) -> None:

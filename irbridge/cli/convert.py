@@ -41,6 +41,11 @@ def convert(
         "--to", help="Output format: irb, onnx, stablehlo (default: from the -o suffix).")] = None,
     opset: Annotated[int | None, typer.Option(
         help="ONNX opset for --to onnx (default: the lowest that represents the model).")] = None,
+    target: Annotated[str, typer.Option(
+        "--target", help="ONNX: onnx (default: runtime-neutral forms) or onnxruntime (forms "
+                         "onnxruntime's CPU provider runs faster, with com.microsoft "
+                         "MultiHeadAttention: for onnxruntime only; see "
+                         "docs/onnx.md).")] = "onnx",
     frontend: Frontend = "auto",
     no_weights: Annotated[bool, typer.Option(
         "--no-weights", help="Write a shape-only IR (no weight data).")] = False,
@@ -99,7 +104,7 @@ def convert(
     is_file = is_model_file(model)
     dynamic_spec = _parse_dynamic(dynamic or [])
     fmt = _check_options(
-        is_file=is_file, output=output, to=to, opset=opset, frontend=frontend,
+        is_file=is_file, output=output, to=to, opset=opset, target=target, frontend=frontend,
         verify=verify, meta=meta, batch=batch, seq_len=seq_len, input_shape=input_shape,
         pytorch_only={
             "--no-weights": no_weights, "--meta": meta, "--verify": verify,
@@ -121,7 +126,7 @@ def convert(
                              meta=meta, no_weights_verify=no_weights and verify)
     shape = _parse_shape(input_shape) if input_shape else None
     if is_file:
-        _convert_file(Path(model), output, fmt, opset)
+        _convert_file(Path(model), output, fmt, opset, target)
         return
     from irbridge.converters.pytorch import capture, zoo
     from irbridge.converters.pytorch import verify as verify_capture
@@ -153,7 +158,7 @@ def convert(
                   f"{clean(built.input_desc)}", markup=False)
     if train_spec is not None:
         _convert_train(built, train_spec, output=output, fmt=fmt, opset=opset,
-                       weights=not no_weights, verify=verify)
+                       weights=not no_weights, verify=verify, target=target)
         return
     with _status(f"capturing {built.name} with {frontend}"):
         result = capture(built.module, built.args, built.kwargs, frontend=frontend,
@@ -178,7 +183,7 @@ def convert(
     write = output is not None and (report is None or report.passed)
     if write:
         assert output is not None
-        write_model(ir, output, fmt, opset=opset,
+        write_model(ir, output, fmt, opset=opset, target=target,
                     weights="none" if (no_weights or meta) else "auto")
     print_summary(summarize(ir), title=f"{built.name}: captured with {result.method} "
                                        f"in {result.seconds:.2f} s")
@@ -224,7 +229,8 @@ def _train_spec(train: bool, loss: str | None, optimizer: str | None, lr: float 
 
 
 def _convert_train(built: Any, spec: Any, *, output: Path | None, fmt: str | None,
-                   opset: int | None, weights: bool, verify: bool) -> None:
+                   opset: int | None, weights: bool, verify: bool,
+                   target: str = "onnx") -> None:
     from irbridge.converters.pytorch.train import capture_train, memory_by_kind, verify_train
 
     with _status(f"capturing a training step of {built.name}"):
@@ -239,7 +245,8 @@ def _convert_train(built: Any, spec: Any, *, output: Path | None, fmt: str | Non
     write = output is not None and (report is None or report.passed)
     if write:
         assert output is not None
-        write_model(ir, output, fmt, opset=opset, weights="auto" if weights else "none")
+        write_model(ir, output, fmt, opset=opset, target=target,
+                    weights="auto" if weights else "none")
     print_summary(summarize(ir), title=f"{built.name}: training step ({spec.loss} loss, "
                                        f"{spec.optimizer}) captured in {result.seconds:.2f} s")
     kinds = memory_by_kind(ir)
@@ -266,7 +273,7 @@ _MAX_DIM = (1 << 63) - 1
 
 
 def _check_options(*, is_file: bool, output: Path | None, to: str | None, opset: int | None,
-                   frontend: str, verify: bool, meta: bool, batch: int | None,
+                   target: str, frontend: str, verify: bool, meta: bool, batch: int | None,
                    seq_len: int | None, input_shape: str | None,
                    pytorch_only: dict[str, bool]) -> str | None:
     """Every option checked before any work (reading, building, capturing): one line each.
@@ -275,6 +282,7 @@ def _check_options(*, is_file: bool, output: Path | None, to: str | None, opset:
         raise IrbridgeError(f"--to {to} needs -o FILE to write to")
     fmt = output_format(output, to) if output is not None else None
     _check_opset(opset, fmt)
+    _check_target(target, fmt)
     if is_file:
         given = [name for name, on in pytorch_only.items() if on]
         if given:
@@ -296,6 +304,18 @@ def _check_options(*, is_file: bool, output: Path | None, to: str | None, opset:
     return fmt
 
 
+def _check_target(target: str, fmt: str | None) -> None:
+    if target == "onnx":  # the default: nothing to check, nothing imported
+        return
+    from irbridge.converters.onnx.export import TARGETS
+
+    if target not in TARGETS:
+        raise IrbridgeError(f"--target {clean(target)!r}: choose one of {', '.join(TARGETS)}")
+    if fmt != "onnx":
+        raise IrbridgeError(f"--target {target} applies to ONNX output (-o FILE.onnx or "
+                            f"--to onnx), not {fmt or 'no output'}")
+
+
 def _check_opset(opset: int | None, fmt: str | None) -> None:
     if opset is None:
         return
@@ -310,12 +330,12 @@ def _check_opset(opset: int | None, fmt: str | None) -> None:
 
 
 def _convert_file(source: Path, output: Path | None, fmt: str | None,
-                  opset: int | None) -> None:
+                  opset: int | None, target: str = "onnx") -> None:
     """Import a model file of another format (or re-save an IR file)."""
     with _status(f"reading {source}"):
         ir = read_file(source)
     if output is not None:
-        write_model(ir, output, fmt, opset=opset)
+        write_model(ir, output, fmt, opset=opset, target=target)
     print_summary(summarize(ir), title=f"{source}: read as {ir.source_format or 'irbridge'}")
     if output is not None:
         console.print(f"wrote {output}", markup=False)
@@ -337,6 +357,11 @@ def export(
     fold_batch_norm: Annotated[bool, typer.Option(help=(
         "ONNX: fold BatchNormalization into the Conv before it (a file for inference)."))
     ] = False,
+    target: Annotated[str, typer.Option(
+        "--target", help="ONNX: onnx (default: runtime-neutral forms) or onnxruntime (forms "
+                         "onnxruntime's CPU provider runs faster, with com.microsoft "
+                         "MultiHeadAttention: for onnxruntime only; see "
+                         "docs/onnx.md).")] = "onnx",
     target_version: Annotated[str | None, typer.Option(
         help="StableHLO portable artifact version (default: the current one).")] = None,
     weights_as_args: Annotated[bool, typer.Option(
@@ -380,6 +405,7 @@ def export(
         raise IrbridgeError(f"--hardware does not apply to --to {fmt}")
     # Checked before reading (a zoo name is built and captured first).
     _check_opset(opset, fmt)
+    _check_target(target, fmt)
     if (target_version is not None or weights_as_args) and fmt != "stablehlo":
         option = "--target-version" if target_version is not None else "--weights-as-args"
         raise IrbridgeError(f"{option} applies to --to stablehlo, not {fmt}")
@@ -396,14 +422,14 @@ def export(
         model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
     if verify:
         _export_onnx_verified(model, output, opset=opset, optimize=optimize,
-                              fold_batch_norm=fold_batch_norm,
+                              fold_batch_norm=fold_batch_norm, target=target,
                               allow_custom_ops=allow_custom_ops)
         return
     with _status(f"writing {output}"):
         write_model(model, output, fmt, opset=opset, target_version=target_version,
                     weights_as_args=weights_as_args, hardware=hardware, devices=devices,
                     optimize=optimize, fold_batch_norm=fold_batch_norm,
-                    allow_custom_ops=allow_custom_ops, **parallel)
+                    allow_custom_ops=allow_custom_ops, target=target, **parallel)
     console.print(f"wrote {output} ({fmt})", markup=False)
 
 

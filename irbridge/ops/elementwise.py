@@ -16,6 +16,7 @@ import numpy as np
 
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType, Value
+from irbridge.ops import _bessel_decomp as _bessel
 from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
@@ -284,10 +285,11 @@ define("cast", Category.ELEMENTWISE, inputs=inputs("x"),
 # as 1 FLOP like exp, log, erf and tan above; ops defined by a formula count its arithmetic.
 #
 # Ops with a `decompose` are written by the ONNX and StableHLO exporters as that graph of
-# neutral ops when the exporter has no direct mapping. Special functions without an exact
-# expression in ONNX or StableHLO (lgamma, digamma, erfinv, Bessel, zeta, ...) have no
-# decomposition: the exporters refuse them with a one-line error naming the node instead of
-# writing an approximation.
+# neutral ops when the exporter has no direct mapping. The Bessel family (i0 ... airy_ai)
+# decomposes into torch's own Cephes approximations computed in float64
+# (irbridge/ops/_bessel_decomp.py). Special functions without such a decomposition (lgamma,
+# digamma, erfinv, zeta, ...) are refused by the exporters with a one-line error naming the
+# node instead of written as an approximation.
 
 
 def _f64(fn: ArrayFn) -> ArrayFn:
@@ -454,21 +456,35 @@ _math_unary("digamma", _digamma, 1, "Digamma psi(x) = d/dx lgamma(x); -+inf at +
 _math_unary("polygamma", _polygamma, 1, "n-th derivative of digamma (n = 0 is digamma).",
             attrs=(attr("n", AttrKind.INT, 0, "derivative order, >= 0"),))
 _math_unary("ndtri", _scipy("ndtri"), 1, "Inverse of the standard normal CDF; -+inf at 0, 1.")
-_math_unary("i0", _scipy("i0"), 1, "Modified Bessel function of the first kind, order 0.")
-_math_unary("i0e", _scipy("i0e"), 1, "Exponentially scaled i0: exp(-|x|) * i0(x).")
-_math_unary("i1", _scipy("i1"), 1, "Modified Bessel function of the first kind, order 1.")
-_math_unary("i1e", _scipy("i1e"), 1, "Exponentially scaled i1: exp(-|x|) * i1(x).")
-_math_unary("k0", _scipy("k0"), 1, "Modified Bessel function of the second kind, order 0.")
-_math_unary("k1", _scipy("k1"), 1, "Modified Bessel function of the second kind, order 1.")
-_math_unary("k0e", _scipy("k0e"), 1, "Exponentially scaled k0: exp(x) * k0(x).")
-_math_unary("k1e", _scipy("k1e"), 1, "Exponentially scaled k1: exp(x) * k1(x).")
-_math_unary("bessel_j0", _scipy("j0"), 1, "Bessel function of the first kind, order 0.")
-_math_unary("bessel_j1", _scipy("j1"), 1, "Bessel function of the first kind, order 1.")
-_math_unary("bessel_y0", _scipy("y0"), 1, "Bessel function of the second kind, order 0.")
-_math_unary("bessel_y1", _scipy("y1"), 1, "Bessel function of the second kind, order 1.")
+_math_unary("i0", _scipy("i0"), 1, "Modified Bessel function of the first kind, order 0.",
+            decompose=_bessel.i0_decompose)
+_math_unary("i0e", _scipy("i0e"), 1, "Exponentially scaled i0: exp(-|x|) * i0(x).",
+            decompose=_bessel.i0e_decompose)
+_math_unary("i1", _scipy("i1"), 1, "Modified Bessel function of the first kind, order 1.",
+            decompose=_bessel.i1_decompose)
+_math_unary("i1e", _scipy("i1e"), 1, "Exponentially scaled i1: exp(-|x|) * i1(x).",
+            decompose=_bessel.i1e_decompose)
+_math_unary("k0", _scipy("k0"), 1, "Modified Bessel function of the second kind, order 0.",
+            decompose=_bessel.k0_decompose)
+_math_unary("k1", _scipy("k1"), 1, "Modified Bessel function of the second kind, order 1.",
+            decompose=_bessel.k1_decompose)
+_math_unary("k0e", _scipy("k0e"), 1, "Exponentially scaled k0: exp(x) * k0(x).",
+            decompose=_bessel.k0e_decompose)
+_math_unary("k1e", _scipy("k1e"), 1, "Exponentially scaled k1: exp(x) * k1(x).",
+            decompose=_bessel.k1e_decompose)
+_math_unary("bessel_j0", _scipy("j0"), 1, "Bessel function of the first kind, order 0.",
+            decompose=_bessel.bessel_j0_decompose)
+_math_unary("bessel_j1", _scipy("j1"), 1, "Bessel function of the first kind, order 1.",
+            decompose=_bessel.bessel_j1_decompose)
+_math_unary("bessel_y0", _scipy("y0"), 1, "Bessel function of the second kind, order 0.",
+            decompose=_bessel.bessel_y0_decompose)
+_math_unary("bessel_y1", _scipy("y1"), 1, "Bessel function of the second kind, order 1.",
+            decompose=_bessel.bessel_y1_decompose)
 _math_unary("spherical_bessel_j0", _spherical_j0, 1,
-            "Spherical Bessel function of the first kind, order 0: sin(x) / x.")
-_math_unary("airy_ai", _airy_ai, 1, "Airy function Ai(x).")
+            "Spherical Bessel function of the first kind, order 0: sin(x) / x.",
+            decompose=_bessel.spherical_bessel_j0_decompose)
+_math_unary("airy_ai", _airy_ai, 1, "Airy function Ai(x).",
+            decompose=_bessel.airy_ai_decompose)
 
 
 def _atan2_decompose(gb: GraphBuilder, xs: list[Value | None],

@@ -23,9 +23,8 @@ COMPLEX_OPS = {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle
                 "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
 
 F32 = DType.FLOAT32
-NO_ONNX_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "digamma",
-                "erfcx", "erfinv", "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e",
-                "lgamma", "ndtri", "nextafter", "polygamma", "spherical_bessel_j0", "zeta"}
+NO_ONNX_FORM = {"digamma", "erfcx", "erfinv", "lgamma", "ndtri", "nextafter", "polygamma",
+                "zeta"}
 """Special functions ONNX cannot express exactly: export refuses them (never approximates)."""
 # complex numbers and FFTs (irbridge/ops/complex.py): not exported yet, refused (docs/onnx.md)
 NO_ONNX_FORM |= COMPLEX_OPS

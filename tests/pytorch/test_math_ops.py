@@ -106,10 +106,13 @@ BINARY: dict[str, tuple[Fn, tuple[float, float], tuple[float, float], str]] = {
 
 EXPORTABLE_UNARY = ["acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                     "trunc", "frac", "erfc", "log10", "exp2", "round2", "round_neg", "signbit"]
+# Bessel family: registry decompositions (irbridge/ops/_bessel_decomp.py)
+EXPORTABLE_UNARY += ["i0", "i0e", "i1", "i1e", "k0", "k1", "k0e", "k1e", "j0", "j1", "y0", "y1",
+                     "sph_j0", "airy_ai"]
 EXPORTABLE_BINARY = ["atan2", "copysign", "fmod", "fmin", "fmax", "hypot", "ldexp", "xlogy"]
 REFUSED = {"erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma",
-           "polygamma2": "polygamma", "i0": "i0", "k0e": "k0e", "j0": "bessel_j0",
-           "ndtri": "ndtri", "erfcx": "erfcx", "airy_ai": "airy_ai", "nextafter": "nextafter",
+           "polygamma2": "polygamma",
+           "ndtri": "ndtri", "erfcx": "erfcx", "nextafter": "nextafter",
            "zeta": "zeta", "igamma": "igamma", "igammac": "igammac"}
 
 

@@ -28,8 +28,8 @@ NO_ONNX_FORM = {"digamma", "erfcx", "erfinv", "lgamma", "ndtri", "nextafter", "p
 """Special functions ONNX cannot express exactly: export refuses them (never approximates)."""
 # complex numbers and FFTs (irbridge/ops/complex.py): not exported yet, refused (docs/onnx.md)
 NO_ONNX_FORM |= COMPLEX_OPS
-# scans and factorisations with no exact ONNX form yet (irbridge/ops/tensor.py, linalg.py)
-NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp", "cholesky", "inverse", "solve"}
+# factorisations with no exact ONNX form yet (irbridge/ops/linalg.py)
+NO_ONNX_FORM |= {"cholesky", "inverse", "solve"}
 # bit reinterpretation (ONNX has no bitcast) and StableHLO's reduce_precision: refused
 NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
 NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_factor", "lu_unpack",

@@ -119,8 +119,7 @@ NO_STABLEHLO_FORM |= {"igamma", "igammac"}  # incomplete gamma: series / continu
 NO_STABLEHLO_FORM |= {"frexp"}  # not lowered yet (the float's bits: bitcast + integer ops)
 
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
-               "cummax": "no lowering yet", "cummin": "no lowering yet",
-               "logcumsumexp": "no lowering yet", "solve": "no lowering yet",
+               "solve": "no lowering yet",
                # factorisations (irbridge/ops/linalg.py): StableHLO has cholesky and
                # triangular_solve only; the others would need loops (not written)
                **dict.fromkeys(("slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr",

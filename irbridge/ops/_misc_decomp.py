@@ -1,5 +1,5 @@
 """Registry decompositions of scans and float-format ops (issue 13): cummax, cummin,
-logcumsumexp, written with neutral ops so that the ONNX and StableHLO exporters can emit them.
+logcumsumexp, frexp and nextafter, written with neutral ops so that the ONNX and StableHLO exporters can emit them.
 
 Scans run as a log-step (Hillis-Steele) scan over the static axis length n: ceil(log2 n)
 rounds, round k combining every element with the running result 2^k places earlier. The
@@ -18,6 +18,7 @@ combining step is associative, so the result is torch's sequential scan's:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,8 @@ import numpy as np
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
 from irbridge.ir import TensorType, Value
+from irbridge.ops._bessel_decomp import Num, Wide
+from irbridge.ops._shapes import promote
 
 if TYPE_CHECKING:
     from irbridge.builder import GraphBuilder
@@ -151,3 +154,122 @@ def logcumsumexp_decompose(gb: GraphBuilder, xs: list[Value | None],
     if dtype != DType.FLOAT64:
         return [gb.op("cast", [y], {"dtype": dtype})]
     return [y if y is not x else gb.op("identity", [x])]
+
+
+# == frexp and nextafter without a bit cast ====================================================
+#
+# ONNX opset 18 has no bitcast, so the exponent of a float is found by exact arithmetic in
+# float64: |x| is scaled into [1, 2) by conditional multiplications with powers of two
+# (2^k for k = 512, 256, ..., 1 down, then the same up), each exact, the exponent summed
+# alongside. Every float64, float32, float16 and bfloat16 value, subnormals included, is
+# covered; zero, inf and NaN are set apart with `where`.
+
+@dataclasses.dataclass(frozen=True)
+class _Format:
+    digits: int            # significand bits, the implicit one included
+    tiny: float            # the smallest subnormal
+    largest: float         # the largest finite value
+    down: tuple[int, ...]  # scalings by 2^-k that bring any finite value below 2
+    up: tuple[int, ...]    # scalings by 2^k that bring any nonzero value below 2 to [1, 2)
+
+
+_POW2 = (512, 256, 128, 64, 32, 16, 8, 4, 2, 1)
+_FORMATS = {
+    DType.FLOAT64: _Format(53, 2.0 ** -1074, 1.7976931348623157e308, _POW2, (512, *_POW2)),
+    DType.FLOAT32: _Format(24, 2.0 ** -149, 3.4028234663852886e38, _POW2[3:], _POW2[2:]),
+    DType.BFLOAT16: _Format(8, 2.0 ** -133, 3.3895313892515355e38, _POW2[3:], _POW2[2:]),
+    DType.FLOAT16: _Format(11, 2.0 ** -24, 65504.0, _POW2[6:], _POW2[5:]),
+}
+
+
+def _format(op: str, dtype: DType) -> _Format:
+    fmt = _FORMATS.get(dtype)
+    if fmt is None:
+        raise OpError(f"{op}: the decomposition takes float16, bfloat16, float32 or float64, "
+                      f"got {dtype.short}")
+    return fmt
+
+
+def _frexp_parts(w: Wide, magnitude: Num, fmt: _Format,
+                 exponent: bool = True) -> tuple[Num, Num | None]:
+    """(m, e) with magnitude = m * 2^e, m in [0.5, 1), e a float64 integer (None unless
+    `exponent`), for finite positive magnitudes (0 and inf give m = magnitude / 2, NaN NaN)."""
+    m = magnitude
+    e: Num | float = 0.0
+    for k in fmt.down:
+        big = m >= 2.0 ** k
+        m = w.where(big, m * 2.0 ** -k, m)
+        e = w.where(big, e + float(k), e) if exponent else e
+    for k in fmt.up:
+        small = m < 2.0 ** (1 - k)
+        m = w.where(small, m * 2.0 ** k, m)
+        e = w.where(small, e - float(k), e) if exponent else e
+    return m * 0.5, (e + 1.0 if isinstance(e, Num) else None)
+
+
+def _signed(w: Wide, magnitude: Num, negative: Value) -> Num:
+    """|magnitude| with the sign `negative` (by a product, so that zeros keep it)."""
+    return w.fn("abs", magnitude) * w.where(negative, -1.0, 1.0)
+
+
+def _sign_bit(w: Wide, x: Num) -> Value:
+    """x < 0 or x is -0.0 (1/x = -inf)."""
+    negative_zero = w.all(x.eq(0.0), (1.0 / x) < 0.0)
+    return w.any(x < 0.0, negative_zero)
+
+
+def _wide(gb: GraphBuilder, w: Wide, x: Value) -> Num:
+    dtype = _type(x).dtype
+    return Num(w, x if dtype == DType.FLOAT64 else gb.op("cast", [x], {"dtype": DType.FLOAT64}))
+
+
+def _narrow(gb: GraphBuilder, x: Num, dtype: DType) -> Value:
+    return x.v if dtype == DType.FLOAT64 else gb.op("cast", [x.v], {"dtype": dtype})
+
+
+def frexp_decompose(gb: GraphBuilder, xs: list[Value | None],
+                    attrs: dict[str, Any]) -> list[Value]:
+    """mantissa in [0.5, 1) with x's sign (-0.0 kept), exponent int32; 0, +-inf and NaN
+    give themselves and exponent 0 (C frexp, torch)."""
+    assert xs[0] is not None
+    dtype = _type(xs[0]).dtype
+    fmt = _format("frexp", dtype)
+    w = Wide(gb)
+    x = _wide(gb, w, xs[0])
+    m, e = _frexp_parts(w, w.fn("abs", x), fmt)
+    assert e is not None
+    mantissa = _signed(w, m, _sign_bit(w, x))
+    special = w.any(x.eq(0.0), w.isinf(x), w.isnan(x))
+    exponent = w.where(special, 0.0, e)
+    return [_narrow(gb, mantissa, dtype), gb.op("cast", [exponent.v], {"dtype": DType.INT32})]
+
+
+def nextafter_decompose(gb: GraphBuilder, xs: list[Value | None],
+                        attrs: dict[str, Any]) -> list[Value]:
+    """C nextafter in the result's dtype: a moved by one unit in the last place toward b
+    (the ulp above |a| when moving away from zero; below a power of two, toward zero, half
+    of it; never below the smallest subnormal); b where a == b; NaN if either is; from 0
+    the smallest subnormal, from +-inf the largest finite value; a zero result keeps a's
+    sign (nextafter(-tiny, 1) = -0.0)."""
+    a_in, b_in = xs[0], xs[1]
+    assert a_in is not None and b_in is not None
+    dtype = promote([_type(a_in), _type(b_in)], "nextafter")  # the node's result type
+    fmt = _format("nextafter", dtype)
+    w = Wide(gb)
+    a, b = _wide(gb, w, a_in), _wide(gb, w, b_in)
+    up = b > a
+    m, _ = _frexp_parts(w, w.fn("abs", a), fmt, exponent=False)
+    power = w.fn("abs", a) / (m * 2.0)  # 2^(e - 1) exactly (2^e may overflow)
+    above = w.op("maximum", (power * 2.0 ** (1 - fmt.digits)).v, w.value(fmt.tiny))
+    below = w.where(m.eq(0.5), w.op("maximum", (above * 0.5).v, w.value(fmt.tiny)), above)
+    away = gb.op("not_equal", [up, a < 0.0])
+    step = w.where(away, above, below)
+    r = a + w.where(up, step, -step)
+    r = w.where(a.eq(0.0), w.where(up, fmt.tiny, -fmt.tiny), r)
+    r = w.where(w.isinf(a), w.where(a > 0.0, fmt.largest, -fmt.largest), r)
+    same = a.eq(b)
+    r = w.where(same, b, r)
+    r = w.where(w.any(w.isnan(a), w.isnan(b)), math.nan, r)
+    negative = w.any(r < 0.0, w.all(r.eq(0.0), w.gb.op("where", [same, _sign_bit(w, b),
+                                                                 a < 0.0])))
+    return [_narrow(gb, _signed(w, r, negative), dtype)]

@@ -17,6 +17,7 @@ import numpy as np
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType, Value
 from irbridge.ops import _bessel_decomp as _bessel
+from irbridge.ops import _misc_decomp as _misc
 from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
@@ -572,7 +573,7 @@ _math_binary("hypot", np.hypot, 6, "sqrt(a^2 + b^2) without overflow.",
              decompose=_hypot_decompose)
 _math_binary("nextafter", np.nextafter, 1,
              "The next representable value after a toward b, in the operands' dtype.",
-             native=True)
+             native=True, decompose=_misc.nextafter_decompose)
 _math_binary("zeta", _zeta, 1, "Hurwitz zeta function zeta(a, b) = sum_k (k + b)^-a.")
 _math_binary("igamma", _scipy("gammainc"), 1, "Regularized lower incomplete gamma function "
              "P(a, x) = gamma(a, x) / Gamma(a); NaN for a < 0 or x < 0.")
@@ -597,7 +598,7 @@ def _frexp_ref(xs: list[np.ndarray | None], attrs: dict[str, Any],
 
 define("frexp", Category.ELEMENTWISE, inputs=inputs("x"), outputs=("mantissa", "exponent"),
        infer=_frexp_infer, cost=_per_element(2), cost_doc="2 per output element",
-       reference=_frexp_ref,
+       reference=_frexp_ref, decompose=_misc.frexp_decompose,
        doc="x = mantissa * 2^exponent with |mantissa| in [0.5, 1) (C frexp): the mantissa "
            "in x's dtype, the exponent int32; 0 gives (0, 0), inf and NaN keep their value "
            "with exponent 0.")

@@ -107,8 +107,7 @@ def opaque_ops(model: Model) -> list[str]:
     return [n.qualified_op for _, n in model.all_nodes() if n.is_opaque]
 
 
-NO_STABLEHLO_FORM = {"digamma", "erfcx", "erfinv", "lgamma", "ndtri", "nextafter", "polygamma",
-                     "zeta",
+NO_STABLEHLO_FORM = {"digamma", "erfcx", "erfinv", "lgamma", "ndtri", "polygamma", "zeta",
                      # FFTs: stablehlo.fft exists, but the reference interpreter aborts
                      # on it, so no export of it could be checked
                      "fft_r2c", "fft_c2c", "fft_c2r"}
@@ -116,7 +115,6 @@ NO_STABLEHLO_FORM = {"digamma", "erfcx", "erfinv", "lgamma", "ndtri", "nextafter
 can check (FFTs): export refuses them naming the node."""
 NO_STABLEHLO_FORM |= {"orthogonal_polynomial"}  # a loop of data-dependent length per element
 NO_STABLEHLO_FORM |= {"igamma", "igammac"}  # incomplete gamma: series / continued fractions
-NO_STABLEHLO_FORM |= {"frexp"}  # not lowered yet (the float's bits: bitcast + integer ops)
 
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
                "solve": "no lowering yet",

@@ -7,7 +7,12 @@ Each follows torch's CPU kernel (aten/src/ATen/native/Math.h, derived from the C
 Library, 3-Clause BSD licence): the same branch points, the same Chebyshev series (Clenshaw's
 recurrence `chbevl`, unrolled: the coefficient counts are fixed) and rational approximations
 (Horner's rule, unrolled), the same special values (poles, NaN for arguments outside the
-domain, the values at +-inf), with torch's double-precision coefficient tables. The
+domain, the values at +-inf), with torch's double-precision coefficient tables. One
+difference: Cephes divides by polynomials with an implicit leading coefficient 1 (`p1evl`)
+in j0, j1, y0, y1 (RQ, QQ, YQ) and airy_ai (AFD, AGD), which torch's loops leave out; the
+decompositions keep it, so they compute these functions as Cephes / SciPy do (the registry's
+reference), where torch's float64 results are off by up to 9e-7 (J, Y just above 5) and
+2.9e-6 (Ai just below -2.09) absolute, well inside the float32 comparison tolerance (atol 1e-5). The
 decomposition computes in float64 whatever the input's floating dtype (cast in, cast back
 out): torch's float32 kernels carry float32 rounding (a few ulp), which the float64 graph
 does not add, so the exported float32 results are within a few float32 ulp of eager torch.
@@ -147,6 +152,11 @@ def polevl(x: Num, coeffs: Sequence[float]) -> Num:
     for c in coeffs[2:]:
         acc = acc * x + c
     return acc
+
+
+def p1evl(x: Num, coeffs: Sequence[float]) -> Num:
+    """Cephes p1evl: Horner's rule with an implicit leading coefficient 1."""
+    return polevl(x, (1.0, *coeffs))
 
 
 UnaryBody = Callable[[Wide, Num], Num]
@@ -471,7 +481,7 @@ def _hankel(w: Wide, x: Num, order: int, second_kind: bool) -> Num:
         pp, pq, qp, qq, phase = _J1_PP, _J1_PQ, _J1_QP, _J1_QQ, _PHASE1
         z = 5.0 / x * (5.0 / x)
     p = polevl(z, pp) / polevl(z, pq)
-    q = 5.0 / x * (polevl(z, qp) / polevl(z, qq))
+    q = 5.0 / x * (polevl(z, qp) / p1evl(z, qq))
     s = w.fn("sin", x - phase)
     c = w.fn("cos", x - phase)
     core = p * s + q * c if second_kind else p * c - q * s
@@ -482,7 +492,7 @@ def _j0_at(w: Wide, ax: Num) -> Num:
     """j0 of ax >= 0 (or NaN)."""
     xx = ax * ax
     small = (xx - 5.78318596294678452118e+00) * (xx - 3.04712623436620863991e+01) \
-        * polevl(xx, _J0_RP) / polevl(xx, _J0_RQ)
+        * polevl(xx, _J0_RP) / p1evl(xx, _J0_RQ)
     small = w.where(ax < 0.00001, 1.0 - xx / 4.0, small)
     large = _hankel(w, ax, 0, False)
     return w.where(ax <= 5.0, small, large)
@@ -491,7 +501,7 @@ def _j0_at(w: Wide, ax: Num) -> Num:
 def _j1_small(x: Num) -> Num:
     """j1 of |x| <= 5 (odd in x: torch's -j1(-x) for x < 0 is the same polynomial)."""
     xx = x * x
-    return polevl(xx, _J1_RP) / polevl(xx, _J1_RQ) * x * (xx - 1.46819706421238932572e+01) \
+    return polevl(xx, _J1_RP) / p1evl(xx, _J1_RQ) * x * (xx - 1.46819706421238932572e+01) \
         * (xx - 4.92184563216946036703e+01)
 
 
@@ -514,7 +524,7 @@ def _y_poles(w: Wide, x: Num, out: Num) -> Num:
 
 def _y0(w: Wide, x: Num) -> Num:
     xx = x * x
-    small = polevl(xx, _Y0_YP) / polevl(xx, _Y0_YQ) \
+    small = polevl(xx, _Y0_YP) / p1evl(xx, _Y0_YQ) \
         + _TWO_OVER_PI * w.fn("log", x) * _j0_at(w, x)
     large = _hankel(w, x, 0, True)
     return _y_poles(w, x, w.where(x <= 5.0, small, large))
@@ -522,7 +532,7 @@ def _y0(w: Wide, x: Num) -> Num:
 
 def _y1(w: Wide, x: Num) -> Num:
     xx = x * x
-    small = x * (polevl(xx, _Y1_YP) / polevl(xx, _Y1_YQ)) \
+    small = x * (polevl(xx, _Y1_YP) / p1evl(xx, _Y1_YQ)) \
         + _TWO_OVER_PI * (_j1_small(x) * w.fn("log", x) - 1.0 / x)
     large = _hankel(w, x, 1, True)
     return _y_poles(w, x, w.where(x <= 5.0, small, large))
@@ -552,8 +562,8 @@ def _airy_ai(w: Wide, x: Num) -> Num:
     xi = -2.0 * x * w.fn("sqrt", -x) / 3.0
     z = 1.0 / xi
     zz = z * z
-    afn, afd = polevl(zz, _AIRY_AFN), polevl(zz, _AIRY_AFD)
-    agn, agd = polevl(zz, _AIRY_AGN), polevl(zz, _AIRY_AGD)
+    afn, afd = polevl(zz, _AIRY_AFN), p1evl(zz, _AIRY_AFD)
+    agn, agd = polevl(zz, _AIRY_AGN), p1evl(zz, _AIRY_AGD)
     t = xi + 0.25 * math.pi
     negative = 5.64189583547756286948e-01 / w.fn("sqrt", w.fn("sqrt", -x)) \
         * (w.fn("sin", t) * (1.0 + zz * afn / afd) - w.fn("cos", t) * (z * agn / agd))

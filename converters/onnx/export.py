@@ -725,6 +725,8 @@ class _GraphEmitter:
             for value in sub.outputs:
                 if id(value) not in names:
                     names[id(value)] = self.ex.fresh(f"{self.label}/{value.name}")
+            for body in sub.subgraphs():  # a decomposition's loop: its body's values
+                self.ex._assign(body)
         for sub in scratch.nodes:
             self.emit_node(sub, [None if v is None else names[id(v)] for v in sub.inputs],
                            [names[id(v)] for v in sub.outputs], nested=True)

@@ -576,9 +576,11 @@ _math_binary("nextafter", np.nextafter, 1,
              native=True, decompose=_misc.nextafter_decompose)
 _math_binary("zeta", _zeta, 1, "Hurwitz zeta function zeta(a, b) = sum_k (k + b)^-a.")
 _math_binary("igamma", _scipy("gammainc"), 1, "Regularized lower incomplete gamma function "
-             "P(a, x) = gamma(a, x) / Gamma(a); NaN for a < 0 or x < 0.")
+             "P(a, x) = gamma(a, x) / Gamma(a); NaN for a < 0 or x < 0.",
+             decompose=_misc.igamma_decompose)
 _math_binary("igammac", _scipy("gammaincc"), 1, "Regularized upper incomplete gamma function "
-             "Q(a, x) = 1 - P(a, x); NaN for a < 0 or x < 0.")
+             "Q(a, x) = 1 - P(a, x); NaN for a < 0 or x < 0.",
+             decompose=_misc.igammac_decompose)
 
 
 def _frexp_infer(ctx: OpContext) -> list[TensorType]:

@@ -36,8 +36,6 @@ NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_fact
                  "ldl_factor", "ldl_solve"}
 # torch.special's orthogonal polynomials: a loop of data-dependent length per element
 NO_ONNX_FORM |= {"orthogonal_polynomial"}
-# incomplete gamma functions: series / continued fractions, no exact ONNX form
-NO_ONNX_FORM |= {"igamma", "igammac"}
 EXAMPLES = sorted(set(examples()) - NO_ONNX_FORM)
 
 

@@ -110,11 +110,12 @@ EXPORTABLE_UNARY = ["acos", "asin", "atan", "sinh", "cosh", "asinh", "acosh", "a
 EXPORTABLE_UNARY += ["i0", "i0e", "i1", "i1e", "k0", "k1", "k0e", "k1e", "j0", "j1", "y0", "y1",
                      "sph_j0", "airy_ai"]
 EXPORTABLE_BINARY = ["atan2", "copysign", "fmod", "fmin", "fmax", "hypot", "ldexp", "xlogy"]
-EXPORTABLE_BINARY += ["nextafter"]  # exact power-of-two arithmetic (irbridge/ops/_misc_decomp.py)
+# exact power-of-two arithmetic; torch's incomplete gamma iterations (irbridge/ops/_misc_decomp.py)
+EXPORTABLE_BINARY += ["nextafter", "igamma", "igammac"]
 REFUSED = {"erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma",
            "polygamma2": "polygamma",
            "ndtri": "ndtri", "erfcx": "erfcx",
-           "zeta": "zeta", "igamma": "igamma", "igammac": "igammac"}
+           "zeta": "zeta"}
 
 
 class Many(torch.nn.Module):

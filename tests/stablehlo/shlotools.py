@@ -114,7 +114,6 @@ NO_STABLEHLO_FORM = {"digamma", "erfcx", "erfinv", "lgamma", "ndtri", "polygamma
 """Ops with no exact StableHLO form (special functions) or none the reference interpreter
 can check (FFTs): export refuses them naming the node."""
 NO_STABLEHLO_FORM |= {"orthogonal_polynomial"}  # a loop of data-dependent length per element
-NO_STABLEHLO_FORM |= {"igamma", "igammac"}  # incomplete gamma: series / continued fractions
 
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
                "solve": "no lowering yet",

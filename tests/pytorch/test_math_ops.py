@@ -64,7 +64,8 @@ UNARY: dict[str, tuple[Fn, tuple[float, float], str]] = {
     "round2": (lambda x: torch.round(x, decimals=2), (-5.0, 5.0), "round"),
     "round_neg": (lambda x: torch.round(x * 100, decimals=-1), (-5.0, 5.0), "round"),
     "signbit": (torch.signbit, (-3.0, 3.0), "signbit"),
-    # no exact ONNX / StableHLO form: captured and executed, refused by the exporters
+    # special functions: the Bessel family exports through registry decompositions; the
+    # others (REFUSED below) have no exact ONNX / StableHLO form and are refused
     "erfinv": (torch.erfinv, (-0.99, 0.99), "erfinv"),
     "lgamma": (torch.lgamma, (0.1, 8.0), "lgamma"),
     "digamma": (torch.digamma, (0.1, 8.0), "digamma"),

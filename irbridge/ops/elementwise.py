@@ -16,7 +16,9 @@ import numpy as np
 
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType, Value
+from irbridge.ops import _bessel_decomp as _bessel
 from irbridge.ops import _gamma_decomp
+from irbridge.ops import _misc_decomp as _misc
 from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
@@ -287,9 +289,11 @@ define("cast", Category.ELEMENTWISE, inputs=inputs("x"),
 # Ops with a `decompose` are written by the ONNX and StableHLO exporters as that graph of
 # neutral ops when the exporter has no direct mapping. The gamma family (lgamma, digamma,
 # polygamma, zeta), erfinv, ndtri and erfcx decompose into torch's own algorithms
-# (irbridge/ops/_gamma_decomp.py);
-# special functions without a decomposition have no exact expression in ONNX or StableHLO:
-# the exporters refuse them with a one-line error naming the node.
+# (irbridge/ops/_gamma_decomp.py); the Bessel family (i0 ... airy_ai) into torch's own
+# Cephes approximations computed in float64 (irbridge/ops/_bessel_decomp.py); igamma,
+# igammac, nextafter and frexp into irbridge/ops/_misc_decomp.py. A special function
+# without a decomposition is refused by the exporters with a one-line error naming the
+# node instead of written as an approximation.
 
 
 def _f64(fn: ArrayFn) -> ArrayFn:
@@ -460,21 +464,35 @@ _math_unary("polygamma", _polygamma, 1, "n-th derivative of digamma (n = 0 is di
             decompose=_gamma_decomp.polygamma_decompose)
 _math_unary("ndtri", _scipy("ndtri"), 1, "Inverse of the standard normal CDF; -+inf at 0, 1.",
             decompose=_gamma_decomp.ndtri_decompose)
-_math_unary("i0", _scipy("i0"), 1, "Modified Bessel function of the first kind, order 0.")
-_math_unary("i0e", _scipy("i0e"), 1, "Exponentially scaled i0: exp(-|x|) * i0(x).")
-_math_unary("i1", _scipy("i1"), 1, "Modified Bessel function of the first kind, order 1.")
-_math_unary("i1e", _scipy("i1e"), 1, "Exponentially scaled i1: exp(-|x|) * i1(x).")
-_math_unary("k0", _scipy("k0"), 1, "Modified Bessel function of the second kind, order 0.")
-_math_unary("k1", _scipy("k1"), 1, "Modified Bessel function of the second kind, order 1.")
-_math_unary("k0e", _scipy("k0e"), 1, "Exponentially scaled k0: exp(x) * k0(x).")
-_math_unary("k1e", _scipy("k1e"), 1, "Exponentially scaled k1: exp(x) * k1(x).")
-_math_unary("bessel_j0", _scipy("j0"), 1, "Bessel function of the first kind, order 0.")
-_math_unary("bessel_j1", _scipy("j1"), 1, "Bessel function of the first kind, order 1.")
-_math_unary("bessel_y0", _scipy("y0"), 1, "Bessel function of the second kind, order 0.")
-_math_unary("bessel_y1", _scipy("y1"), 1, "Bessel function of the second kind, order 1.")
+_math_unary("i0", _scipy("i0"), 1, "Modified Bessel function of the first kind, order 0.",
+            decompose=_bessel.i0_decompose)
+_math_unary("i0e", _scipy("i0e"), 1, "Exponentially scaled i0: exp(-|x|) * i0(x).",
+            decompose=_bessel.i0e_decompose)
+_math_unary("i1", _scipy("i1"), 1, "Modified Bessel function of the first kind, order 1.",
+            decompose=_bessel.i1_decompose)
+_math_unary("i1e", _scipy("i1e"), 1, "Exponentially scaled i1: exp(-|x|) * i1(x).",
+            decompose=_bessel.i1e_decompose)
+_math_unary("k0", _scipy("k0"), 1, "Modified Bessel function of the second kind, order 0.",
+            decompose=_bessel.k0_decompose)
+_math_unary("k1", _scipy("k1"), 1, "Modified Bessel function of the second kind, order 1.",
+            decompose=_bessel.k1_decompose)
+_math_unary("k0e", _scipy("k0e"), 1, "Exponentially scaled k0: exp(x) * k0(x).",
+            decompose=_bessel.k0e_decompose)
+_math_unary("k1e", _scipy("k1e"), 1, "Exponentially scaled k1: exp(x) * k1(x).",
+            decompose=_bessel.k1e_decompose)
+_math_unary("bessel_j0", _scipy("j0"), 1, "Bessel function of the first kind, order 0.",
+            decompose=_bessel.bessel_j0_decompose)
+_math_unary("bessel_j1", _scipy("j1"), 1, "Bessel function of the first kind, order 1.",
+            decompose=_bessel.bessel_j1_decompose)
+_math_unary("bessel_y0", _scipy("y0"), 1, "Bessel function of the second kind, order 0.",
+            decompose=_bessel.bessel_y0_decompose)
+_math_unary("bessel_y1", _scipy("y1"), 1, "Bessel function of the second kind, order 1.",
+            decompose=_bessel.bessel_y1_decompose)
 _math_unary("spherical_bessel_j0", _spherical_j0, 1,
-            "Spherical Bessel function of the first kind, order 0: sin(x) / x.")
-_math_unary("airy_ai", _airy_ai, 1, "Airy function Ai(x).")
+            "Spherical Bessel function of the first kind, order 0: sin(x) / x.",
+            decompose=_bessel.spherical_bessel_j0_decompose)
+_math_unary("airy_ai", _airy_ai, 1, "Airy function Ai(x).",
+            decompose=_bessel.airy_ai_decompose)
 
 
 def _atan2_decompose(gb: GraphBuilder, xs: list[Value | None],
@@ -562,13 +580,15 @@ _math_binary("hypot", np.hypot, 6, "sqrt(a^2 + b^2) without overflow.",
              decompose=_hypot_decompose)
 _math_binary("nextafter", np.nextafter, 1,
              "The next representable value after a toward b, in the operands' dtype.",
-             native=True)
+             native=True, decompose=_misc.nextafter_decompose)
 _math_binary("zeta", _zeta, 1, "Hurwitz zeta function zeta(a, b) = sum_k (k + b)^-a.",
              decompose=_gamma_decomp.zeta_decompose)
 _math_binary("igamma", _scipy("gammainc"), 1, "Regularized lower incomplete gamma function "
-             "P(a, x) = gamma(a, x) / Gamma(a); NaN for a < 0 or x < 0.")
+             "P(a, x) = gamma(a, x) / Gamma(a); NaN for a < 0 or x < 0.",
+             decompose=_misc.igamma_decompose)
 _math_binary("igammac", _scipy("gammaincc"), 1, "Regularized upper incomplete gamma function "
-             "Q(a, x) = 1 - P(a, x); NaN for a < 0 or x < 0.")
+             "Q(a, x) = 1 - P(a, x); NaN for a < 0 or x < 0.",
+             decompose=_misc.igammac_decompose)
 
 
 def _frexp_infer(ctx: OpContext) -> list[TensorType]:
@@ -588,7 +608,7 @@ def _frexp_ref(xs: list[np.ndarray | None], attrs: dict[str, Any],
 
 define("frexp", Category.ELEMENTWISE, inputs=inputs("x"), outputs=("mantissa", "exponent"),
        infer=_frexp_infer, cost=_per_element(2), cost_doc="2 per output element",
-       reference=_frexp_ref,
+       reference=_frexp_ref, decompose=_misc.frexp_decompose,
        doc="x = mantissa * 2^exponent with |mantissa| in [0.5, 1) (C frexp): the mantissa "
            "in x's dtype, the exponent int32; 0 gives (0, 0), inf and NaN keep their value "
            "with exponent 0.")

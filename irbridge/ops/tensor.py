@@ -21,6 +21,7 @@ import numpy as np
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
 from irbridge.ir import Dim, Graph, SymDim, Tensor, TensorType
+from irbridge.ops import _misc_decomp as _misc
 from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, mul_dims, normalize_axes, normalize_axis, promote
 from irbridge.ops.registry import (
@@ -1246,7 +1247,7 @@ def _scan_infer(ctx: OpContext) -> list[TensorType]:
 
 def _scan(name: str, ufunc: np.ufunc, identity: float, what: str,
           onnx: str | None = None, cost_per_element: int = 1,
-          cost_doc: str = "input numel") -> None:
+          cost_doc: str = "input numel", decompose: Any = None) -> None:
     def reference(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
         x = _arg(xs, 0, ctx)
         axis = normalize_axis(_int_arg(xs, 1, attrs, "axis", ctx), x.ndim, ctx.where)
@@ -1268,7 +1269,7 @@ def _scan(name: str, ufunc: np.ufunc, identity: float, what: str,
                   attr("exclusive", AttrKind.BOOL, False, "leave out the element itself"),
                   attr("reverse", AttrKind.BOOL, False, "run from the end of the axis")),
            infer=_scan_infer, cost=_per_input_element(cost_per_element), cost_doc=cost_doc,
-           reference=reference, doc=f"Running {what} along `axis` (torch.{name}"
+           reference=reference, decompose=decompose, doc=f"Running {what} along `axis` (torch.{name}"
                                     + (f", ONNX {onnx}" if onnx else "") + "); keeps "
                                     "x's dtype. The one-element input `axis` (ONNX's form) "
                                     "overrides the attribute.")
@@ -1281,7 +1282,7 @@ _scan("cumprod", np.multiply, 1, "product", "CumProd")
 # and the next element (no global max subtracted, so very negative early elements stay exact);
 # exclusive starts from log(0) = -inf.
 _scan("logcumsumexp", np.logaddexp, -np.inf, "log-sum-exp", None, 4,
-      "4 x input numel (max, exp, log1p, add per step)")
+      "4 x input numel (max, exp, log1p, add per step)", _misc.logcumsumexp_decompose)
 
 
 def _cum_extreme_infer(ctx: OpContext) -> list[TensorType]:
@@ -1317,6 +1318,7 @@ def _cum_extreme(name: str, greater: bool) -> None:
            attrs=(attr("axis", AttrKind.INT, 0),),
            infer=_cum_extreme_infer, cost=_per_input_element(1),
            cost_doc="input numel (comparisons)", reference=reference,
+           decompose=_misc.cummax_decompose if greater else _misc.cummin_decompose,
            doc=f"Running {what} along `axis` and the int64 index where it occurs "
                f"(torch.{name}): ties take the later index; a NaN propagates with its own "
                "index.")

@@ -10,7 +10,6 @@ torch's BLAS) and exp: rtol 1e-5, atol 1e-5; the copies are exact within that.
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torchtools import assert_matches_eager_everywhere, capture_neutral
@@ -47,29 +46,18 @@ def test_every_backend_matches_eager() -> None:
     assert_matches_eager_everywhere(Small(), _inputs, **TOL)
 
 
-def test_frexp_in_the_executor_and_refused_by_exporters() -> None:
-    """Mantissa and exponent exactly as torch (zeros, subnormals, inf, NaN included); the
-    exporters refuse the node naming it (no bit-level access in ONNX or StableHLO here)."""
-    import numpy as np
-    from torchtools import FnModule
-
-    from irbridge.converters.onnx import to_onnx
-    from irbridge.converters.stablehlo import build_module
-    from irbridge.errors import ExportError
-    from irbridge.executor import run_graphs
+def test_frexp_matches_eager_in_every_backend() -> None:
+    """Mantissa and exponent exactly as torch (zeros, subnormals, inf, NaN included) in the
+    executor, and exported (the registry decomposition's exact power-of-two scaling, no bit
+    cast) in onnxruntime and the StableHLO interpreter."""
+    from torchtools import FnModule, assert_backends_match_eager
 
     x = torch.tensor([0.0, -0.0, 1.0, 0.5, -3.0, float("inf"), -float("inf"), float("nan"),
                       1e-40, 7.25, -1e30])
-    result = capture_neutral(FnModule(torch.frexp), (x,))
+    module = FnModule(torch.frexp)
+    result = capture_neutral(module, (x,))
     for args in ((x,), (x * 0.9,)):
-        feeds = {result.model.graphs[0].inputs[0].name: args[0].numpy()}
-        got = run_graphs(result.model, feeds)[-1]
-        for output, expected in zip(result.outputs, torch.frexp(*args), strict=True):
-            assert output is not None
-            np.testing.assert_array_equal(np.asarray(got[output[1]]), expected.numpy())
-    for export in (to_onnx, build_module):
-        with pytest.raises(ExportError, match=r"node #\d+ frexp: .*'frexp'"):
-            export(result.model)
+        assert_backends_match_eager(module, result, args)
 
 
 class Bags(torch.nn.Module):

@@ -107,20 +107,14 @@ def opaque_ops(model: Model) -> list[str]:
     return [n.qualified_op for _, n in model.all_nodes() if n.is_opaque]
 
 
-NO_STABLEHLO_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
-                     "i0", "i0e", "i1", "i1e", "k0", "k0e", "k1", "k1e",
-                     "nextafter", "spherical_bessel_j0",
-                     # FFTs: stablehlo.fft exists, but the reference interpreter aborts
-                     # on it, so no export of it could be checked
-                     "fft_r2c", "fft_c2c", "fft_c2r"}
-"""Ops with no exact StableHLO form (special functions) or none the reference interpreter
-can check (FFTs): export refuses them naming the node."""
-NO_STABLEHLO_FORM |= {"igamma", "igammac"}  # incomplete gamma: series / continued fractions
-NO_STABLEHLO_FORM |= {"frexp"}  # not lowered yet (the float's bits: bitcast + integer ops)
+# FFTs: stablehlo.fft exists, but the reference interpreter aborts on it, so no export of
+# it could be checked
+NO_STABLEHLO_FORM = {"fft_r2c", "fft_c2c", "fft_c2r"}
+"""Ops none the reference interpreter can check (FFTs): export refuses them naming the node.
+The special functions export through their registry decompositions."""
 
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
-               "cummax": "no lowering yet", "cummin": "no lowering yet",
-               "logcumsumexp": "no lowering yet", "solve": "no lowering yet",
+               "solve": "no lowering yet",
                # factorisations (irbridge/ops/linalg.py): StableHLO has cholesky and
                # triangular_solve only; the others would need loops (not written)
                **dict.fromkeys(("slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr",

@@ -514,7 +514,10 @@ def render_llm_weights(rows: Sequence[dict[str, Any]], name: str, dtype: str, co
                   "torch and the libraries included); base is the RSS after the imports. "
                   f"**Bound: peak at most {WEIGHT_BUDGET}x the weights.** The IR's tensors "
                   f"share the torch parameters' memory: {first['shared_bytes'] / gb:.2f} GB "
-                  f"of the {weights / gb:.2f} GB are views, not copies.", ""]
+                  f"of the {weights / gb:.2f} GB are views, not copies. The base (Python, "
+                  f"torch and irbridge's converters loaded) is {first['base'] / gb:.2f} GB"
+                  f", {first['base'] / weights:.2f}x these weights by itself: a fixed cost "
+                  "that weighs less the bigger the model.", ""]
     lines += ["| stage | seconds | peak GB | peak / weights | within "
               f"{WEIGHT_BUDGET}x | (peak - base) / weights | files GB |",
               "|---|---|---:|---:|---|---:|---:|"]
@@ -582,6 +585,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             (f"Load average (1 min) at the start and the end: "
              f"{', '.join(f'{x:.1f}' for x in loads)}. {args.conditions}").strip())
         print(body)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.with_name("bench_scale_llm_weights.json").write_text(
+            json.dumps({"rows": weight_rows, "command": command, "load_average": loads},
+                       indent=1))
         if args.write:
             write_section(args.md, "scale-llm-weights", body,
                           heading="An LLM with its weights: memory per stage")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
+import io
 import math
 import os
 import re
@@ -22,7 +23,7 @@ import signal
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -68,22 +69,28 @@ _ALIGN = 64
 # --------------------------------------------------------------------------- writing
 @dataclass
 class _Sidecar:
-    """Collects external tensor bytes while a model is converted to protobuf."""
+    """External tensor bytes, written to `handle` (a temporary file) one tensor at a time
+    while a model is converted to protobuf: `save` never holds a second copy of the
+    weights."""
 
     location: str
     threshold: int
-    chunks: list[bytes] = field(default_factory=list)
+    handle: BinaryIO
     size: int = 0
+    placed: int = 0
+    """Tensors placed so far."""
 
-    def place(self, data: bytes) -> pb.ExternalData:
+    def place(self, data: bytes | memoryview) -> pb.ExternalData:
         pad = -self.size % _ALIGN
         if pad:
-            self.chunks.append(b"\0" * pad)
-            self.size += pad
-        ext = pb.ExternalData(location=self.location, offset=self.size, length=len(data),
-                              sha256=hashlib.sha256(data).hexdigest())
-        self.chunks.append(data)
-        self.size += len(data)
+            self.handle.write(b"\0" * pad)
+        ext = pb.ExternalData(location=self.location, offset=self.size + pad,
+                              length=len(data), sha256=hashlib.sha256(data).hexdigest())
+        self.handle.write(data)
+        self.size += pad + len(data)
+        self.placed += 1
+        if self.placed == 1:
+            _stage("writing.data")  # the sidecar is partly written
         return ext
 
 
@@ -120,11 +127,11 @@ class _Writer:
         msg = pb.Tensor(name=tensor.name, dtype=_wire(tensor.dtype.value), dims=tensor.shape)
         if tensor.data is None or not self.weights:
             return msg
-        data = _tensor_bytes(tensor)
+        data = _tensor_buffer(tensor)
         if self.sidecar is not None and len(data) >= self.sidecar.threshold:
             msg.external.CopyFrom(self.sidecar.place(data))
         else:
-            msg.raw = data
+            msg.raw = bytes(data)
         return msg
 
     def graph(self, graph: Graph) -> pb.Graph:
@@ -179,6 +186,18 @@ class _Writer:
         else:
             raise TypeError(f"attribute {name!r}: cannot serialise {value!r}")
         return msg
+
+
+def _tensor_buffer(tensor: Tensor) -> bytes | memoryview:
+    """`_tensor_bytes`, as a view of the array's own memory where it already holds them
+    (contiguous, little-endian, whole bytes): no copy of a large weight."""
+    data = tensor.data
+    assert data is not None
+    if (tensor.dtype.bits >= 8 and data.flags.c_contiguous and data.dtype.kind != "O"
+            and (data.dtype.byteorder == "<" or (data.dtype.byteorder in "=|"
+                                                 and np.little_endian))):
+        return data.reshape(-1).view(np.uint8).data
+    return _tensor_bytes(tensor)
 
 
 def _tensor_bytes(tensor: Tensor) -> bytes:
@@ -264,7 +283,8 @@ def _analysis_to_proto(a: Analysis) -> pb.Analysis:
 
 
 # --------------------------------------------------------------------------- reading
-ExternalReader = Callable[[pb.ExternalData, str], bytes]
+ExternalReader = Callable[[pb.ExternalData, str], bytes | bytearray]
+"""Returns a tensor's bytes; a bytearray becomes the tensor's own memory (no copy)."""
 
 
 def from_proto(msg: pb.Model, *, source: str = "<memory>",
@@ -324,6 +344,7 @@ class _Reader:
         kind = msg.WhichOneof("data")
         if kind is None:
             return Tensor(msg.name, dtype, shape)
+        raw: bytes | bytearray
         if kind == "raw":
             raw = msg.raw
         else:
@@ -339,8 +360,9 @@ class _Reader:
         if dtype.bits < 8 and any(np.frombuffer(raw, dtype=np.uint8) >> dtype.bits):
             raise self.fail(f"tensor {msg.name!r}: a {dtype.short} element has bits set above "
                             f"its low {dtype.bits} (one element per byte, high bits zero)")
+        # a bytearray (a sidecar read) is fresh memory the array may keep; bytes are not
         array = np.frombuffer(raw, dtype=dtype.numpy.newbyteorder("<")).astype(
-            dtype.numpy, copy=True).reshape(shape)
+            dtype.numpy, copy=not isinstance(raw, bytearray)).reshape(shape)
         return Tensor(msg.name, dtype, shape, array)
 
     def graph(self, msg: pb.Graph, outer: list[dict[str, Value]]) -> Graph:
@@ -585,19 +607,26 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
     except IrbridgeError as exc:
         raise FileFormatError(exc.message, hint=exc.hint) from None
     side_name = f"{path.name}.{secrets.token_hex(_GENERATION_DIGITS // 2)}.data"
-    sidecar = None
-    if weights in ("auto", "external"):
-        sidecar = _Sidecar(side_name, 0 if weights == "external" else external_threshold)
-    msg = to_proto(model, weights=weights != "none", sidecar=sidecar, source=str(path))
-    nested = any(True for _, node in model.all_nodes() for _ in node.subgraphs())
-    payload = _encode(msg, path, model.ir_version, nested)
-    remove_stale(path)
     temps: list[Path] = []
     try:
         side_tmp = None
-        if sidecar is not None and sidecar.chunks:
-            side_tmp = _write_temp(path, sidecar.chunks, ".data.tmp", temps)
-            _stage("sidecar-written")
+        if weights in ("auto", "external"):
+            remove_stale(path)
+            # the tensors go straight to the temporary sidecar as they are converted
+            with _open_temp(path, ".data.tmp", temps) as handle:
+                sidecar = _Sidecar(side_name, 0 if weights == "external" else
+                                   external_threshold, handle)
+                msg = to_proto(model, weights=True, sidecar=sidecar, source=str(path))
+                _finish(handle)
+            if sidecar.placed:
+                side_tmp = temps[-1]
+                _stage("sidecar-written")
+        else:
+            msg = to_proto(model, weights=weights != "none", source=str(path))
+        nested = any(True for _, node in model.all_nodes() for _ in node.subgraphs())
+        payload = _encode(msg, path, model.ir_version, nested)
+        del msg
+        remove_stale(path)
         main_tmp = _write_temp(path, [payload], ".tmp", temps)
         _stage("main-written")
         with _folder_lock(path.parent):
@@ -653,18 +682,27 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _write_temp(path: Path, chunks: list[bytes], suffix: str, temps: list[Path]) -> Path:
-    fd, name = tempfile.mkstemp(prefix=temp_prefix(path), suffix=suffix, dir=path.parent)
-    tmp = Path(name)
-    temps.append(tmp)
-    with os.fdopen(fd, "wb") as handle:
-        os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600
+    with _open_temp(path, suffix, temps) as handle:
         for index, chunk in enumerate(chunks):
             handle.write(chunk)
             if index == len(chunks) // 2:
                 _stage("writing" + suffix.removesuffix(".tmp"))
-        handle.flush()
-        os.fsync(handle.fileno())
-    return tmp
+        _finish(handle)
+    return temps[-1]
+
+
+def _open_temp(path: Path, suffix: str, temps: list[Path]) -> BinaryIO:
+    """A new temporary file next to `path` (listed in `temps`), open for writing."""
+    fd, name = tempfile.mkstemp(prefix=temp_prefix(path), suffix=suffix, dir=path.parent)
+    temps.append(Path(name))
+    handle = os.fdopen(fd, "wb")
+    os.fchmod(handle.fileno(), 0o666 & ~_umask())  # mkstemp makes 0600
+    return handle
+
+
+def _finish(handle: BinaryIO) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
 
 
 @contextlib.contextmanager
@@ -777,10 +815,10 @@ class _ExternalFiles:
     def __init__(self, model_path: Path) -> None:
         self.model_path = model_path
         self.folder = model_path.resolve().parent
-        self.handles: dict[str, tuple[BinaryIO, int]] = {}
+        self.handles: dict[str, tuple[io.BufferedReader, int]] = {}
         self.ranges: dict[str, list[tuple[int, int, str]]] = {}
 
-    def __call__(self, ext: pb.ExternalData, tensor: str) -> bytes:
+    def __call__(self, ext: pb.ExternalData, tensor: str) -> bytearray:
         where = f"{self.model_path}: tensor {tensor!r}"
         location = ext.location
         if (not location or location in (".", "..") or "/" in location or "\\" in location
@@ -809,13 +847,16 @@ class _ExternalFiles:
                     "sidecar bytes")
         ranges.insert(index, (ext.offset, end, tensor))
         handle.seek(ext.offset)
-        data = handle.read(ext.length)
+        data = bytearray(ext.length)  # the tensor's memory once loaded (no second copy)
+        if handle.readinto(data) != ext.length:
+            raise FileFormatError(f"{where}: sidecar {location!r} ended early (changed "
+                                  "while read)")
         if hashlib.sha256(data).hexdigest() != ext.sha256:
             raise FileFormatError(f"{where}: checksum mismatch in sidecar {location!r}",
                                   hint="the sidecar belongs to another save of the model")
         return data
 
-    def _open(self, target: Path, location: str, where: str) -> tuple[BinaryIO, int]:
+    def _open(self, target: Path, location: str, where: str) -> tuple[io.BufferedReader, int]:
         try:
             fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import GraphProto, ModelProto, TensorProto, helper
@@ -51,10 +52,17 @@ _GRAPH = ModelProto.DESCRIPTOR.fields_by_name["graph"].number
 _LEN = 2  # protobuf wire type of length-delimited fields
 
 
+_BYTE_FLOATS = frozenset(np.dtype(t) for t in (
+    ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+    ml_dtypes.float8_e4m3fnuz, ml_dtypes.float8_e5m2fnuz))
+"""ml_dtypes floats of whole bytes (numpy kind "V"): raw_data is their bytes too. The
+sub-byte ones (int4, float4) are packed two to a byte in ONNX and are not streamed."""
+
+
 def streamable(array: np.ndarray) -> bool:
     """Fixed-size numbers whose ONNX raw_data is the array's little-endian bytes."""
-    return array.dtype.kind in "biuf" and array.dtype.itemsize in (1, 2, 4, 8) \
-        and array.nbytes >= STREAM_MIN_BYTES
+    return (array.dtype.kind in "biuf" or array.dtype in _BYTE_FLOATS) \
+        and array.dtype.itemsize in (1, 2, 4, 8) and array.nbytes >= STREAM_MIN_BYTES
 
 
 def pending(name: str, shape: Iterable[int], dtype: np.dtype) -> TensorProto:

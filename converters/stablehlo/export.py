@@ -5,7 +5,12 @@ generic text form (see `_emitter.py`); ops without a direct lowering go through 
 registry decomposition (`schema.decompose`) and the ops that produces. The text is
 parsed into a module in a context with the StableHLO dialect, large constants are
 filled in through the Python API, and the module is verified. From there it is printed
-(`.mlir`) or serialized as a versioned portable artifact (`.mlirbc`).
+(`.mlir`) or serialized as a versioned portable artifact (`.mlirbc`). `export_stablehlo`
+writes `.mlir` text without filling the weights in: MLIR prints the module around them
+and each weight's hex literal is streamed into the file a chunk at a time (peak memory
+about the weights once, not the weights plus MLIR's copy plus twice their size in text);
+a portable artifact needs the whole module in memory and is refused past
+`PORTABLE_WEIGHT_LIMIT` bytes of embedded weights.
 
 Provenance is kept as MLIR locations: every op of a node carries
 `loc("<module path>"("<source op>"("<file>":<line>:0)))`, i.e. a NameLoc with the module
@@ -16,13 +21,14 @@ Graph inputs are named by their block-argument locations (`loc("x")`), outputs b
 
 from __future__ import annotations
 
+import binascii
 import io
 import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from torch_mlir import ir
@@ -92,12 +98,51 @@ class ExportedModule:
     output_names: list[str]
     weight_names: list[str] = field(default_factory=list)  # trailing arguments, if any
     seconds: float = 0.0
+    deferred: list[tuple[int, np.ndarray, DType]] = field(default_factory=list)
+    """(index among main's first ops, data, dtype) of constants left as zero splats for
+    `write_text` to fill in (`build_module(defer_weights=True)`)."""
 
     def text(self, *, debug_info: bool = True) -> str:
         with self.context:
             return str(self.module.operation.get_asm(enable_debug_info=debug_info))
 
+    def write_text(self, handle: BinaryIO) -> None:
+        """Write `text()` (UTF-8) to `handle`, the deferred constants' hex literals streamed
+        in a chunk at a time: the same bytes, never the whole text in memory."""
+        text = self.text()
+        if not self.deferred:
+            handle.write(text.encode("utf-8"))
+            return
+        lines = text.split("\n")
+        del text
+        head = next((i for i, line in enumerate(lines)
+                     if line.lstrip().startswith("func.func @main(")), None)
+        if head is None:
+            raise ExportError("internal error: no func.func @main line in the printed module")
+        pending = {head + 1 + index: (array, dtype) for index, array, dtype in self.deferred}
+        for number, line in enumerate(lines):
+            if number:
+                handle.write(b"\n")
+            if number not in pending:
+                handle.write(line.encode("utf-8"))
+                continue
+            array, dtype = pending[number]
+            start = line.find("dense<")
+            end = line.find(">", start)
+            if start < 0 or end < 0 or f": {tensor_type(dtype, array.shape)}" not in line:
+                raise ExportError(f"internal error: line {number + 1} of the printed module "
+                                  f"is not the expected constant: {line[:120]}")
+            handle.write(line[:start].encode("utf-8") + b'dense<"0x')
+            flat = np.ascontiguousarray(array).reshape(-1)
+            raw = flat.astype(flat.dtype.newbyteorder("<"), copy=False).view(np.uint8)
+            for offset in range(0, raw.size, _HEX_CHUNK):
+                chunk = raw[offset:offset + _HEX_CHUNK].tobytes()
+                handle.write(binascii.hexlify(chunk).upper())
+            handle.write(b'"' + line[end:].encode("utf-8"))
+
     def artifact(self, target_version: str | None = None) -> bytes:
+        if self.deferred:
+            raise ExportError("internal error: a module with deferred weights has no artifact")
         version = check_target_version(target_version)
         with self.context:
             try:
@@ -129,27 +174,60 @@ def check_target_version(target: str | None) -> str:
 
 
 @gc_paused
-def build_module(model: Model, *, weights_as_args: bool = False) -> ExportedModule:
-    """Lower a model into a verified StableHLO module."""
+def build_module(model: Model, *, weights_as_args: bool = False,
+                 defer_weights: bool = False) -> ExportedModule:
+    """Lower a model into a verified StableHLO module.
+
+    `defer_weights` leaves the large constants MLIR prints as hex (`_streamable`) as the
+    zero splats the emitter wrote, listed in `deferred`, for `export_stablehlo` to write
+    into the `.mlir` text itself: MLIR then never holds a copy of the weights."""
     start = time.perf_counter()
     text, placeholders, inputs, outputs, weights = _ModuleWriter(model, weights_as_args).write()
     ctx = new_context()
+    deferred: list[tuple[int, np.ndarray, DType]] = []
     with ctx, ir.Location.unknown():
         try:
             module = ir.Module.parse(text)
         except Exception as exc:  # a bug of the exporter: say where
             raise ExportError(f"internal error: the emitted StableHLO does not parse: "
                               f"{diagnostics_line(exc)}") from exc
+        del text
         main = _function(module, "main")
         ops = main.regions[0].blocks[0].operations
-        for op, (array, dtype) in zip(ops, placeholders, strict=False):
-            op.attributes["value"] = dense_attr(array, dtype)
+        for index, (op, (array, dtype)) in enumerate(zip(ops, placeholders, strict=False)):
+            if defer_weights and _streamable(array, dtype):
+                deferred.append((index, array, dtype))
+            else:
+                op.attributes["value"] = dense_attr(array, dtype)
         try:
             module.operation.verify()
         except Exception as exc:
             raise ExportError(f"internal error: the emitted StableHLO does not verify: "
                               f"{diagnostics_line(exc)}") from exc
-    return ExportedModule(ctx, module, inputs, outputs, weights, time.perf_counter() - start)
+    return ExportedModule(ctx, module, inputs, outputs, weights, time.perf_counter() - start,
+                          deferred)
+
+
+_HEX_DTYPES = frozenset({DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64,
+                         DType.INT8, DType.INT16, DType.INT32, DType.INT64, DType.UINT8,
+                         DType.UINT16, DType.UINT32, DType.UINT64})
+"""Element types whose dense literal MLIR prints as the hex of the little-endian bytes."""
+
+_HEX_ABOVE = 100
+"""MLIR's printer writes a dense literal of more than this many elements (not a splat) as
+`dense<"0x...">`: the little-endian bytes in upper-case hex."""
+
+_HEX_CHUNK = 1 << 22
+"""Bytes of a weight turned into hex text at a time when streaming a `.mlir` file."""
+
+PORTABLE_WEIGHT_LIMIT = 2 << 30
+"""Largest total of embedded weight bytes `export_stablehlo` writes as a portable artifact
+(`.mlirbc`): MLIR builds the whole module, its bytecode and the artifact in memory, several
+copies of the weights. Past it, write `.mlir` text (streamed) or pass weights_as_args."""
+
+
+def _streamable(array: np.ndarray, dtype: DType) -> bool:
+    return dtype in _HEX_DTYPES and array.size > _HEX_ABOVE
 
 
 def _function(module: ir.Module, name: str) -> Any:
@@ -171,14 +249,26 @@ def export_stablehlo(model: Model, path: str | os.PathLike[str], *,
     (and any other suffix). The write is atomic (irbridge.atomic)."""
     out = Path(path)
     version = check_target_version(target_version)
-    built = build_module(model, weights_as_args=weights_as_args)
-    data = built.text().encode("utf-8") if out.suffix == ".mlir" else built.artifact(version)
+    text = out.suffix == ".mlir"
+    if not text and not weights_as_args:
+        embedded = sum(t.data.nbytes for t in model.tensors.values() if t.data is not None)
+        if embedded > PORTABLE_WEIGHT_LIMIT:
+            raise ExportError(
+                f"{out}: {embedded / 2**30:.2f} GiB of weights is more than a portable "
+                f"artifact embeds ({PORTABLE_WEIGHT_LIMIT / 2**30:.0f} GiB: MLIR holds "
+                "several copies in memory); write .mlir text (streamed) or pass "
+                "weights_as_args=True")
+    built = build_module(model, weights_as_args=weights_as_args, defer_weights=text)
+    data = b"" if text else built.artifact(version)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_error(out, exc) from None
     with atomic_file(out) as tmp, open(tmp, "wb") as handle:  # special files refused
-        handle.write(data)
+        if text:  # the weights' hex streamed in, one chunk at a time
+            built.write_text(handle)
+        else:
+            handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     return out

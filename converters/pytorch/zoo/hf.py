@@ -245,6 +245,31 @@ _HF_PRESETS: dict[str, tuple[str | None, str, _HFPreset]] = {
             },
         ),
     ),
+    "llama-3.2-1b": (
+        "meta-llama/Llama-3.2-1B",
+        "causal-lm",
+        _HFPreset(
+            "LlamaConfig",
+            "LlamaForCausalLM",
+            {
+                **_LLAMA_3,
+                "hidden_size": 2048,
+                "intermediate_size": 8192,
+                "num_hidden_layers": 16,
+                "num_attention_heads": 32,
+                "head_dim": 64,
+                "tie_word_embeddings": True,
+                "max_position_embeddings": 131072,
+                "rope_scaling": {
+                    "rope_type": "llama3",
+                    "factor": 32.0,
+                    "low_freq_factor": 1.0,
+                    "high_freq_factor": 4.0,
+                    "original_max_position_embeddings": 8192,
+                },
+            },
+        ),
+    ),
     "llama-3-70b": (
         "meta-llama/Meta-Llama-3-70B",
         "causal-lm",
@@ -335,12 +360,13 @@ def _hf_prepare(config: Any) -> None:
 
 
 def _check_memory(name: str, num_params: int) -> None:
-    need = num_params * 4  # built in float32 before any --dtype conversion
+    dtype = torch.get_default_dtype()  # the dtype it is built in (see zoo.builder)
+    need = num_params * dtype.itemsize
     avail = _mem_available()
     if avail is not None and need > 0.8 * avail:
         raise ZooError(
             f"{name} has {num_params / 1e9:.2f}e9 parameters ({need / 2**30:.1f} GiB in "
-            f"float32), more than the {avail / 2**30:.1f} GiB of memory available",
+            f"{str(dtype).removeprefix('torch.')}), more than the {avail / 2**30:.1f} GiB of memory available",
             hint="build it with device='meta' (CLI --meta) to capture without weights",
         )
 

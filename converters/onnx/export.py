@@ -1068,3 +1068,4 @@ CANONICAL: set[tuple[str, str]] = set()
 """(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
 
 from irbridge.converters.onnx import _export_ops  # noqa: E402,F401  (fills EMITTERS)
+from irbridge.converters.onnx import _export_datadep  # noqa: E402,F401  (data-dependent sizes)

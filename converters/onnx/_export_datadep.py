@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from irbridge.converters.onnx import _export_ops  # noqa: F401  (its emitters first: non_zero is replaced below)
 from irbridge.converters.onnx.export import CANONICAL, EMITTERS, NodeEmit
 from irbridge.dtypes import DType
 
@@ -49,3 +50,16 @@ EMITTERS["masked_select"] = _masked_select
 EMITTERS["unique"] = _unique
 EMITTERS["unique_consecutive"] = _unique_consecutive
 CANONICAL.add(("masked_select", "Compress"))
+
+
+def _non_zero(e: NodeEmit) -> None:
+    """NonZero; onnxruntime reads a 0-d input as one element ([1, count]) where the op is
+    [0, count] (torch.nonzero of a scalar): the row is cut away."""
+    if e.rank(0) != 0:
+        e.out("NonZero", [e.input(0)])
+        return
+    rows = e.one("NonZero", [e.one("Reshape", [e.input(0), e.i64([1], "shape")])])
+    e.out("Slice", [rows, e.i64([0]), e.i64([0]), e.i64([0])])
+
+
+EMITTERS["non_zero"] = _non_zero  # replaces the plain NonZero of _export_ops (0-d inputs)

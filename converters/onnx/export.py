@@ -1067,5 +1067,7 @@ integer or bool data they are written in float and cast back once (`_emit_in_flo
 CANONICAL: set[tuple[str, str]] = set()
 """(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
 
-from irbridge.converters.onnx import _export_ops  # noqa: E402,F401  (fills EMITTERS)
-from irbridge.converters.onnx import _export_datadep  # noqa: E402,F401  (data-dependent sizes)
+from irbridge.converters.onnx import (  # noqa: E402  (fill EMITTERS)
+    _export_datadep,  # noqa: F401  (data-dependent sizes; imports _export_ops first)
+    _export_ops,  # noqa: F401
+)

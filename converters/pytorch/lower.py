@@ -216,6 +216,14 @@ class ModelLowerer:
                     self.symbols[key] = dim
                     self.proven.add(key)
 
+    def assume(self, size: torch.SymInt, name: str, lo: int, hi: int | None) -> None:
+        """A data-dependent torch symbol whose range the op's semantics give (a view's
+        storage offset is at least 0): range checks on it are decided from these bounds."""
+        key = str(size.node.expr)
+        if key not in self.symbols and _unbacked(size.node.expr):
+            self.symbols[key] = SymDim(name, lo, hi)
+            self.proven.add(key)
+
     def decide(self, cond: Any) -> bool | None:
         """The truth of a comparison of symbolic sizes (a torch SymBool) when the proven
         bounds imply it, else None (it must be checked at run time)."""
@@ -325,6 +333,16 @@ class GraphLowerer:
                 self._set_outputs(node)
             else:
                 self.env[node] = self.lower_node(node, gm)
+        self._drop_unused_sizes()
+
+    def _drop_unused_sizes(self) -> None:
+        """Remove the size reads (aten.sym_size) nothing uses: torch.export reads every
+        data-dependent size for its range checks, which the lowering decides statically."""
+        for ir_node in reversed(list(self.graph.nodes)):
+            if ir_node.provenance is None or ir_node.provenance.source_op != "aten.sym_size.int":
+                continue
+            if not any(out.uses or out in self.graph.outputs for out in ir_node.outputs):
+                self.graph.remove_node(ir_node)
 
     def _placeholder(self, node: torch.fx.Node, slot: Slot) -> Any:
         meta = example_value(node)

@@ -19,6 +19,7 @@ from ._base import (
     INT64_MAX,
     Args,
     AtenFn,
+    _alias,
     _aten_fn,
     _axis,
     _expand_to,
@@ -580,6 +581,12 @@ def _tensor_split_at(em: Emitter, a: Args) -> list[Value]:
         shape[axis] = SymDim(f"{piece.name}_n", 0, bound)
         pieces.append(em.set_shape(piece, shape))
     return pieces
+
+
+# fx and Dynamo: positions in a tensor take the handler above; ints and lists of ints fall
+# through it (Unsupported) to the re-trace, which specialises them
+for _split_target in (torch.tensor_split, "tensor_split"):
+    _alias(_split_target, _op("tensor_split", "tensor_indices_or_sections"))
 
 
 @_aten_fn(_op("nonzero_static"))

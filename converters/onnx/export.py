@@ -1113,5 +1113,10 @@ integer or bool data they are written in float and cast back once (`_emit_in_flo
 CANONICAL: set[tuple[str, str]] = set()
 """(neutral op, ONNX op) pairs that import gives back as the same neutral op."""
 
-# _export_ops fills EMITTERS; _complex writes complex values as (real, imag) pairs
-from irbridge.converters.onnx import _complex, _export_ops  # noqa: E402,F401
+# _export_ops fills EMITTERS (_export_datadep overrides a few: data-dependent sizes);
+# _complex writes complex values as (real, imag) pairs
+from irbridge.converters.onnx import (  # noqa: E402,F401
+    _complex,
+    _export_datadep,
+    _export_ops,
+)

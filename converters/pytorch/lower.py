@@ -102,6 +102,9 @@ class ModelLowerer:
         self.share_weights = not copy_weights
         self.paths = ModulePaths(capture.root)
         self.symbols = dict(capture.symbols)
+        # symbols whose SymDim bounds are facts: the capture's input ranges, and the
+        # data-dependent sizes (torch's unbacked u0, u1, ...) bound by registry inference
+        self.proven: set[str] = set(capture.symbols)
         self.stats = LoweringStats()
         self.model = Model(name=type(capture.root).__name__,
                            source_format=capture.source_format)
@@ -144,6 +147,9 @@ class ModelLowerer:
             key = str(expr)
             if key in self.symbols:
                 return self.symbols[key]
+            if _unbacked(expr):  # a data-dependent size no neutral op has bound yet
+                lo, hi = _torch_range(size)
+                return SymDim(key, lo, hi)
             if key not in self._derived:
                 self._derived[key] = self._derived_dim(expr)
             return self._derived[key]
@@ -196,6 +202,52 @@ class ModelLowerer:
             return next(d for d in dims if isinstance(d, SymDim))
         return SymDim(str(expr).replace(" ", ""), lo, hi)
 
+    def bind_unbacked(self, meta: torch.Tensor, shape: Sequence[Dim]) -> None:
+        """Name torch's data-dependent sizes (u0, ...) after the SymDims registry inference
+        gave the same dims of a lowered value: one name per size, bounds from the op's
+        semantics (a nonzero count is at most the input's numel)."""
+        if len(shape) != meta.dim():
+            return
+        for size, dim in zip(meta.shape, shape, strict=True):
+            if isinstance(size, torch.SymInt) and isinstance(dim, SymDim):
+                expr = size.node.expr
+                key = str(expr)
+                if key not in self.symbols and _unbacked(expr):
+                    self.symbols[key] = dim
+                    self.proven.add(key)
+
+    def assume(self, size: torch.SymInt, name: str, lo: int, hi: int | None) -> None:
+        """A data-dependent torch symbol whose range the op's semantics give (a view's
+        storage offset is at least 0): range checks on it are decided from these bounds."""
+        key = str(size.node.expr)
+        if key not in self.symbols and _unbacked(size.node.expr):
+            self.symbols[key] = SymDim(name, lo, hi)
+            self.proven.add(key)
+
+    def decide(self, cond: Any) -> bool | None:
+        """The truth of a comparison of symbolic sizes (a torch SymBool) when the proven
+        bounds imply it, else None (it must be checked at run time)."""
+        import sympy
+        from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+
+        expr = cond.node.expr if isinstance(cond, torch.SymBool) else None
+        if expr is None:
+            return None
+        ranges = {}
+        for s in expr.free_symbols:
+            sd = self.symbols.get(str(s))
+            if str(s) not in self.proven or not isinstance(sd, SymDim):
+                return None
+            ranges[s] = ValueRanges(sd.min if sd.min is not None else 0,
+                                    sd.max if sd.max is not None else sympy.oo)
+        try:
+            bounds = bound_sympy(expr, ranges)
+        except Exception:
+            return None
+        if bounds.is_singleton() and bool(bounds.lower) in (True, False):
+            return bool(bounds.lower)
+        return None
+
     def type_of(self, value: Any) -> TensorType | None:
         if isinstance(value, torch.Tensor):
             return TensorType(to_dtype(value.dtype), tuple(self.dim(d) for d in value.shape))
@@ -218,6 +270,20 @@ def _int_or_none(value: Any) -> int | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return number if abs(number) < 2**62 else None
+
+
+def _unbacked(expr: Any) -> bool:
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(getattr(expr, "is_Symbol", False) and free_unbacked_symbols(expr))
+
+
+def _torch_range(size: torch.SymInt) -> tuple[int | None, int | None]:
+    env = size.node.shape_env
+    rng = env.var_to_range.get(size.node.expr) if env is not None else None
+    if rng is None:
+        return 0, None
+    return _int_or_none(rng.lower), _int_or_none(rng.upper)
 
 
 def _has_weights(root: torch.nn.Module) -> bool:
@@ -267,6 +333,16 @@ class GraphLowerer:
                 self._set_outputs(node)
             else:
                 self.env[node] = self.lower_node(node, gm)
+        self._drop_unused_sizes()
+
+    def _drop_unused_sizes(self) -> None:
+        """Remove the size reads (aten.sym_size) nothing uses: torch.export reads every
+        data-dependent size for its range checks, which the lowering decides statically."""
+        for ir_node in reversed(list(self.graph.nodes)):
+            if ir_node.provenance is None or ir_node.provenance.source_op != "aten.sym_size.int":
+                continue
+            if not any(out.uses or out in self.graph.outputs for out in ir_node.outputs):
+                self.graph.remove_node(ir_node)
 
     def _placeholder(self, node: torch.fx.Node, slot: Slot) -> Any:
         meta = example_value(node)
@@ -463,6 +539,8 @@ class GraphLowerer:
         for value, m in zip(values, metas, strict=True):
             if not isinstance(value, Value) or not isinstance(m, torch.Tensor):
                 continue
+            if value.type is not None and value.type.shape is not None:
+                self.owner.bind_unbacked(m, value.type.shape)
             expected = _type_or_none(self.owner, m)
             if expected is None:
                 continue

@@ -3,6 +3,7 @@
 from irbridge.ops import (  # noqa: F401  (register on import)
     bitwise,
     complex,
+    datadep,
     dynamic,
     elementwise,
     indexing,

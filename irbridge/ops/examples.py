@@ -227,6 +227,12 @@ def examples() -> dict[str, OpExample]:
     ex["one_hot"] = OpExample([t((4,), I64)], {"depth": 5}, {0: np.array([0, 4, 2, 1])})
     ex["non_zero"] = OpExample([t((2, 3))], values={0: np.array([[0, 1, 0], [2, 0, 3]],
                                                                  np.float32)})
+    ex["masked_select"] = OpExample([t((2, 3)), t((3,), B)],
+                                    values={1: np.array([True, False, True])})
+    ex["unique"] = OpExample([t((2, 3))], values={0: np.array([[3, 1, 3], [0, 1, 5]],
+                                                               np.float32)})
+    ex["unique_consecutive"] = OpExample([t((2, 3))], values={
+        0: np.array([[3, 3, 1], [1, 2, 2]], np.float32)})
     ex["if"] = OpExample([t((), B)], {"then_branch": _if_branch("relu"),
                                       "else_branch": _if_branch("neg")},
                          {0: np.array(True)})

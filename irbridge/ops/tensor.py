@@ -1466,7 +1466,12 @@ define("one_hot", Category.ELEMENTWISE, inputs=inputs("indices", "depth?"),
 
 
 def _non_zero_infer(ctx: OpContext) -> list[TensorType]:
-    return [TensorType(DType.INT64, (ctx.input(0).rank, None))]
+    from irbridge.ops.datadep import data_dim, max_numel
+
+    x = ctx.input(0)
+    if x.rank is None:
+        raise ctx.fail("input 0 needs a known rank")
+    return [TensorType(DType.INT64, (x.rank, data_dim(ctx, 0, 1, max_numel(x))))]
 
 
 def _non_zero_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
@@ -1480,7 +1485,7 @@ define("non_zero", Category.OTHER, inputs=inputs("x"), infer=_non_zero_infer,
        cost=_per_input_element(1), cost_doc="input numel (one test per element)",
        reference=_non_zero_ref,
        doc="Indices of the non-zero elements as int64 [rank, count], in row-major order; "
-           "count is data dependent (unknown at inference).")
+           "count is data dependent: a SymDim from 0 to x's numel.")
 
 
 # -- control flow ----------------------------------------------------------------------

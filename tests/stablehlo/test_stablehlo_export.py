@@ -47,6 +47,9 @@ F32, I64, BOOL = DType.FLOAT32, DType.INT64, DType.BOOL
 
 UNSUPPORTED = {
     "non_zero": "its output length depends on the data (no static shape)",
+    "masked_select": "its output length depends on the data (no static shape)",
+    "unique": "its output length depends on the data (no static shape)",
+    "unique_consecutive": "its output length depends on the data (no static shape)",
     "loop": "the example's scan output has a data-dependent length (a loop with a cond "
             "input); loops with carried values only, or with a constant trip count, export",
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.fx
 import torch.nn.functional as F
@@ -118,10 +119,47 @@ def _one_hot(em: Emitter, a: Args) -> Value:
     return em.op("one_hot", [em.value(a["self"])], depth=classes, dtype=DType.INT64)
 
 
-@_aten_fn(aten.nonzero.default)
+@_aten_fn(aten.nonzero.default, aten.argwhere.default)
 def _nonzero(em: Emitter, a: Args) -> Value:
     nz = em.op("non_zero", [em.value(a["self"])])
     return em.op("permute", [nz], perm=(1, 0))
+
+
+@_aten_fn(aten.masked_select.default)
+def _masked_select(em: Emitter, a: Args) -> Value:
+    x = em.value(a["self"])
+    return em.op("masked_select", [x, em.cast(em.value(a["mask"]), DType.BOOL)])
+
+
+def _unique_outputs(em: Emitter, op: str, x: Value, inverse: bool, counts: bool) -> Any:
+    """values, inverse, counts of the neutral op; an output torch was not asked for is
+    its empty int64 placeholder (shape [0])."""
+    values, inv, cnt = em.ops(op, [x], 3)
+    empty = Deferred(lambda: em.const(np.zeros((0,), np.int64)))
+    return (values, inv if inverse else empty, cnt if counts else empty)
+
+
+@_aten_fn(_op("_unique2"))
+def _unique2(em: Emitter, a: Args) -> Any:
+    """torch.unique without dim (sorted or not: torch's CPU kernels sort either way, and
+    the order of sorted=False is unspecified)."""
+    return _unique_outputs(em, "unique", em.value(a["self"]), bool(a["return_inverse"]),
+                           bool(a["return_counts"]))
+
+
+@_aten_fn(_op("_unique"))
+def _unique(em: Emitter, a: Args) -> Any:
+    values, inverse, _ = _unique_outputs(em, "unique", em.value(a["self"]),
+                                         bool(a["return_inverse"]), False)
+    return (values, inverse)
+
+
+@_aten_fn(_op("unique_consecutive"))
+def _unique_consecutive(em: Emitter, a: Args) -> Any:
+    if a.get("dim") is not None:
+        raise Unsupported("unique_consecutive along a dim")
+    return _unique_outputs(em, "unique_consecutive", em.value(a["self"]),
+                           bool(a["return_inverse"]), bool(a["return_counts"]))
 
 
 # =====================================================================================

@@ -528,8 +528,26 @@ def _nothing(em: Emitter, a: Args) -> None:
     return None
 
 
+def _assert_scalar(em: Emitter, a: Args) -> None:
+    """A runtime check torch.export emits on symbolic sizes (u0 <= numel, ...). A check
+    the lowering decided (the comparison folded to True: the bounds the registry proved
+    imply it) goes; one that fails at capture is refused, and one only the data can
+    decide stays, as an opaque node holding the condition (the IR has no assert op)."""
+    cond = a["self"]
+    if isinstance(cond, torch.SymBool):
+        cond = em.lowerer.owner.decide(cond)
+    if cond is True or (isinstance(cond, int) and not isinstance(cond, bool) and cond != 0):
+        return None
+    if cond is False or cond == 0:
+        raise Unsupported(f"the check always fails: {a.get('assert_msg', '')}")
+    raise Unsupported("a runtime check on symbolic sizes that the IR cannot express")
+
+
+if _op("_assert_scalar") is not None:
+    ATEN[_op("_assert_scalar")] = _schema_handler(_op("_assert_scalar"), _assert_scalar)
+
 for _assert in (_op("_assert_tensor_metadata"), _op("_assert_async"),
-                _op("_assert_async", "msg"), _op("_assert_scalar"),
+                _op("_assert_async", "msg"),
                 _op("sym_constrain_range_for_size"), _op("sym_constrain_range"),
                 _op("_functional_sym_constrain_range_for_size"),
                 _op("_functional_assert_async", "msg"), _op("_functional_sym_constrain_range")):
@@ -555,6 +573,20 @@ def _sym_size(em: Emitter, a: Args) -> Any:
         return int(meta.node.expr)
     x = em.value(a["self"])
     return em.size_of(x, _axis(int(a["dim"]), em.rank(x)))
+
+
+@_aten_fn(_op("sym_storage_offset"))
+def _sym_storage_offset(em: Emitter, a: Args) -> Any:
+    """A view's storage offset. The IR has no storage (each value is its own array), so
+    nothing computes it; torch's only use is its range check (>= 0), which holds by
+    definition: the symbol stays a Python value with that range."""
+    meta = em.meta
+    if isinstance(meta, int):
+        return int(meta)
+    if not isinstance(meta, torch.SymInt):
+        raise Unsupported("storage offset without an example value")
+    em.lowerer.owner.assume(meta, f"{em.name}_offset", 0, None)
+    return meta
 
 
 @_aten_fn(_op("sym_numel"))

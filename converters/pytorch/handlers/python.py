@@ -89,9 +89,11 @@ _PY_BINARY: list[tuple[Any, str, Any]] = [
 
 
 def _symbolic_int_op(em: Emitter, name: str, x: Any, y: Any) -> Sym:
-    """Arithmetic on symbolic sizes (i64 scalars)."""
+    """Arithmetic on symbolic sizes (i64 scalars); comparisons give a bool scalar."""
     op = {"add": "add", "sub": "sub", "mul": "mul", "floor_div": "floor_div",
-          "mod": "mod"}.get(name)
+          "mod": "mod", "equal": "equal", "not_equal": "not_equal", "less": "less",
+          "less_equal": "less_equal", "greater": "greater",
+          "greater_equal": "greater_equal"}.get(name)
     if op is None:
         raise Unsupported(f"{name} on symbolic sizes")
     xv = em.cast(em.value(x, DType.INT64), DType.INT64)
@@ -108,6 +110,10 @@ def _py_binary(name: str, op: Any) -> Handler:
                 em.meta, torch.Tensor):
             if isinstance(em.meta, int):
                 return int(em.meta)
+            if isinstance(em.meta, torch.SymBool):  # a range check on symbolic sizes
+                known = em.lowerer.owner.decide(em.meta)
+                if known is not None:
+                    return known
             return _symbolic_int_op(em, name, x, y)
         if name == "matmul":
             return em.op("matmul", [em.value(x), em.value(y)])

@@ -12,13 +12,14 @@ import torch
 import torch.fx
 
 from irbridge.dtypes import DType
-from irbridge.ir import Value
+from irbridge.ir import SymDim, Value
 
 from ..lower import Deferred, Emitter, Sym, Unsupported
 from ._base import (
     INT64_MAX,
     Args,
     AtenFn,
+    _alias,
     _aten_fn,
     _axis,
     _expand_to,
@@ -552,6 +553,40 @@ def _embedding_bag(em: Emitter, a: Args) -> Any:
 
 def _unsupported_result(what: str) -> Value:
     raise Unsupported(what)
+
+
+@_aten_fn(_op("tensor_split", "tensor_indices_or_sections"))
+def _tensor_split_at(em: Emitter, a: Args) -> list[Value]:
+    """tensor_split at the positions a 1-D int tensor holds (known at run time only):
+    piece j is x[idx[j-1]:idx[j]] along dim (Python slicing: negative positions count
+    from the back, bounds clamp, a backward pair gives an empty piece). Each piece's
+    length is a SymDim from 0 to the dim's size."""
+    x, where = em.value(a["self"]), em.value(a["tensor_indices_or_sections"])
+    if em.rank(where) != 1:
+        raise Unsupported("tensor_split into a tensor number of sections")
+    count = em.static_shape(where)[0]
+    axis = _axis(int(a.get("dim", 0)), em.rank(x))
+    where = em.cast(where, DType.INT64)
+    size = em.shape(x)[axis]
+    bound = size if isinstance(size, int) else size.max if isinstance(size, SymDim) else None
+    axes = em.const(np.array([axis], np.int64))
+    cuts = [em.const(np.zeros(1, np.int64))]
+    cuts += [em.op("slice", [where], starts=(j,), ends=(j + 1,), axes=(0,))
+             for j in range(count)]
+    cuts.append(em.const(np.array([INT64_MAX], np.int64)))
+    pieces = []
+    for start, end in itertools.pairwise(cuts):
+        piece = em.op("slice", [x, start, end, axes])
+        shape = list(em.shape(piece))
+        shape[axis] = SymDim(f"{piece.name}_n", 0, bound)
+        pieces.append(em.set_shape(piece, shape))
+    return pieces
+
+
+# fx and Dynamo: positions in a tensor take the handler above; ints and lists of ints fall
+# through it (Unsupported) to the re-trace, which specialises them
+for _split_target in (torch.tensor_split, "tensor_split"):
+    _alias(_split_target, _op("tensor_split", "tensor_indices_or_sections"))
 
 
 @_aten_fn(_op("nonzero_static"))

@@ -10,8 +10,12 @@ Special nodes:
   counted and named in a warning, never treated as free without saying so;
 - nodes with symbolic dims (`s0`, `batch`) have no static cost: they are reported as
   uncosted with their symbols (bind them with `binding.bound(symbols=..., batch=...)`);
-- nodes with dims unknown even after binding (data-dependent sizes, e.g. `non_zero`) keep
-  the registry's cost of their static parts and are reported as partial (lower bounds);
+- data-dependent sizes (`non_zero`, `masked_select`, `unique`, ...) are named symbolic
+  sizes bounded by the input (e.g. `non_zero0_n` in [0, numel]): like other symbols they
+  are uncosted until bound (`binding.bound(symbols={"non_zero0_n": ...})`, the bound's
+  maximum for a worst case);
+- nodes with dims unknown even after binding (no name, `?`) keep the registry's cost of
+  their static parts and are reported as partial (lower bounds);
 - control-flow nodes (`if`, `loop`) carry the cost of their bodies, each body node once
   (trip counts are unknown; both branches of an `if` are counted).
 """

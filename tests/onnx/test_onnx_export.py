@@ -30,12 +30,10 @@ NO_ONNX_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "
 # complex numbers and FFTs (irbridge/ops/complex.py): not exported yet, refused (docs/onnx.md)
 NO_ONNX_FORM |= COMPLEX_OPS
 # scans and factorisations with no exact ONNX form yet (irbridge/ops/tensor.py, linalg.py)
-NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp", "cholesky", "inverse", "solve"}
+NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp"}
 # bit reinterpretation (ONNX has no bitcast) and StableHLO's reduce_precision: refused
 NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
-NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_factor", "lu_unpack",
-                 "lu_solve", "matrix_exp", "geqrf", "householder_product", "ormqr",
-                 "ldl_factor", "ldl_solve"}
+NO_ONNX_FORM |= {"svd", "svdvals", "eigh", "eigvalsh", "ldl_factor", "ldl_solve"}
 # torch.special's orthogonal polynomials: a loop of data-dependent length per element
 NO_ONNX_FORM |= {"orthogonal_polynomial"}
 # incomplete gamma functions: series / continued fractions, no exact ONNX form

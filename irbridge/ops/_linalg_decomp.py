@@ -1,0 +1,529 @@
+"""Registry decompositions of the linear-algebra ops (irbridge/ops/linalg.py) for back-ends
+without a factorisation of their own (ONNX; StableHLO, which has only cholesky and
+triangular_solve): the algorithms unrolled over the static matrix size, every step a few
+whole-matrix neutral ops (slices, masks as constants, `where`, outer products).
+
+Each decomposition computes in float64 (its inputs cast in, its outputs cast back) and
+follows the LAPACK routine torch's CPU kernel calls, so that the choices the data makes
+(pivot rows, reflector signs) come out as torch's:
+
+- lu_factor: getrf's partial pivoting, the first row of largest |a| in the column (idamax),
+  no scaling under a zero pivot; pivots 1-based int32.
+- cholesky: potrf's column by column (lower; upper reads the upper triangle as the lower
+  one of A^T). A matrix that is not positive definite gives NaN where torch raises.
+- geqrf: geqr2's Householder reflectors, dlarfg's convention beta = -sign(alpha) ||x||,
+  tau = (beta - alpha) / beta, v = x / (alpha - beta), tau = 0 when x below alpha is 0.
+- solve, inverse, slogdet, lu_solve, lu_unpack, householder_product, ormqr and qr are
+  built on those (inner ops decompose in turn).
+- matrix_exp: scaling and squaring with a degree-18 Taylor polynomial in float64 (the scaled
+  norm at most 1/2: truncation error below 1e-23); at most MAX_SQUARINGS squarings, NaN
+  beyond (1-norm above 2^63).
+
+Matrices larger than UNROLL_LIMIT (64) are refused with a one-line error naming the node
+(the graph grows with the unrolled steps).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from irbridge.dtypes import DType
+from irbridge.errors import OpError
+from irbridge.ir import Value
+
+if TYPE_CHECKING:
+    from irbridge.builder import GraphBuilder
+
+Attrs = dict[str, Any]
+F64 = DType.FLOAT64
+UNROLL_LIMIT = 64
+"""Largest matrix size (rows or columns) a decomposition unrolls."""
+MAX_SQUARINGS = 64
+"""matrix_exp's squarings: 1-norms up to 2^63 (past that the output is NaN)."""
+
+
+def _shape(op: str, x: Value | None) -> list[int]:
+    """x's static shape, refused when symbolic or when a matrix dim is above UNROLL_LIMIT."""
+    assert x is not None and x.type is not None
+    shape = x.type.shape
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        raise OpError(f"{op}: its decomposition needs static shapes")
+    dims = [int(d) for d in shape]  # type: ignore[arg-type]
+    if max(dims[-2:], default=0) > UNROLL_LIMIT:
+        raise OpError(f"{op}: its decomposition unrolls one step per row or column and stops "
+                      f"at {UNROLL_LIMIT}, got a {dims[-2]} x {dims[-1]} matrix")
+    return dims
+
+
+class _M:
+    """Small helpers over one GraphBuilder for matrices of rank `rank` (batch dims first)."""
+
+    def __init__(self, gb: GraphBuilder, rank: int) -> None:
+        self.gb, self.rank = gb, rank
+
+    def op(self, name: str, *xs: Value, **attrs: Any) -> Value:
+        return self.gb.op(name, list(xs), attrs)
+
+    def const(self, array: Any, dtype: DType = F64) -> Value:
+        return self.gb.constant(np.asarray(array), dtype=dtype)
+
+    def f64(self, x: Value) -> Value:
+        assert x.type is not None
+        return x if x.type.dtype == F64 else self.op("cast", x, dtype=F64)
+
+    def cast(self, x: Value, dtype: DType) -> Value:
+        return x if dtype == F64 else self.op("cast", x, dtype=dtype)
+
+    def rows(self, r0: int, r1: int, x: Value) -> Value:
+        return self.op("slice", x, starts=(r0,), ends=(r1,), axes=(self.rank - 2,))
+
+    def cols(self, c0: int, c1: int, x: Value) -> Value:
+        return self.op("slice", x, starts=(c0,), ends=(c1,), axes=(self.rank - 1,))
+
+    def entry(self, i: int, j: int, x: Value) -> Value:
+        return self.op("slice", x, starts=(i, j), ends=(i + 1, j + 1),
+                       axes=(self.rank - 2, self.rank - 1))
+
+    def t(self, x: Value) -> Value:
+        r = self.rank
+        return self.op("permute", x, perm=(*range(r - 2), r - 1, r - 2))
+
+    def where(self, cond: Value, a: Value, b: Value) -> Value:
+        return self.op("where", cond, a, b)
+
+    def mask(self, array: np.ndarray) -> Value:
+        return self.const(array, DType.BOOL)
+
+    def row_mask(self, m: int, fn: Any) -> Value:
+        """(m, 1) bool: fn(row index)."""
+        return self.mask(fn(np.arange(m))[:, None])
+
+    def col_mask(self, n: int, fn: Any) -> Value:
+        """(1, n) bool: fn(column index)."""
+        return self.mask(fn(np.arange(n))[None, :])
+
+    def zero(self) -> Value:
+        return self.const(0.0)
+
+    def outer(self, col: Value, row: Value) -> Value:
+        return self.op("matmul", col, row)
+
+    def sum_rows(self, x: Value) -> Value:
+        return self.op("reduce_sum", x, axes=(self.rank - 2,), keepdims=True)
+
+
+def _empty_outputs(m: _M, shapes: list[tuple[list[int], DType]]) -> list[Value]:
+    return [m.const(np.zeros(s, d.numpy), d) for s, d in shapes]
+
+
+# -- LU (getrf) ---------------------------------------------------------------------------
+
+
+def lu_factor_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    a = xs[0]
+    shape = _shape("lu_factor", a)
+    assert a is not None and a.type is not None
+    dtype, rank = a.type.dtype, len(shape)
+    rows_n, cols_n = shape[-2], shape[-1]
+    k = min(rows_n, cols_n)
+    m = _M(gb, rank)
+    if 0 in shape:
+        return [m.op("identity", a), *_empty_outputs(m, [([*shape[:-2], k], DType.INT32)])]
+    lu, pivots = _getrf(m, m.f64(a), shape)
+    return [m.cast(lu, dtype), pivots]
+
+
+def _getrf(m: _M, x: Value, shape: list[int]) -> tuple[Value, Value]:
+    """LU of x (float64) with getrf's pivots: (LU, int32 pivots (..., k), 1-based)."""
+    rank, rows_n, cols_n = len(shape), shape[-2], shape[-1]
+    k = min(rows_n, cols_n)
+    index = m.const(np.arange(rows_n)[:, None], DType.INT64)
+    picks = []
+    for j in range(k):
+        col = m.op("abs", m.cols(j, j + 1, m.rows(j, rows_n, x)))
+        p = m.op("add", m.op("argmax", col, axis=rank - 2, keepdims=True),
+                 m.const(j, DType.INT64))  # first largest |a| (idamax)
+        picks.append(p)
+        if j < rows_n - 1:  # swap rows j and p
+            row_j = m.rows(j, j + 1, x)
+            spread = m.op("expand", p, shape=(*shape[:-2], 1, cols_n))
+            row_p = m.op("gather_elements", x, spread, axis=rank - 2)
+            x = m.where(m.op("equal", index, p), row_j, x)
+            x = m.where(m.row_mask(rows_n, lambda r, j=j: r == j), row_p, x)
+        if j == rows_n - 1:
+            continue
+        pivot = m.entry(j, j, x)
+        col = m.cols(j, j + 1, x)
+        below = m.row_mask(rows_n, lambda r, j=j: r > j)
+        nonzero = m.op("not_equal", pivot, m.zero())
+        scaled = m.where(nonzero, m.op("div", col, pivot), col)  # getf2: no scaling under 0
+        low = m.where(below, scaled, m.zero())
+        right = m.where(m.col_mask(cols_n, lambda c, j=j: c > j), m.rows(j, j + 1, x), m.zero())
+        x = m.op("sub", x, m.outer(low, right))
+        x = m.where(m.op("logical_and", below, m.col_mask(cols_n, lambda c, j=j: c == j)),
+                    scaled, x)
+    piv = m.op("concat", *picks, axis=rank - 1)  # (..., 1, k)
+    piv = m.op("add", m.op("reshape", piv, shape=(*shape[:-2], k)), m.const(1, DType.INT64))
+    return x, m.op("cast", piv, dtype=DType.INT32)
+
+
+def _permutation(m: _M, pivots: Value, rows_n: int, batch: list[int]) -> Value:
+    """perm (..., rows_n) int64 after the LAPACK swaps: (P^T A)[j] = A[perm[j]]."""
+    piv = m.op("sub", m.op("cast", pivots, dtype=DType.INT64), m.const(1, DType.INT64))
+    assert pivots.type is not None and pivots.type.shape is not None
+    count = int(pivots.type.shape[-1])  # type: ignore[arg-type]
+    index = m.const(np.arange(rows_n), DType.INT64)
+    perm = m.op("expand", index, shape=(*batch, rows_n))
+    last = len(batch)
+    for i in range(count):
+        p = m.op("slice", piv, starts=(i,), ends=(i + 1,), axes=(last,))
+        at_i = m.op("slice", perm, starts=(i,), ends=(i + 1,), axes=(last,))
+        at_p = m.op("gather_elements", perm, p, axis=last)
+        perm = m.where(m.op("equal", index, p), at_i, perm)
+        perm = m.where(m.mask(np.arange(rows_n) == i), at_p, perm)
+    return perm
+
+
+def _permute_rows(m: _M, x: Value, perm: Value, shape: list[int]) -> Value:
+    """y[j] = x[perm[j]] for x (..., r, c)."""
+    idx = m.op("unsqueeze", perm, axes=(m.rank - 1,))
+    idx = m.op("expand", idx, shape=tuple(shape))
+    return m.op("gather_elements", x, idx, axis=m.rank - 2)
+
+
+def _inverse_perm(m: _M, perm: Value, rows_n: int, batch: list[int]) -> Value:
+    """inv with inv[perm[j]] = j."""
+    onehot = m.op("equal", m.op("unsqueeze", perm, axes=(len(batch) + 1,)),
+                  m.const(np.arange(rows_n)[None, :], DType.INT64))  # [j, i]: perm[j] == i
+    hits = m.op("cast", onehot, dtype=DType.INT32)
+    return m.op("argmax", hits, axis=len(batch), keepdims=False)
+
+
+def lu_unpack_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    lu, pivots = xs[0], xs[1]
+    shape = _shape("lu_unpack", lu)
+    assert lu is not None and lu.type is not None and pivots is not None
+    rank, dtype = len(shape), lu.type.dtype
+    rows_n, cols_n = shape[-2], shape[-1]
+    k = min(rows_n, cols_n)
+    batch = shape[:-2]
+    m = _M(gb, rank)
+    if 0 in shape:
+        return _empty_outputs(m, [([*batch, rows_n, rows_n], dtype),
+                                  ([*batch, rows_n, k], dtype), ([*batch, k, cols_n], dtype)])
+    perm = _permutation(m, pivots, rows_n, batch)
+    # P^T[j, i] = (perm[j] == i), so P[i, j] = (perm[j] == i)
+    pt = m.op("equal", m.op("unsqueeze", perm, axes=(rank - 1,)),
+              m.const(np.arange(rows_n)[None, :], DType.INT64))
+    p = m.t(m.op("cast", pt, dtype=dtype))
+    left = m.cols(0, k, lu)
+    strict = m.mask(np.tril(np.ones((rows_n, k), bool), -1))
+    lower = m.where(strict, left, m.const(np.eye(rows_n, k), dtype))
+    top = m.rows(0, k, lu)
+    upper = m.where(m.mask(np.triu(np.ones((k, cols_n), bool))), top, m.const(0.0, dtype))
+    return [p, lower, upper]
+
+
+def _tri(m: _M, a: Value, b: Value, *, lower: bool, unit: bool = False,
+         transpose: bool = False) -> Value:
+    return m.op("triangular_solve", a, b, left_side=True, lower=lower, unit_diagonal=unit,
+                transpose_a="TRANSPOSE" if transpose else "NO_TRANSPOSE")
+
+
+def _lu_solve(m: _M, lu: Value, pivots: Value, b: Value, b_shape: list[int], *,
+              adjoint: bool) -> Value:
+    """X with A X = B (adjoint: A^T X = B), A = P L U from lu (float64) and pivots."""
+    rows_n, batch = b_shape[-2], b_shape[:-2]
+    perm = _permutation(m, pivots, rows_n, batch)
+    if not adjoint:  # L U X = P^T B
+        y = _tri(m, lu, _permute_rows(m, b, perm, b_shape), lower=True, unit=True)
+        return _tri(m, lu, y, lower=False)
+    # U^T L^T P^T X = B
+    z = _tri(m, lu, b, lower=False, transpose=True)
+    w = _tri(m, lu, z, lower=True, unit=True, transpose=True)
+    return _permute_rows(m, w, _inverse_perm(m, perm, rows_n, batch), b_shape)
+
+
+def lu_solve_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    lu, pivots, b = xs[0], xs[1], xs[2]
+    _shape("lu_solve", lu)
+    b_shape = _shape("lu_solve", b)
+    assert lu is not None and pivots is not None and b is not None and b.type is not None
+    m = _M(gb, len(b_shape))
+    if 0 in b_shape:
+        return [m.op("identity", b)]
+    left, adjoint = bool(attrs["left"]), bool(attrs["adjoint"])
+    rhs = m.f64(b)
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        rhs, adjoint = m.t(rhs), not adjoint
+        b_shape = [*b_shape[:-2], b_shape[-1], b_shape[-2]]
+    x = _lu_solve(m, m.f64(lu), pivots, rhs, b_shape, adjoint=adjoint)
+    return [m.cast(x if left else m.t(x), b.type.dtype)]
+
+
+def solve_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    a, b = xs[0], xs[1]
+    shape, b_shape = _shape("solve", a), _shape("solve", b)
+    assert a is not None and b is not None and b.type is not None
+    m = _M(gb, len(shape))
+    if 0 in b_shape or 0 in shape:
+        return [m.op("identity", b)]
+    return [m.cast(_solve(m, m.f64(a), m.f64(b), shape, b_shape), b.type.dtype)]
+
+
+def _solve(m: _M, a: Value, b: Value, shape: list[int], b_shape: list[int]) -> Value:
+    lu, pivots = _getrf(m, a, shape)
+    return _lu_solve(m, lu, pivots, b, b_shape, adjoint=False)
+
+
+def inverse_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    a = xs[0]
+    shape = _shape("inverse", a)
+    assert a is not None and a.type is not None
+    m = _M(gb, len(shape))
+    if 0 in shape:
+        return [m.op("identity", a)]
+    eye = m.op("expand", m.const(np.eye(shape[-1])), shape=tuple(shape))
+    return [m.cast(_solve(m, m.f64(a), eye, shape, shape), a.type.dtype)]
+
+
+def _lu_diag(m: _M, a: Value, shape: list[int]) -> tuple[Value, Value]:
+    """(diag(U) (..., n), flips (..., n): -1 where getrf swapped rows, else 1) of square a."""
+    n, batch = shape[-1], shape[:-2]
+    lu, pivots = _getrf(m, m.f64(a), shape)
+    flat = m.op("reshape", lu, shape=(*batch, n * n))
+    diag = m.op("gather", flat, m.const(np.arange(n) * (n + 1), DType.INT64), axis=len(batch))
+    swapped = m.op("not_equal", pivots, m.const(np.arange(1, n + 1), DType.INT32))
+    return diag, m.where(swapped, m.const(-1.0), m.const(1.0))
+
+
+def _det_outputs(op: str, gb: GraphBuilder, a: Value | None,
+                 values: tuple[float, ...]) -> tuple[_M, list[int], list[Value] | None]:
+    """Shape checks shared by det and slogdet; the outputs of an empty batch (empty
+    tensors) or of 0 x 0 matrices (`values`, one per output) when there is nothing to
+    factor."""
+    shape = _shape(op, a)
+    assert a is not None and a.type is not None
+    dtype, batch = a.type.dtype, shape[:-2]
+    m = _M(gb, len(shape))
+    if 0 in batch:
+        return m, shape, _empty_outputs(m, [(batch, dtype)] * len(values))
+    if shape[-1] == 0:
+        return m, shape, [m.op("full", shape=tuple(batch), value=v, dtype=dtype)
+                          for v in values]
+    return m, shape, None
+
+
+def det_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    """det = prod(diag(U)) * (-1)^(rows swapped) from getrf (torch's LU route)."""
+    m, shape, done = _det_outputs("det", gb, xs[0], (1.0,))
+    if done is not None:
+        return done
+    a = xs[0]
+    assert a is not None and a.type is not None
+    diag, flips = _lu_diag(m, a, shape)
+    det = m.op("reduce_prod", m.op("mul", diag, flips), axes=(len(shape) - 2,), keepdims=False)
+    return [m.cast(det, a.type.dtype)]
+
+
+def slogdet_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    """sign = prod sign(u_ii) * (-1)^(rows swapped), logabsdet = sum log |u_ii| (torch's
+    own LU route: a zero pivot gives sign 0 and -inf)."""
+    m, shape, done = _det_outputs("slogdet", gb, xs[0], (1.0, 0.0))
+    if done is not None:
+        return done
+    a = xs[0]
+    assert a is not None and a.type is not None
+    diag, flips = _lu_diag(m, a, shape)
+    last = len(shape) - 2
+    sign = m.op("reduce_prod", m.op("mul", m.op("sign", diag), flips), axes=(last,),
+                keepdims=False)
+    logabs = m.op("reduce_sum", m.op("log", m.op("abs", diag)), axes=(last,), keepdims=False)
+    return [m.cast(sign, a.type.dtype), m.cast(logabs, a.type.dtype)]
+
+
+# -- Cholesky (potrf) -----------------------------------------------------------------------
+
+
+def cholesky_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    a = xs[0]
+    shape = _shape("cholesky", a)
+    assert a is not None and a.type is not None
+    m = _M(gb, len(shape))
+    if 0 in shape:
+        return [m.op("identity", a)]
+    n, upper = shape[-1], bool(attrs["upper"])
+    x = m.f64(a)
+    if upper:  # A = U^T U from the upper triangle: L = U^T from the lower one of A^T
+        x = m.t(x)
+    low = m.op("expand", m.const(np.zeros((n, n))), shape=tuple(shape))
+    for j in range(n):
+        known = m.t(m.rows(j, j + 1, low))  # L[j, :j] as a column (zeros from column j)
+        v = m.op("sub", m.cols(j, j + 1, x), m.op("matmul", low, known))
+        root = m.op("sqrt", m.rows(j, j + 1, v))
+        col = m.where(m.row_mask(n, lambda r, j=j: r > j), m.op("div", v, root),
+                      m.where(m.row_mask(n, lambda r, j=j: r == j), root, m.zero()))
+        low = m.where(m.col_mask(n, lambda c, j=j: c == j), col, low)
+    return [m.cast(m.t(low) if upper else low, a.type.dtype)]
+
+
+# -- Householder QR (geqr2 / org2r / orm2r) -------------------------------------------------
+
+
+def _reflector(m: _M, a: Value, i: int, rows_n: int) -> Value:
+    """v (..., rows_n, 1): zeros above i, 1 at i, a[i+1:, i] below."""
+    col = m.cols(i, i + 1, a)
+    unit = m.const((np.arange(rows_n) == i).astype(float)[:, None])
+    return m.where(m.row_mask(rows_n, lambda r: r > i), col, unit)
+
+
+def _geqrf(m: _M, x: Value, shape: list[int]) -> tuple[Value, Value]:
+    rank, rows_n, cols_n = len(shape), shape[-2], shape[-1]
+    k = min(rows_n, cols_n)
+    taus = []
+    for j in range(k):
+        col = m.cols(j, j + 1, x)
+        alpha = m.rows(j, j + 1, col)
+        below = m.row_mask(rows_n, lambda r, j=j: r > j)
+        tail = m.where(below, col, m.zero())
+        xnorm2 = m.sum_rows(m.op("mul", tail, tail))
+        norm = m.op("sqrt", m.op("add", m.op("mul", alpha, alpha), xnorm2))
+        beta = m.where(m.op("greater_equal", alpha, m.zero()), m.op("neg", norm), norm)
+        flat = m.op("equal", xnorm2, m.zero())  # H = I (dlarfg: tau = 0)
+        tau = m.where(flat, m.zero(), m.op("div", m.op("sub", beta, alpha), beta))
+        scale = m.op("div", m.const(1.0), m.op("sub", alpha, beta))
+        scaled = m.where(flat, col, m.op("mul", col, scale))
+        v = m.where(below, scaled, m.const((np.arange(rows_n) == j).astype(float)[:, None]))
+        w = m.op("matmul", m.t(v), x)  # (..., 1, n)
+        updated = m.op("sub", x, m.op("mul", tau, m.outer(v, w)))
+        x = m.where(m.col_mask(cols_n, lambda c, j=j: c > j), updated, x)
+        newcol = m.where(below, scaled,
+                         m.where(m.row_mask(rows_n, lambda r, j=j: r == j),
+                                 m.where(flat, alpha, beta), col))
+        x = m.where(m.col_mask(cols_n, lambda c, j=j: c == j), newcol, x)
+        taus.append(tau)
+    tau_all = m.op("concat", *taus, axis=rank - 1) if len(taus) > 1 else taus[0]
+    return x, m.op("reshape", tau_all, shape=(*shape[:-2], k))
+
+
+def geqrf_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    a = xs[0]
+    shape = _shape("geqrf", a)
+    assert a is not None and a.type is not None
+    dtype = a.type.dtype
+    m = _M(gb, len(shape))
+    k = min(shape[-2:])
+    if 0 in shape:
+        return [m.op("identity", a), *_empty_outputs(m, [([*shape[:-2], k], dtype)])]
+    qr, tau = _geqrf(m, m.f64(a), shape)
+    return [m.cast(qr, dtype), m.cast(tau, dtype)]
+
+
+def _apply_reflectors(m: _M, a: Value, tau: Value, c: Value, count: int, rows_n: int, *,
+                      left: bool, forward: bool) -> Value:
+    """H_i = I - tau_i v_i v_i^T applied to c for i in order (forward) or reversed: from the
+    left (c <- H_i c) or the right (c <- c H_i)."""
+    last = m.rank - 2
+    for i in range(count) if forward else range(count - 1, -1, -1):
+        v = _reflector(m, a, i, rows_n)
+        t = m.op("unsqueeze", m.op("slice", tau, starts=(i,), ends=(i + 1,), axes=(last,)),
+                 axes=(last + 1,))
+        if left:
+            c = m.op("sub", c, m.op("mul", t, m.outer(v, m.op("matmul", m.t(v), c))))
+        else:
+            c = m.op("sub", c, m.op("mul", t, m.outer(m.op("matmul", c, v), m.t(v))))
+    return c
+
+
+def householder_product_decompose(gb: GraphBuilder, xs: list[Value | None],
+                                  attrs: Attrs) -> list[Value]:
+    """Q = H_1 ... H_k I[:, :n], the reflectors applied last to first (org2r)."""
+    a, tau = xs[0], xs[1]
+    shape = _shape("householder_product", a)
+    assert a is not None and a.type is not None and tau is not None and tau.type is not None
+    m = _M(gb, len(shape))
+    assert tau.type.shape is not None
+    count = int(tau.type.shape[-1])  # type: ignore[arg-type]
+    if 0 in shape:
+        return [m.op("identity", a)]
+    eye = m.op("expand", m.const(np.eye(shape[-2], shape[-1])), shape=tuple(shape))
+    q = _apply_reflectors(m, m.f64(a), m.f64(tau), eye, count, shape[-2], left=True,
+                          forward=False)
+    return [m.cast(q, a.type.dtype)]
+
+
+def ormqr_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    """Q C = H_1 (... (H_k C)), Q^T C = H_k (... (H_1 C)), C Q = ((C H_1) ...) H_k,
+    C Q^T = ((C H_k) ...) H_1 (orm2r)."""
+    a, tau, c = xs[0], xs[1], xs[2]
+    shape, c_shape = _shape("ormqr", a), _shape("ormqr", c)
+    assert a is not None and tau is not None and c is not None and c.type is not None
+    assert tau.type is not None and tau.type.shape is not None
+    count = min(int(tau.type.shape[-1]), shape[-1])  # type: ignore[arg-type]
+    m = _M(gb, len(c_shape))
+    if 0 in c_shape or count == 0:
+        return [m.op("identity", c)]
+    left, transpose = bool(attrs["left"]), bool(attrs["transpose"])
+    out = _apply_reflectors(m, m.f64(a), m.f64(tau), m.f64(c), count, shape[-2], left=left,
+                            forward=left == transpose)
+    return [m.cast(out, c.type.dtype)]
+
+
+def qr_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) -> list[Value]:
+    """geqrf, then Q = org2r of the reflectors, R the upper triangle (torch's CPU route)."""
+    a = xs[0]
+    shape = _shape("qr", a)
+    assert a is not None and a.type is not None
+    dtype, batch = a.type.dtype, shape[:-2]
+    rows_n, cols_n = shape[-2], shape[-1]
+    k = min(rows_n, cols_n)
+    complete = bool(attrs["complete"])
+    width = rows_n if complete else k
+    m = _M(gb, len(shape))
+    if 0 in shape:
+        r_rows = rows_n if complete else k
+        first = np.broadcast_to(np.eye(rows_n, width), (*batch, rows_n, width))
+        return [m.const(np.ascontiguousarray(first), dtype),
+                *_empty_outputs(m, [([*batch, r_rows, cols_n], dtype)])]
+    qr, tau = _geqrf(m, m.f64(a), shape)
+    eye = m.op("expand", m.const(np.eye(rows_n, width)), shape=(*batch, rows_n, width))
+    q = _apply_reflectors(m, qr, tau, eye, k, rows_n, left=True, forward=False)
+    r = qr if complete else m.rows(0, k, qr)
+    r_rows = rows_n if complete else k
+    r = m.where(m.mask(np.triu(np.ones((r_rows, cols_n), bool))), r, m.zero())
+    return [m.cast(q, dtype), m.cast(r, dtype)]
+
+
+# -- matrix exponential ----------------------------------------------------------------------
+
+
+def matrix_exp_decompose(gb: GraphBuilder, xs: list[Value | None],
+                         attrs: Attrs) -> list[Value]:
+    """exp(A) = (T18(A / 2^s))^(2^s), s = max(0, ceil(log2(||A||_1 / 0.5))), T18 the Taylor
+    polynomial of degree 18 (Horner), s squarings applied by `where` over MAX_SQUARINGS
+    unrolled ones; NaN when s > MAX_SQUARINGS."""
+    a = xs[0]
+    shape = _shape("matrix_exp", a)
+    assert a is not None and a.type is not None
+    m = _M(gb, len(shape))
+    if 0 in shape:
+        return [m.op("identity", a)]
+    n, rank = shape[-1], len(shape)
+    x = m.f64(a)
+    norm = m.op("reduce_max", m.op("reduce_sum", m.op("abs", x), axes=(rank - 2,),
+                                   keepdims=True), axes=(rank - 1,), keepdims=True)
+    s = m.op("ceil", m.op("div", m.op("log", m.op("div", norm, m.const(0.5))),
+                          m.const(np.log(2.0))))
+    s = m.op("maximum", s, m.zero())
+    s = m.where(m.op("isnan", s), m.zero(), s)  # a zero matrix: log(0) = -inf -> s = 0
+    scaled = m.op("div", x, m.op("pow", m.const(2.0), s))
+    eye = m.const(np.eye(n))
+    poly = m.op("add", eye, m.op("div", scaled, m.const(18.0)))
+    for j in range(17, 0, -1):
+        poly = m.op("add", eye, m.op("div", m.op("matmul", scaled, poly), m.const(float(j))))
+    for i in range(MAX_SQUARINGS):
+        poly = m.where(m.op("greater", s, m.const(float(i))), m.op("matmul", poly, poly), poly)
+    poly = m.where(m.op("greater", s, m.const(float(MAX_SQUARINGS))), m.const(np.nan), poly)
+    return [m.cast(poly, a.type.dtype)]

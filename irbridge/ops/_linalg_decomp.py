@@ -520,9 +520,12 @@ def matrix_exp_decompose(gb: GraphBuilder, xs: list[Value | None],
     s = m.where(m.op("isnan", s), m.zero(), s)  # a zero matrix: log(0) = -inf -> s = 0
     scaled = m.op("div", x, m.op("pow", m.const(2.0), s))
     eye = m.const(np.eye(n))
-    poly = m.op("add", eye, m.op("div", scaled, m.const(18.0)))
+    # the 1/j as matmuls by I/j, not as a scale: onnxruntime folds a MatMul's scalar
+    # constant scale into FusedMatMul's float32 alpha (1/17 off by 1e-8 in float64)
+    poly = m.op("add", eye, m.op("matmul", scaled, m.const(np.eye(n) / 18.0)))
     for j in range(17, 0, -1):
-        poly = m.op("add", eye, m.op("div", m.op("matmul", scaled, poly), m.const(float(j))))
+        poly = m.op("add", eye, m.op("matmul", m.op("matmul", scaled, poly),
+                                     m.const(np.eye(n) / j)))
     for i in range(MAX_SQUARINGS):
         poly = m.where(m.op("greater", s, m.const(float(i))), m.op("matmul", poly, poly), poly)
     poly = m.where(m.op("greater", s, m.const(float(MAX_SQUARINGS))), m.const(np.nan), poly)

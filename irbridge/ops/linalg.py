@@ -294,7 +294,7 @@ define("svd", Category.LINALG, inputs=inputs("a"), outputs=("u", "s", "vh"),
        infer=_svd_infer, cost=_svd_cost,
        cost_doc="batch x (14lk^2 + 8k^3), full_matrices 4l^2k + 8lk^2 + 9k^3; l = max(m, n), "
                 "k = min(m, n) (Golub & Van Loan Fig. 8.6.1)",
-       reference=_svd,
+       reference=_svd, decompose=_d.svd_decompose,
        doc="Singular value decomposition A = U diag(S) Vh of each m x n matrix in the last two "
            "dims (torch.linalg.svd), S descending. Signs: the largest-magnitude entry of each "
            "column of U is positive, the matching row of Vh flipped with it (rows of Vh past "
@@ -316,7 +316,7 @@ def _svdvals(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 define("svdvals", Category.LINALG, inputs=inputs("a"), infer=_svdvals_infer,
        cost=_mn_cost(lambda m, n, k: 4 * max(m, n) * k * k - 4 * k ** 3 / 3),
        cost_doc="batch x (4lk^2 - 4k^3/3), l = max(m, n), k = min(m, n) (bidiagonalisation)",
-       reference=_svdvals,
+       reference=_svdvals, decompose=_d.svdvals_decompose,
        doc="Singular values of each m x n matrix in the last two dims, descending "
            "(torch.linalg.svdvals; torch.linalg.svd's S).")
 
@@ -344,7 +344,7 @@ _UPPER = attr("upper", AttrKind.BOOL, False, "read the upper triangle instead of
 define("eigh", Category.LINALG, inputs=inputs("a"), outputs=("w", "v"), attrs=(_UPPER,),
        infer=_eigh_infer, cost=_per_matrix(lambda n, k: 9 * n ** 3),
        cost_doc="batch x 9n^3 (tridiagonalisation + implicit QR with vectors, G&VL 8.3)",
-       reference=_eigh,
+       reference=_eigh, decompose=_d.eigh_decompose,
        doc="Eigenvalues (ascending) and orthonormal eigenvectors (columns of v) of each "
            "symmetric matrix in the last two dims (torch.linalg.eigh); only one triangle is "
            "read. Signs: the largest-magnitude entry of each eigenvector is positive (module "
@@ -352,6 +352,7 @@ define("eigh", Category.LINALG, inputs=inputs("a"), outputs=("w", "v"), attrs=(_
 define("eigvalsh", Category.LINALG, inputs=inputs("a"), attrs=(_UPPER,),
        infer=lambda ctx: _eigh_infer(ctx)[:1], cost=_per_matrix(lambda n, k: 4 * n ** 3 / 3),
        cost_doc="batch x 4n^3/3 (tridiagonalisation)", reference=_eigvalsh,
+       decompose=_d.eigvalsh_decompose,
        doc="Eigenvalues (ascending) of each symmetric matrix in the last two dims "
            "(torch.linalg.eigvalsh); only one triangle is read.")
 

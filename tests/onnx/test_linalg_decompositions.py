@@ -231,3 +231,105 @@ def test_matrices_above_the_unroll_limit_are_refused_in_one_line(
     with pytest.raises(ExportError, match=rf"node #0 {op}: .*stops at {UNROLL_LIMIT}") as info:
         run_both(op, make(UNROLL_LIMIT + 1), outputs=2 if op in ("lu_factor", "geqrf") else 1)
     assert "\n" not in str(info.value)
+
+
+# -- eigh / svd by Jacobi: values against LAPACK, vectors by the registry's sign rule ----------
+
+
+def signed(v: np.ndarray) -> np.ndarray:
+    """+-1 per column: the sign of its largest-magnitude entry (the registry's rule)."""
+    peak = np.take_along_axis(v, np.abs(v).argmax(axis=-2)[..., None, :], axis=-2)
+    return np.where(peak < 0, -1.0, 1.0)
+
+
+def clustered(n: int, seed: int) -> np.ndarray:
+    q, _ = np.linalg.qr(rand(n, n, seed=seed))
+    return q @ np.diag(np.r_[np.full(n // 2, 2.0), 1 + 1e-6 * np.arange(n - n // 2)]) @ q.T
+
+
+EIGH_CASES = {"batch": rand(2, 5, 5, seed=22), "graded": rand(6, 6, seed=23) *
+              np.logspace(0, 6, 6)[:, None], "clustered": clustered(5, 24),
+              "diagonal": np.diag([3.0, -1.0, 2.0]), "one": np.array([[-4.0]])}
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("name", sorted(EIGH_CASES))
+def test_eigh_values_match_lapack_and_vectors_diagonalise(name: str, upper: bool) -> None:
+    """Eigenvalues against LAPACK's (rtol 1e-9 of the largest: Jacobi and QR iteration agree
+    to a few eps times the norm); eigenvectors, unique only for distinct eigenvalues, are
+    checked by A V = V diag(w) and V^T V = I, and against LAPACK's after the sign rule where
+    the eigenvalues are well separated (gap > 1e-3)."""
+    raw = EIGH_CASES[name]
+    w_ref, v_ref = np.linalg.eigh(raw, UPLO="U" if upper else "L")
+    scale = np.abs(w_ref).max()
+    for got in run_both("eigh", [raw], {"upper": upper}, 2):
+        w, v = got
+        np.testing.assert_allclose(w, w_ref, rtol=0, atol=1e-12 * scale)
+        tri = np.triu(raw) if upper else np.tril(raw)
+        a = tri + np.swapaxes(np.triu(raw, 1) if upper else np.tril(raw, -1), -1, -2)
+        np.testing.assert_allclose(a @ v, v * w[..., None, :], rtol=0, atol=1e-11 * scale)
+        eye = np.broadcast_to(np.eye(w.shape[-1]), v.shape)
+        np.testing.assert_allclose(np.swapaxes(v, -1, -2) @ v, eye, atol=1e-12)
+        np.testing.assert_array_equal(signed(v), np.ones_like(signed(v)))
+        if name != "clustered":
+            np.testing.assert_allclose(v, v_ref * signed(v_ref), atol=1e-9)
+    for got in run_both("eigvalsh", [raw], {"upper": upper}):
+        np.testing.assert_allclose(got[0], w_ref, rtol=0, atol=1e-12 * scale)
+
+
+SVD_CASES = {"tall": rand(2, 6, 4, seed=25), "wide": rand(3, 5, seed=26),
+             "square": rand(5, 5, seed=27), "zero": np.zeros((4, 3)),
+             "rank_two": rand(5, 2, seed=28) @ rand(2, 4, seed=29),
+             "repeated": np.hstack([rand(4, 2, seed=30)] * 2)}
+
+
+@pytest.mark.parametrize("name", sorted(SVD_CASES))
+def test_svd_values_match_lapack_and_factors_are_orthonormal(name: str) -> None:
+    """Singular values against LAPACK's (atol 1e-12 of the largest); U diag(S) Vh = A; U and
+    V orthonormal even where singular values are 0 (rank-deficient: the completion); the
+    vectors of distinct nonzero singular values equal LAPACK's after the sign rule."""
+    a = SVD_CASES[name]
+    u_ref, s_ref, vh_ref = np.linalg.svd(a, full_matrices=False)
+    scale = max(float(s_ref.max(initial=0.0)), 1.0)
+    for u, s, vh in run_both("svd", [a], {"full_matrices": False}, 3):
+        np.testing.assert_allclose(s, s_ref, rtol=0, atol=1e-12 * scale)
+        np.testing.assert_allclose(u * s[..., None, :] @ vh, a, rtol=0, atol=1e-11 * scale)
+        k = s.shape[-1]
+        for q in (u, np.swapaxes(vh, -1, -2)):
+            eye = np.broadcast_to(np.eye(k), (*q.shape[:-2], k, k))
+            np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, eye, atol=1e-12)
+        np.testing.assert_array_equal(signed(u), np.ones_like(signed(u)))
+        distinct = s_ref > 1e-8 * scale
+        if name in ("tall", "wide", "square"):
+            assert distinct.all()
+            flip = signed(u_ref)
+            np.testing.assert_allclose(u, u_ref * flip, atol=1e-9)
+            np.testing.assert_allclose(vh, vh_ref * np.swapaxes(flip, -1, -2), atol=1e-9)
+    for got in run_both("svdvals", [a]):
+        np.testing.assert_allclose(got[0], s_ref, rtol=0, atol=1e-12 * scale)
+
+
+def test_svd_matches_torch_float32_within_the_sweep_tolerance() -> None:
+    """float32 in, float64 inside: S within torch.testing's float32 tolerance of eager."""
+    a = rand(6, 4, seed=31).astype(np.float32)
+    s = torch.linalg.svdvals(t(a))
+    both("svdvals", [a], [s], rtol=1.3e-6, atol=1e-5)
+
+
+def test_svd_full_matrices_of_a_non_square_matrix_is_refused() -> None:
+    with pytest.raises(ExportError, match=r"node #0 svd: .*null space, which is not unique"):
+        run_both("svd", [rand(4, 3)], {"full_matrices": True}, 3)
+    square = rand(3, 3, seed=32)
+    u, s, vh = np.linalg.svd(square)
+    flip = signed(u)
+    both("svd", [square], [u * flip, s, vh * np.swapaxes(flip, -1, -2)],
+         {"full_matrices": True}, rtol=0, atol=1e-9)
+
+
+def test_jacobi_above_its_limit_is_refused_in_one_line() -> None:
+    from irbridge.ops._linalg_decomp import JACOBI_LIMIT
+
+    with pytest.raises(ExportError, match=rf"node #0 eigvalsh: .*stops at {JACOBI_LIMIT}") \
+            as info:
+        run_both("eigvalsh", [np.eye(JACOBI_LIMIT + 1)], {"upper": False})
+    assert "\n" not in str(info.value)

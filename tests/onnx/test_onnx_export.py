@@ -33,7 +33,7 @@ NO_ONNX_FORM |= COMPLEX_OPS
 NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp"}
 # bit reinterpretation (ONNX has no bitcast) and StableHLO's reduce_precision: refused
 NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
-NO_ONNX_FORM |= {"svd", "svdvals", "eigh", "eigvalsh", "ldl_factor", "ldl_solve"}
+NO_ONNX_FORM |= {"ldl_factor", "ldl_solve"}
 # torch.special's orthogonal polynomials: a loop of data-dependent length per element
 NO_ONNX_FORM |= {"orthogonal_polynomial"}
 # incomplete gamma functions: series / continued fractions, no exact ONNX form

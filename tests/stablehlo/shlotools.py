@@ -125,7 +125,5 @@ NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
                "logcumsumexp": "no lowering yet",
                # factorisations (irbridge/ops/linalg.py) without a registry decomposition
                # (irbridge/ops/_linalg_decomp.py has the others)
-               **dict.fromkeys(("svd", "svdvals", "eigh", "eigvalsh", "ldl_factor",
-                                "ldl_solve"),
-                               "no lowering yet")}
+               **dict.fromkeys(("ldl_factor", "ldl_solve"), "no lowering yet")}
 """Ops the StableHLO exporter does not lower yet: export refuses them naming the node."""

@@ -793,7 +793,7 @@ def _ldl_factor(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 define("ldl_factor", Category.LINALG, inputs=inputs("a"), outputs=("ld", "pivots"),
        infer=_ldl_factor_infer, cost=_per_matrix(lambda n, k: n ** 3 / 3),
        cost_doc="batch x n^3/3 (LAPACK sytrf; the pivot search is not counted)",
-       reference=_ldl_factor,
+       reference=_ldl_factor, decompose=_d.ldl_factor_decompose,
        doc="LDL^T factorisation with Bunch-Kaufman pivoting of each symmetric matrix in the "
            "last two dims, from its lower triangle (torch.linalg.ldl_factor, LAPACK sytrf "
            "lower): ld holds L (unit diagonal, below) and the 1 x 1 / 2 x 2 blocks of D, "
@@ -820,6 +820,6 @@ def _ldl_solve_infer(ctx: OpContext) -> list[TensorType]:
 define("ldl_solve", Category.LINALG, inputs=inputs("ld", "pivots", "b"),
        infer=_ldl_solve_infer, cost=_rhs_cost(lambda n, m: 2 * n * n * m, 0, 2),
        cost_doc="batch x 2n^2 m for m right-hand sides (LAPACK sytrs)",
-       reference=_ldl_solve,
+       reference=_ldl_solve, decompose=_d.ldl_solve_decompose,
        doc="X with A X = B, A given by ldl_factor's ld and pivots (torch.linalg.ldl_solve, "
            "LAPACK sytrs).")

@@ -333,3 +333,47 @@ def test_jacobi_above_its_limit_is_refused_in_one_line() -> None:
             as info:
         run_both("eigvalsh", [np.eye(JACOBI_LIMIT + 1)], {"upper": False})
     assert "\n" not in str(info.value)
+
+
+# -- LDL^T with Bunch-Kaufman pivoting ---------------------------------------------------------
+
+
+def ldl_cases() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(33)
+    sym = rng.standard_normal((6, 5, 5))
+    sym = sym + np.swapaxes(sym, -1, -2)
+    sym[1::2, np.arange(5), np.arange(5)] *= 0.01  # small diagonals: 2 x 2 pivots
+    zero_col = sym[0].copy()
+    zero_col[:, 2] = zero_col[2, :] = 0.0  # a zero pivot column (info > 0, no update)
+    return {"batch": sym, "zero_column": zero_col,
+            "swap_2x2": np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]]),
+            "last_2x2": np.array([[4.0, 1.0, 0.5], [1.0, 0.0, 3.0], [0.5, 3.0, 0.0]]),
+            "one": np.array([[-2.0]])}
+
+
+LDL_CASES = ldl_cases()
+
+
+@pytest.mark.parametrize("name", sorted(LDL_CASES))
+def test_ldl_factor_takes_sytrf_pivots_and_ldl_solve_follows_sytrs(name: str) -> None:
+    """Pivots exactly LAPACK's (torch.linalg.ldl_factor, sytrf: 1 x 1 and 2 x 2 blocks, both
+    interchange kinds); LD and the solve within float64 rounding of LAPACK's."""
+    a = LDL_CASES[name]
+    junk = np.triu(rand(*a.shape, seed=34), 1)  # the upper triangle is not read
+    ld, pivots, info = torch.linalg.ldl_factor_ex(t(a))  # zero_column: info 3, no raise
+    assert bool((info != 0).any()) == (name == "zero_column")
+    if name in ("batch", "swap_2x2", "last_2x2"):
+        assert (pivots < 0).any()  # the case exercises 2 x 2 pivots
+    both("ldl_factor", [np.tril(a) + junk], [ld, pivots])
+    b = rand(*a.shape[:-1], 2, seed=35)
+    if name != "zero_column":  # singular: LAPACK divides by the zero pivot too
+        want = torch.linalg.ldl_solve(ld, pivots, t(b))
+        both("ldl_solve", [ld.numpy(), pivots.numpy(), b], [want])
+
+
+def test_ldl_factor_in_float32_matches_eager_float32() -> None:
+    """float32 in: sytf2's order in float32, so LD is within the sweep's float32 tolerance of
+    eager (float64 would differ by eager's own rounding, amplified by small pivots)."""
+    a = LDL_CASES["batch"].astype(np.float32)
+    ld, pivots = torch.linalg.ldl_factor(t(a))
+    both("ldl_factor", [a], [ld, pivots], rtol=1.3e-6, atol=1e-5)

@@ -29,11 +29,10 @@ NO_ONNX_FORM = {"airy_ai", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "
 """Special functions ONNX cannot express exactly: export refuses them (never approximates)."""
 # complex numbers and FFTs (irbridge/ops/complex.py): not exported yet, refused (docs/onnx.md)
 NO_ONNX_FORM |= COMPLEX_OPS
-# scans and factorisations with no exact ONNX form yet (irbridge/ops/tensor.py, linalg.py)
+# scans with no exact ONNX form yet (irbridge/ops/tensor.py)
 NO_ONNX_FORM |= {"cummax", "cummin", "logcumsumexp"}
 # bit reinterpretation (ONNX has no bitcast) and StableHLO's reduce_precision: refused
 NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
-NO_ONNX_FORM |= {"ldl_factor", "ldl_solve"}
 # torch.special's orthogonal polynomials: a loop of data-dependent length per element
 NO_ONNX_FORM |= {"orthogonal_polynomial"}
 # incomplete gamma functions: series / continued fractions, no exact ONNX form

@@ -122,8 +122,5 @@ NO_STABLEHLO_FORM |= {"frexp"}  # not lowered yet (the float's bits: bitcast + i
 
 NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
                "cummax": "no lowering yet", "cummin": "no lowering yet",
-               "logcumsumexp": "no lowering yet",
-               # factorisations (irbridge/ops/linalg.py) without a registry decomposition
-               # (irbridge/ops/_linalg_decomp.py has the others)
-               **dict.fromkeys(("ldl_factor", "ldl_solve"), "no lowering yet")}
+               "logcumsumexp": "no lowering yet"}
 """Ops the StableHLO exporter does not lower yet: export refuses them naming the node."""

@@ -182,3 +182,20 @@ def test_evaluate_reads_complex_results_back_instead_of_aborting() -> None:
     (got,) = evaluate(text, [np.array([True, False])])
     assert got.dtype == np.complex128
     assert got.tolist() == [1 + 0j, 0j]
+
+
+def test_evaluate_refuses_an_empty_contraction_instead_of_aborting() -> None:
+    # (3 x 0) . (0 x 3): the interpreter aborts the process; refused in one line, while an
+    # empty result (the empty dim not contracted) still runs
+    dot = ("  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [{c}] x [0] : "
+           "(tensor<{a}xf32>, tensor<{b}xf32>) -> tensor<{r}xf32>\n  return %0 : tensor<{r}xf32>")
+    text = _module(dot.format(c=1, a="3x0", b="0x3", r="3x3"),
+                   args="%arg0: tensor<3x0xf32>, %arg1: tensor<0x3xf32>", results="tensor<3x3xf32>")
+    with pytest.raises(ExportError, match=r"cannot run stablehlo\.dot_general with an empty "
+                                          r"contracting dimension") as info:
+        evaluate(text, [np.zeros((3, 0), np.float32), np.zeros((0, 3), np.float32)])
+    assert "\n" not in str(info.value)
+    fine = _module(dot.format(c=1, a="0x2", b="2x3", r="0x3"),
+                   args="%arg0: tensor<0x2xf32>, %arg1: tensor<2x3xf32>", results="tensor<0x3xf32>")
+    (got,) = evaluate(fine, [np.zeros((0, 2), np.float32), np.ones((2, 3), np.float32)])
+    assert got.shape == (0, 3)

@@ -745,12 +745,14 @@ def svdvals_decompose(gb: GraphBuilder, xs: list[Value | None], attrs: Attrs) ->
 
 # -- symmetric indefinite LDL^T (sytf2 / sytrs, Bunch-Kaufman, lower) ------------------------
 # sytrf calls the unblocked sytf2 for n <= 64 (its block size), whose pivoting is replayed
-# here step by step: at step k, alpha = (1 + sqrt(17)) / 8, colmax = max |a_ik| (i > k, row
-# imax the first such), rowmax = max |a_j,imax| (j >= k, j != imax); a 1 x 1 pivot at k when
-# |a_kk| >= alpha colmax or |a_kk| colmax... (LAPACK's four-way test, below), else at imax, or
-# a 2 x 2 pivot (k, imax). A 2 x 2 pivot consumes two steps: the step count is data-dependent,
-# so every step computes both updates and selects with `where`, a flag skipping the step that
-# a 2 x 2 pivot consumed. Interchanges touch the trailing block A[k:, k:] only, as sytf2's.
+# here step by step. At step k, with alpha = (1 + sqrt(17)) / 8, colmax = max |a_ik| over
+# i > k (imax the first such row) and rowmax = max |a_j,imax| over j >= k, j != imax: a
+# 1 x 1 pivot at k when |a_kk| >= alpha colmax or |a_kk| >= alpha colmax^2 / rowmax (or
+# when a_kk and the column are all 0, or a_kk is NaN: no update), else a 1 x 1 pivot at imax
+# when |a_imax,imax| >= alpha rowmax, else a 2 x 2 pivot (k, imax). A 2 x 2 pivot consumes
+# two steps: the step count is data-dependent, so every step computes both updates and
+# selects with `where`, a flag skipping the step that a 2 x 2 pivot consumed. Interchanges
+# touch the trailing block A[k:, k:] only, as sytf2's.
 # ldl_factor computes in the input's float, float32 included (the one exception to float64
 # here): LAPACK decides the pivots on that float's values, and a small pivot amplifies
 # the rounding of every later entry, so float64 would differ from eager float32 by more

@@ -199,3 +199,19 @@ def test_evaluate_refuses_an_empty_contraction_instead_of_aborting() -> None:
                    args="%arg0: tensor<0x2xf32>, %arg1: tensor<2x3xf32>", results="tensor<0x3xf32>")
     (got,) = evaluate(fine, [np.zeros((0, 2), np.float32), np.ones((2, 3), np.float32)])
     assert got.shape == (0, 3)
+
+
+def test_a_matmul_over_an_empty_dimension_exports_as_zeros() -> None:
+    # (2, 3, 0) x (0, 4): an empty sum is 0; the export writes the zeros, not the
+    # dot_general the interpreter would abort on
+    from shlotools import single_op
+
+    model, feeds = single_op("matmul", [np.zeros((2, 3, 0), np.float32),
+                                        np.zeros((0, 4), np.float32)])
+    built = build_module(model)
+    assert "dot_general" not in built.text()
+    (got,) = evaluate(built, feeds)
+    want = run_model(model, dict(zip([v.name for v in model.graphs[0].inputs], feeds,
+                                     strict=True)))
+    assert got.shape == (2, 3, 4) and not got.any()
+    np.testing.assert_array_equal(got, want[0])

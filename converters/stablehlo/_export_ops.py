@@ -409,6 +409,8 @@ def _matmul(lw: Lowering) -> list[Sym]:
         a = em.reshape(a, (1, a.shape[0]))
     if b.rank == 1:
         b = em.reshape(b, (b.shape[0], 1))
+    if a.shape[-1] == 0:  # an empty sum: zeros (the interpreter aborts on such a dot_general)
+        return [em.splat(0, dtype, tuple(int(d) for d in out_shape))]
     batch_a, batch_b = a.shape[:-2], b.shape[:-2]
     if not batch_b:  # [..., M, K] x [K, N]: one dot_general, no broadcast
         y = em.dot_general(a, b, [], [], [a.rank - 1], [0])

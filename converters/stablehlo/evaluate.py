@@ -62,6 +62,14 @@ INTERPRETER_UNSUPPORTED = frozenset({
 `evaluate` refuses modules holding them, or ops of dialects other than func and stablehlo."""
 
 
+def _empty_contraction(op: ir.Operation) -> bool:
+    """A dot_general whose operands are empty but whose result is not: the empty dim is
+    contracted (batch and free dims all reach the result)."""
+    def empty(value: ir.Value) -> bool:
+        return 0 in ir.RankedTensorType(value.type).shape
+    return any(empty(v) for v in op.operands) and not empty(op.results[0])
+
+
 def unsupported_ops(module: ir.Module) -> list[str]:
     """Ops of `module` the reference interpreter cannot run."""
     found: set[str] = set()
@@ -79,6 +87,9 @@ def unsupported_ops(module: ir.Module) -> list[str]:
                 found.add(f"{name} with batch dims")
             if "ADJOINT" in str(op.attributes["transpose_a"]):
                 found.add(f"{name} with transpose_a = ADJOINT")
+        elif name == "stablehlo.dot_general" and _empty_contraction(op):
+            # aborts ("Incompatible index and shape found while flattening index")
+            found.add(f"{name} with an empty contracting dimension")
         return ir.WalkResult.ADVANCE
 
     module.operation.walk(visit)

@@ -21,6 +21,7 @@ import numpy as np
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
 from irbridge.ir import Dim, TensorType, Value
+from irbridge.ops import _linalg_decomp as _d
 from irbridge.ops._numeric import widen
 from irbridge.ops.registry import (
     AttrKind,
@@ -135,24 +136,25 @@ def _cholesky(a: np.ndarray, upper: bool = False) -> np.ndarray:
 define("inverse", Category.LINALG, inputs=inputs("a"), infer=_same_infer,
        cost=_per_matrix(lambda n, k: 2 * n ** 3),
        cost_doc="batch x 2n^3 (LU 2n^3/3 + inverse of the factors 4n^3/3)",
-       reference=_ref(np.linalg.inv),
+       reference=_ref(np.linalg.inv), decompose=_d.inverse_decompose,
        doc="Inverse of each square matrix in the last two dims (torch.linalg.inv); a singular "
            "matrix gives an error in the reference.")
 define("det", Category.LINALG, inputs=inputs("a"), infer=_det_infer,
        cost=_per_matrix(lambda n, k: 2 * n ** 3 / 3),
        cost_doc="batch x 2n^3/3 (LU factorisation)", reference=_ref(np.linalg.det),
+       decompose=_d.det_decompose,
        doc="Determinant of each square matrix in the last two dims (torch.linalg.det, ONNX "
            "Det); the output drops those two dims.")
 define("cholesky", Category.LINALG, inputs=inputs("a"), infer=_same_infer,
        attrs=(attr("upper", AttrKind.BOOL, False, "return U = L^H instead of L"),),
        cost=_per_matrix(lambda n, k: n ** 3 / 3), cost_doc="batch x n^3/3",
-       reference=_ref(_cholesky),
+       reference=_ref(_cholesky), decompose=_d.cholesky_decompose,
        doc="Cholesky factor L (A = L L^H) of each symmetric positive-definite matrix in the "
            "last two dims (torch.linalg.cholesky); only the lower triangle of A is read.")
 define("solve", Category.LINALG, inputs=inputs("a", "b"), infer=_solve_infer,
        cost=_per_matrix(lambda n, k: 2 * n ** 3 / 3 + 2 * n * n * k),
        cost_doc="batch x (2n^3/3 + 2n^2 k) for k right-hand sides (LU + two triangular solves)",
-       reference=_ref(np.linalg.solve),
+       reference=_ref(np.linalg.solve), decompose=_d.solve_decompose,
        doc="X with A X = B for each square A (torch.linalg.solve, left=True); B has A's rank "
            "(matrix right-hand sides).")
 
@@ -248,6 +250,7 @@ def _slogdet_infer(ctx: OpContext) -> list[TensorType]:
 define("slogdet", Category.LINALG, inputs=inputs("a"), outputs=("sign", "logabsdet"),
        infer=_slogdet_infer, cost=_per_matrix(lambda n, k: 2 * n ** 3 / 3),
        cost_doc="batch x 2n^3/3 (LU factorisation)", reference=_slogdet,
+       decompose=_d.slogdet_decompose,
        doc="Sign and natural log of the absolute determinant of each square matrix in the "
            "last two dims (torch.linalg.slogdet): det = sign * exp(logabsdet); a singular "
            "matrix gives sign 0 and logabsdet -inf, an empty one sign 1 and logabsdet 0.")
@@ -291,7 +294,7 @@ define("svd", Category.LINALG, inputs=inputs("a"), outputs=("u", "s", "vh"),
        infer=_svd_infer, cost=_svd_cost,
        cost_doc="batch x (14lk^2 + 8k^3), full_matrices 4l^2k + 8lk^2 + 9k^3; l = max(m, n), "
                 "k = min(m, n) (Golub & Van Loan Fig. 8.6.1)",
-       reference=_svd,
+       reference=_svd, decompose=_d.svd_decompose,
        doc="Singular value decomposition A = U diag(S) Vh of each m x n matrix in the last two "
            "dims (torch.linalg.svd), S descending. Signs: the largest-magnitude entry of each "
            "column of U is positive, the matching row of Vh flipped with it (rows of Vh past "
@@ -313,7 +316,7 @@ def _svdvals(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 define("svdvals", Category.LINALG, inputs=inputs("a"), infer=_svdvals_infer,
        cost=_mn_cost(lambda m, n, k: 4 * max(m, n) * k * k - 4 * k ** 3 / 3),
        cost_doc="batch x (4lk^2 - 4k^3/3), l = max(m, n), k = min(m, n) (bidiagonalisation)",
-       reference=_svdvals,
+       reference=_svdvals, decompose=_d.svdvals_decompose,
        doc="Singular values of each m x n matrix in the last two dims, descending "
            "(torch.linalg.svdvals; torch.linalg.svd's S).")
 
@@ -341,7 +344,7 @@ _UPPER = attr("upper", AttrKind.BOOL, False, "read the upper triangle instead of
 define("eigh", Category.LINALG, inputs=inputs("a"), outputs=("w", "v"), attrs=(_UPPER,),
        infer=_eigh_infer, cost=_per_matrix(lambda n, k: 9 * n ** 3),
        cost_doc="batch x 9n^3 (tridiagonalisation + implicit QR with vectors, G&VL 8.3)",
-       reference=_eigh,
+       reference=_eigh, decompose=_d.eigh_decompose,
        doc="Eigenvalues (ascending) and orthonormal eigenvectors (columns of v) of each "
            "symmetric matrix in the last two dims (torch.linalg.eigh); only one triangle is "
            "read. Signs: the largest-magnitude entry of each eigenvector is positive (module "
@@ -349,6 +352,7 @@ define("eigh", Category.LINALG, inputs=inputs("a"), outputs=("w", "v"), attrs=(_
 define("eigvalsh", Category.LINALG, inputs=inputs("a"), attrs=(_UPPER,),
        infer=lambda ctx: _eigh_infer(ctx)[:1], cost=_per_matrix(lambda n, k: 4 * n ** 3 / 3),
        cost_doc="batch x 4n^3/3 (tridiagonalisation)", reference=_eigvalsh,
+       decompose=_d.eigvalsh_decompose,
        doc="Eigenvalues (ascending) of each symmetric matrix in the last two dims "
            "(torch.linalg.eigvalsh); only one triangle is read.")
 
@@ -386,7 +390,7 @@ define("qr", Category.LINALG, inputs=inputs("a"), outputs=("q", "r"),
        infer=_qr_infer, cost=_qr_cost,
        cost_doc="batch x (2lk^2 - 2k^3/3 for R + 2mk^2 - 2k^3/3 for the thin Q; complete Q "
                 "4m^2k - 4mk^2 + 4k^3/3), l = max(m, n), k = min(m, n)",
-       reference=_qr,
+       reference=_qr, decompose=_d.qr_decompose,
        doc="Householder QR A = Q R of each m x n matrix in the last two dims "
            "(torch.linalg.qr), LAPACK's geqrf/orgqr convention: R's diagonal has whatever "
            "signs the reflectors give (deterministic, not forced positive).")
@@ -416,7 +420,7 @@ define("lu_factor", Category.LINALG, inputs=inputs("a"), outputs=("lu", "pivots"
        infer=_lu_factor_infer,
        cost=_mn_cost(lambda m, n, k: 2 * m * n * k - (m + n) * k * k + 2 * k ** 3 / 3),
        cost_doc="batch x (2mnk - (m+n)k^2 + 2k^3/3), k = min(m, n) (square: 2n^3/3)",
-       reference=_lu_factor,
+       reference=_lu_factor, decompose=_d.lu_factor_decompose,
        doc="LU factorisation with partial pivoting of each m x n matrix in the last two dims "
            "(torch.linalg.lu_factor, LAPACK getrf): lu holds L (unit diagonal, below) and U "
            "(on and above the diagonal); pivots (int32, 1-based) says row i was swapped with "
@@ -460,7 +464,7 @@ def _lu_unpack(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 
 define("lu_unpack", Category.LINALG, inputs=inputs("lu", "pivots"), outputs=("p", "l", "u"),
        infer=_lu_unpack_infer, cost=lambda ctx: Flops(), cost_doc="0 (copies)",
-       reference=_lu_unpack,
+       reference=_lu_unpack, decompose=_d.lu_unpack_decompose,
        doc="P, L, U with A = P L U from lu_factor's outputs (torch.lu_unpack): P m x m "
            "permutation, L m x k unit lower, U k x n upper, k = min(m, n).")
 
@@ -501,7 +505,7 @@ define("lu_solve", Category.LINALG, inputs=inputs("lu", "pivots", "b"),
        attrs=(_LEFT, attr("adjoint", AttrKind.BOOL, False, "solve with A^H instead of A")),
        infer=_lu_solve_infer, cost=_rhs_cost(lambda n, m: 2 * n * n * m, 0, 2),
        cost_doc="batch x 2n^2 m for m right-hand sides (two triangular solves)",
-       reference=_lu_solve,
+       reference=_lu_solve, decompose=_d.lu_solve_decompose,
        doc="X with A X = B (left) or X A = B, A given by lu_factor's lu and pivots "
            "(torch.linalg.lu_solve); adjoint solves with A^H.")
 
@@ -610,7 +614,7 @@ define("matrix_exp", Category.LINALG, inputs=inputs("a"), infer=_same_infer,
        cost=_per_matrix(lambda n, k: 44 * n ** 3 / 3),
        cost_doc="batch x 44n^3/3 ([13/13] Pade: 6 matmuls + an LU solve; the data-dependent "
                 "squarings, 2n^3 each, are not counted)",
-       reference=_expm,
+       reference=_expm, decompose=_d.matrix_exp_decompose,
        doc="Matrix exponential of each square matrix in the last two dims "
            "(torch.linalg.matrix_exp; reference scipy.linalg.expm, scaling and squaring).")
 
@@ -660,7 +664,7 @@ def _geqrf(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 define("geqrf", Category.LINALG, inputs=inputs("a"), outputs=("qr", "tau"),
        infer=_geqrf_infer, cost=_mn_cost(lambda m, n, k: 2 * max(m, n) * k * k - 2 * k ** 3 / 3),
        cost_doc="batch x (2lk^2 - 2k^3/3), l = max(m, n), k = min(m, n)",
-       reference=_geqrf,
+       reference=_geqrf, decompose=_d.geqrf_decompose,
        doc="LAPACK geqrf of each m x n matrix in the last two dims (torch.geqrf): R on and "
            "above the diagonal, the Householder vectors (implicit unit head) below it, and "
            "their scales tau (k = min(m, n) of them). Deterministic: no sign choice.")
@@ -706,7 +710,7 @@ def _householder_cost(ctx: OpContext) -> Flops:
 define("householder_product", Category.LINALG, inputs=inputs("a", "tau"),
        infer=_householder_infer, cost=_householder_cost,
        cost_doc="batch x (4mnk - 2(m+n)k^2 + 4k^3/3) for k reflectors (LAPACK orgqr)",
-       reference=_householder,
+       reference=_householder, decompose=_d.householder_product_decompose,
        doc="The first n columns of the product of Householder reflectors H_1 ... H_k stored "
            "below the diagonal of each m x n matrix (m >= n >= k), with scales tau "
            "(torch.linalg.householder_product, LAPACK orgqr).")
@@ -758,7 +762,7 @@ define("ormqr", Category.LINALG, inputs=inputs("a", "tau", "c"),
        infer=_ormqr_infer, cost=_ormqr_cost,
        cost_doc="batch x (4mnk - 2nk^2) for k reflectors on an m x n C (right side: "
                 "4mnk - 2mk^2) (LAPACK ormqr)",
-       reference=_ormqr,
+       reference=_ormqr, decompose=_d.ormqr_decompose,
        doc="C multiplied by Q (or Q^T), Q the product of the Householder reflectors stored "
            "below the diagonal of a with scales tau, as geqrf returns them (torch.ormqr, "
            "LAPACK ormqr); Q is never formed.")
@@ -789,7 +793,7 @@ def _ldl_factor(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
 define("ldl_factor", Category.LINALG, inputs=inputs("a"), outputs=("ld", "pivots"),
        infer=_ldl_factor_infer, cost=_per_matrix(lambda n, k: n ** 3 / 3),
        cost_doc="batch x n^3/3 (LAPACK sytrf; the pivot search is not counted)",
-       reference=_ldl_factor,
+       reference=_ldl_factor, decompose=_d.ldl_factor_decompose,
        doc="LDL^T factorisation with Bunch-Kaufman pivoting of each symmetric matrix in the "
            "last two dims, from its lower triangle (torch.linalg.ldl_factor, LAPACK sytrf "
            "lower): ld holds L (unit diagonal, below) and the 1 x 1 / 2 x 2 blocks of D, "
@@ -816,6 +820,6 @@ def _ldl_solve_infer(ctx: OpContext) -> list[TensorType]:
 define("ldl_solve", Category.LINALG, inputs=inputs("ld", "pivots", "b"),
        infer=_ldl_solve_infer, cost=_rhs_cost(lambda n, m: 2 * n * n * m, 0, 2),
        cost_doc="batch x 2n^2 m for m right-hand sides (LAPACK sytrs)",
-       reference=_ldl_solve,
+       reference=_ldl_solve, decompose=_d.ldl_solve_decompose,
        doc="X with A X = B, A given by ldl_factor's ld and pivots (torch.linalg.ldl_solve, "
            "LAPACK sytrs).")

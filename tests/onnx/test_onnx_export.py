@@ -23,16 +23,11 @@ COMPLEX_OPS = {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle
                 "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
 
 F32 = DType.FLOAT32
-# factorisations with no exact ONNX form yet (irbridge/ops/linalg.py)
-NO_ONNX_FORM = {"cholesky", "inverse", "solve"}
-"""Ops ONNX cannot express exactly (yet): export refuses them (never approximates). The
-special functions, scans and float-format ops export through their registry
-decompositions."""
 # bit reinterpretation (ONNX has no bitcast) and StableHLO's reduce_precision: refused
-NO_ONNX_FORM |= {"bitcast", "reduce_precision"}
-NO_ONNX_FORM |= {"slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr", "lu_factor", "lu_unpack",
-                 "lu_solve", "matrix_exp", "geqrf", "householder_product", "ormqr",
-                 "ldl_factor", "ldl_solve"}
+NO_ONNX_FORM = {"bitcast", "reduce_precision"}
+"""Ops ONNX cannot express exactly: export refuses them (never approximates). The special
+functions, scans, float-format ops and factorisations export through their registry
+decompositions."""
 # complex numbers and FFTs (irbridge/ops/complex.py) export on (real, imag) pairs: their
 # files take and give pairs, checked in test_onnx_complex.py
 EXAMPLES = sorted(set(examples()) - NO_ONNX_FORM - COMPLEX_OPS)

@@ -276,12 +276,11 @@ def test_costs_are_the_documented_flop_counts() -> None:
     assert seen == want
 
 
-@pytest.mark.parametrize("name", ["solve_triangular_lower", "solve_triangular_upper_right_unit",
-                                  "triangular_solve_transpose", "cholesky_solve",
-                                  "cholesky_solve_upper", "cholesky_inverse"])
-def test_triangular_solves_export_to_onnx(name: str) -> None:
-    """triangular_solve has no ONNX operator: its registry decomposition (substitution
-    unrolled over the rows) runs in onnxruntime and matches eager."""
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_case_exports_to_onnx_and_matches_eager(name: str) -> None:
+    """The factorisations have no ONNX operator (but det): their registry decompositions
+    (irbridge/ops/_linalg_decomp.py, triangular_solve's substitution) run in onnxruntime
+    and match eager, pivots exactly."""
     import onnxruntime as ort
 
     from irbridge.converters.onnx import to_onnx
@@ -298,13 +297,14 @@ def test_triangular_solves_export_to_onnx(name: str) -> None:
             np.testing.assert_allclose(g, w, err_msg=f"{name} output {index}", **TOL)
 
 
-def test_svd_export_to_onnx_is_refused_in_one_line() -> None:
+def test_full_svd_of_a_non_square_matrix_is_refused_by_onnx_in_one_line() -> None:
+    """full_matrices' extra columns span a null space: no unique export (LAPACK's basis)."""
     from irbridge.converters.onnx import to_onnx
     from irbridge.errors import ExportError
 
-    fn, make = CASES["svdvals"]
-    result = capture(FnModule(fn), _inputs(make, False), frontend="export")
-    with pytest.raises(ExportError, match=r"node #\d+ svd") as info:
+    result = capture(FnModule(lambda a: tuple(torch.linalg.svd(a))),
+                     _inputs(lambda g: (_general(g, 5, 3),), False), frontend="export")
+    with pytest.raises(ExportError, match=r"node #\d+ svd: .*not unique") as info:
         to_onnx(result.model)
     assert "\n" not in str(info.value)
 

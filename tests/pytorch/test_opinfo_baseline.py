@@ -109,3 +109,33 @@ def test_second_input_is_perturbed_with_same_shapes(live: dict[str, dict]) -> No
     again = sweep.Sample(ops["nn.functional.conv2d"], "nn.functional.conv2d")
     assert all(np.array_equal(a.numpy(), b.numpy()) for a, b in zip(sample.inputs,
                                                                     again.inputs, strict=True))
+
+
+def test_sign_free_vectors_are_compared_up_to_a_sign_per_column() -> None:
+    """linalg.eigh / linalg.svd / svd: vectors that differ by a sign per column (with the
+    partner flipped along) compare equal after the sweep's rule; any other change does
+    not, and the normalised factors still reproduce the matrix."""
+    import torch
+
+    a = torch.randn(2, 5, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    flips = torch.tensor([-1.0, 1.0, -1.0], dtype=torch.float64)
+
+    def flipped(x: torch.Tensor, full_matrices: bool = False) -> tuple[torch.Tensor, ...]:
+        u, s, vh = torch.linalg.svd(x, full_matrices=full_matrices)
+        return u * flips, s, vh * flips[:, None]
+
+    rule = sweep.SIGN_FREE["linalg.svd"]
+    plain = sweep._sign_normalised(torch.linalg.svd, *rule)(a, full_matrices=False)
+    other = sweep._sign_normalised(flipped, *rule)(a)
+    assert not torch.equal(flipped(a)[0], torch.linalg.svd(a, full_matrices=False)[0])
+    assert sweep.compare([t.numpy() for t in other], [t.numpy() for t in plain]) is None
+    u, s, vh = plain
+    torch.testing.assert_close(u * s[..., None, :] @ vh, a)
+    wrong = (u.flip(-1), s, vh)  # columns swapped: not a sign change
+    assert sweep.compare([t.numpy() for t in wrong], [t.numpy() for t in plain])
+    sym = a[0, :3] + a[0, :3].mT
+    w, v = sweep._sign_normalised(torch.linalg.eigh, *sweep.SIGN_FREE["linalg.eigh"])(sym)
+    w2, v2 = sweep._sign_normalised(lambda x: (torch.linalg.eigh(x)[0],
+                                               -torch.linalg.eigh(x)[1]),
+                                    *sweep.SIGN_FREE["linalg.eigh"])(sym)
+    assert torch.equal(v, v2) and torch.equal(w, w2)

@@ -113,13 +113,5 @@ NO_STABLEHLO_FORM = {"fft_r2c", "fft_c2c", "fft_c2r"}
 """Ops none the reference interpreter can check (FFTs): export refuses them naming the node.
 The special functions export through their registry decompositions."""
 
-NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet",
-               "solve": "no lowering yet",
-               # factorisations (irbridge/ops/linalg.py): StableHLO has cholesky and
-               # triangular_solve only; the others would need loops (not written)
-               **dict.fromkeys(("slogdet", "svd", "svdvals", "eigh", "eigvalsh", "qr",
-                                "lu_factor", "lu_unpack", "lu_solve", "matrix_exp",
-                                "geqrf", "householder_product", "ormqr", "ldl_factor",
-                                "ldl_solve"),
-                               "no lowering yet")}
+NOT_LOWERED = {"index_put": "no stablehlo.scatter lowering yet"}
 """Ops the StableHLO exporter does not lower yet: export refuses them naming the node."""

@@ -182,3 +182,36 @@ def test_evaluate_reads_complex_results_back_instead_of_aborting() -> None:
     (got,) = evaluate(text, [np.array([True, False])])
     assert got.dtype == np.complex128
     assert got.tolist() == [1 + 0j, 0j]
+
+
+def test_evaluate_refuses_an_empty_contraction_instead_of_aborting() -> None:
+    # (3 x 0) . (0 x 3): the interpreter aborts the process; refused in one line, while an
+    # empty result (the empty dim not contracted) still runs
+    dot = ("  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [{c}] x [0] : "
+           "(tensor<{a}xf32>, tensor<{b}xf32>) -> tensor<{r}xf32>\n  return %0 : tensor<{r}xf32>")
+    text = _module(dot.format(c=1, a="3x0", b="0x3", r="3x3"),
+                   args="%arg0: tensor<3x0xf32>, %arg1: tensor<0x3xf32>", results="tensor<3x3xf32>")
+    with pytest.raises(ExportError, match=r"cannot run stablehlo\.dot_general with an empty "
+                                          r"contracting dimension") as info:
+        evaluate(text, [np.zeros((3, 0), np.float32), np.zeros((0, 3), np.float32)])
+    assert "\n" not in str(info.value)
+    fine = _module(dot.format(c=1, a="0x2", b="2x3", r="0x3"),
+                   args="%arg0: tensor<0x2xf32>, %arg1: tensor<2x3xf32>", results="tensor<0x3xf32>")
+    (got,) = evaluate(fine, [np.zeros((0, 2), np.float32), np.ones((2, 3), np.float32)])
+    assert got.shape == (0, 3)
+
+
+def test_a_matmul_over_an_empty_dimension_exports_as_zeros() -> None:
+    # (2, 3, 0) x (0, 4): an empty sum is 0; the export writes the zeros, not the
+    # dot_general the interpreter would abort on
+    from shlotools import single_op
+
+    model, feeds = single_op("matmul", [np.zeros((2, 3, 0), np.float32),
+                                        np.zeros((0, 4), np.float32)])
+    built = build_module(model)
+    assert "dot_general" not in built.text()
+    (got,) = evaluate(built, feeds)
+    want = run_model(model, dict(zip([v.name for v in model.graphs[0].inputs], feeds,
+                                     strict=True)))
+    assert got.shape == (2, 3, 4) and not got.any()
+    np.testing.assert_array_equal(got, want[0])

@@ -298,6 +298,10 @@ class Graph:
         self._used_ids: set[int] = set()
         self._ids_seen = 0
         self._next_suffix: dict[str, int] = {}
+        # TensorType is immutable: the values created here that have equal types share one
+        # object (a transformer's thousands of [batch, seq, hidden] values hold one), so a
+        # big graph takes less memory to hold and to walk
+        self._types: dict[TensorType, TensorType] = {}
 
     # -- building -------------------------------------------------------------------
     def add_input(self, name: str, type: TensorType | None) -> Value:
@@ -353,6 +357,8 @@ class Graph:
             raise ValueError(f"graph {self.name!r}: a value needs a non-empty name")
         if name in self.values:
             raise ValueError(f"graph {self.name!r}: value {name!r} is defined twice")
+        if type is not None:
+            type = self._types.setdefault(type, type)
         value = Value(name, type)
         self.values[name] = value
         return value

@@ -255,8 +255,9 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
              f"{label or 'largest / next'} CPU ratio under 10x** (the issue's criterion; "
              "a linear stage is about 10x less its fixed cost, a quadratic one about 100x). "
              "Per-node cost still grows a little with the graph where the working set "
-             "leaves the CPU caches (32 MiB L3 here: 10k nodes fit, 100k do not), which "
-             "puts a stage with no fixed cost at 10.0-10.5x; wall ratios move with the "
+             "leaves the CPU caches (32 MiB L3 here: 10k nodes fit, 100k do not): a stage "
+             "with no fixed cost comes out above 10x by that growth (the us/node column), "
+             "where a quadratic term would show near 100x; wall ratios move with the "
              "machine's other load.", "",
              "| stage | " + " | ".join(f"{n:,} nodes (s)" for n in sizes) +
              (f" | {label} CPU | {label} wall | us/node at {sizes[-2] // 1000}k, "

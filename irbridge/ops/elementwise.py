@@ -16,21 +16,23 @@ import numpy as np
 
 from irbridge.dtypes import DType
 from irbridge.ir import TensorType, Value
-from irbridge.ops import _bessel_decomp as _bessel
-from irbridge.ops import _gamma_decomp
-from irbridge.ops import _misc_decomp as _misc
 from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
     AttrKind,
     Category,
     Flops,
+    LazyDecompositions,
     OpContext,
     RefContext,
     attr,
     define,
     inputs,
 )
+
+_gamma_decomp = LazyDecompositions("irbridge.ops._gamma_decomp")
+_bessel = LazyDecompositions("irbridge.ops._bessel_decomp")
+_misc = LazyDecompositions("irbridge.ops._misc_decomp")
 
 if TYPE_CHECKING:
     from irbridge.builder import GraphBuilder

@@ -21,18 +21,20 @@ import numpy as np
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
 from irbridge.ir import Dim, TensorType, Value
-from irbridge.ops import _linalg_decomp as _d
 from irbridge.ops._numeric import widen
 from irbridge.ops.registry import (
     AttrKind,
     Category,
     Flops,
+    LazyDecompositions,
     OpContext,
     RefContext,
     attr,
     define,
     inputs,
 )
+
+_d = LazyDecompositions("irbridge.ops._linalg_decomp")
 
 if TYPE_CHECKING:
     from irbridge.builder import GraphBuilder

@@ -10,6 +10,7 @@ themselves at import time; `irbridge.ops` imports them all.
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -202,6 +203,31 @@ InferFn = Callable[[OpContext], list[TensorType]]
 CostFn = Callable[[OpContext], Flops]
 ReferenceFn = Callable[[list[np.ndarray | None], dict[str, Any], RefContext], list[np.ndarray]]
 DecomposeFn = Callable[["GraphBuilder", list[Value | None], dict[str, Any]], list[Value]]
+
+
+class LazyDecompositions:
+    """The decompositions of one module, imported when an exporter first calls one:
+    `LazyDecompositions("irbridge.ops._gamma_decomp").lgamma_decompose` is a function that
+    imports the module and calls its `lgamma_decompose`. The big decomposition modules
+    (special functions, linear algebra) then stay out of the start-up of the commands that
+    only read a file. `tests/ops` checks that every target exists."""
+
+    def __init__(self, module: str) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> DecomposeFn:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        module = self._module
+
+        def decompose(gb: GraphBuilder, xs: list[Value | None],
+                      attrs: dict[str, Any]) -> list[Value]:
+            fn: DecomposeFn = getattr(importlib.import_module(module), name)
+            return fn(gb, xs, attrs)
+
+        decompose.__name__ = decompose.__qualname__ = name
+        decompose.lazy_target = (module, name)  # type: ignore[attr-defined]
+        return decompose
 
 
 @dataclass(frozen=True)

@@ -22,18 +22,21 @@ from typing import Any
 import numpy as np
 
 from irbridge.ir import TensorType
-from irbridge.ops._gamma_decomp import orthogonal_polynomial_decompose
 from irbridge.ops._shapes import broadcast_shapes, promote
 from irbridge.ops.registry import (
     AttrKind,
     Category,
     Flops,
+    LazyDecompositions,
     OpContext,
     RefContext,
     attr,
     define,
     inputs,
 )
+
+orthogonal_polynomial_decompose = LazyDecompositions(
+    "irbridge.ops._gamma_decomp").orthogonal_polynomial_decompose
 
 KINDS = ("chebyshev_t", "chebyshev_u", "chebyshev_v", "chebyshev_w",
          "shifted_chebyshev_t", "shifted_chebyshev_u", "shifted_chebyshev_v",

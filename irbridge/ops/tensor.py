@@ -21,13 +21,13 @@ import numpy as np
 from irbridge.dtypes import DType
 from irbridge.errors import OpError
 from irbridge.ir import Dim, Graph, SymDim, Tensor, TensorType
-from irbridge.ops import _misc_decomp as _misc
 from irbridge.ops._numeric import widen
 from irbridge.ops._shapes import broadcast_shapes, mul_dims, normalize_axes, normalize_axis, promote
 from irbridge.ops.registry import (
     AttrKind,
     Category,
     Flops,
+    LazyDecompositions,
     OpContext,
     RefContext,
     attr,
@@ -35,6 +35,8 @@ from irbridge.ops.registry import (
     inputs,
     lookup_reads,
 )
+
+_misc = LazyDecompositions("irbridge.ops._misc_decomp")
 
 Arrays = list[np.ndarray | None]
 Attrs = dict[str, Any]

@@ -18,7 +18,11 @@ so that the reader can see that neither is what keeps a ratio under 10:
 * validate       - `irbridge.verify.verify`;
 * analysis       - cost, fusion partitions, concurrency and roofline (`analysis.analyze`);
 * onnx export    - `to_onnx` (ModelProto building, no file);
-* stablehlo export - `to_mlir_text`.
+* stablehlo export - `to_mlir_text`;
+* peers           - the same graphs through torch.fx (Graph built node by node, GraphModule
+                   code generation) and onnx (`onnx.load`, `onnx.checker.check_model`,
+                   `onnx.shape_inference.infer_shapes`), timed the same way: the growth of
+                   established tools' per-node cost on the same machine.
 
 The ratio 100k / 10k of each stage is the figure that matters: linear stages come out near
 10 (the issue's bound is "under 10x"; a quadratic one would be near 100). Writes its section
@@ -68,6 +72,12 @@ SECTION = "scale"
 WIDTH = 16
 STAGES = ("onnx import", "capture lower", "serde save", "serde load", "validate", "analysis",
           "onnx export", "stablehlo export")
+PEER_STAGES = ("torch.fx graph build", "torch.fx GraphModule", "onnx.load",
+               "onnx.checker", "onnx shape inference")
+"""The peers' own work on the same graphs, in the same child processes: how much this
+machine's per-node cost grows from 10k to 100k nodes for established graph tools (torch.fx
+building its Graph node by node and generating its GraphModule's code; onnx parsing,
+checking and shape-inferring the same file)."""
 
 
 def onnx_chain(nodes: int) -> Any:
@@ -90,9 +100,10 @@ def onnx_chain(nodes: int) -> Any:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
-def fx_chain(nodes: int) -> Any:
+def fx_chain(nodes: int, module: bool = True) -> Any:
     """A torch.fx GraphModule of the same blocks, built node by node (tracing a Python loop
-    of 25k blocks through torch.fx would time torch, not irbridge)."""
+    of 25k blocks through torch.fx would time torch, not irbridge); with `module=False` the
+    bare torch.fx Graph."""
     import torch
     import torch.fx
 
@@ -110,7 +121,7 @@ def fx_chain(nodes: int) -> Any:
         prev = g.call_function(torch.add, (r, prev))
         count += 4
     g.output(prev)
-    return torch.fx.GraphModule(root, g)
+    return torch.fx.GraphModule(root, g) if module else g
 
 
 REPEAT = 3
@@ -165,6 +176,26 @@ def run_stage(stage: str, nodes: int, folder: str) -> dict[str, float]:
     if stage == "stablehlo export":
         from irbridge.converters.stablehlo import to_mlir_text
         return _timed(lambda: to_mlir_text(model))[0]
+    return _peer_seconds(stage, nodes, onnx_path)
+
+
+def _peer_seconds(stage: str, nodes: int, onnx_path: Path) -> dict[str, float]:
+    import onnx
+
+    if stage == "torch.fx graph build":
+        return _timed(lambda: fx_chain(nodes, module=False))[0]
+    if stage == "torch.fx GraphModule":
+        import torch.fx
+
+        built = fx_chain(nodes)
+        return _timed(lambda: torch.fx.GraphModule(built, built.graph))[0]
+    if stage == "onnx.load":
+        return _timed(lambda: onnx.load(str(onnx_path)))[0]
+    proto = onnx.load(str(onnx_path))
+    if stage == "onnx.checker":
+        return _timed(lambda: onnx.checker.check_model(proto))[0]
+    if stage == "onnx shape inference":
+        return _timed(lambda: onnx.shape_inference.infer_shapes(proto, data_prop=True))[0]
     raise ValueError(stage)
 
 
@@ -254,16 +285,23 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
              "of the best run beside them. **Bound: every stage's "
              f"{label or 'largest / next'} CPU ratio under 10x** (the issue's criterion; "
              "a linear stage is about 10x less its fixed cost, a quadratic one about 100x). "
-             "Per-node cost still grows a little with the graph where the working set "
-             "leaves the CPU caches (32 MiB L3 here: 10k nodes fit, 100k do not): a stage "
-             "with no fixed cost comes out above 10x by that growth (the us/node column), "
-             "where a quadratic term would show near 100x; wall ratios move with the "
-             "machine's other load.", "",
+             "Per-node cost still grows with the graph on this machine where the working "
+             "set leaves the CPU caches: a stage with no fixed cost comes out above 10x by "
+             "that growth (the us/node column), where a quadratic term would show near 100x; "
+             "wall ratios move with the machine's other load. The **peer** rows measure the "
+             "same growth for established graph tools in the same child processes: torch.fx "
+             "building its Graph of the same blocks node by node and generating its "
+             "GraphModule's code, and onnx parsing (`onnx.load`), checking "
+             "(`onnx.checker.check_model`) and shape-inferring (`data_prop=True`) the same "
+             "file.", "",
              "| stage | " + " | ".join(f"{n:,} nodes (s)" for n in sizes) +
              (f" | {label} CPU | {label} wall | us/node at {sizes[-2] // 1000}k, "
               f"{sizes[-1] // 1000}k | fixed cost (ms) | one-off cost (ms) |" if big else " |"),
              "|---|" + "---:|" * (len(sizes) + (5 if big else 0))]
-    for stage in STAGES:
+    measured = {r["stage"] for r in rows}
+    for stage in (*STAGES, *PEER_STAGES):
+        if stage not in measured:
+            continue
         cells = []
         for n in sizes:
             r = by.get((stage, n), {})
@@ -284,7 +322,8 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
                      + " |" if None not in per else " - |") + \
                     (f" {fixed * 1000:.0f} |" if fixed is not None else " - |") + \
                     (f" {once * 1000:.0f} |" if once is not None else " - |")
-        lines.append(f"| {stage} | " + " | ".join(cells) + " |" + extra)
+        label_cell = f"peer: {stage}" if stage in PEER_STAGES else stage
+        lines.append(f"| {label_cell} | " + " | ".join(cells) + " |" + extra)
     return "\n".join(lines)
 
 
@@ -554,7 +593,8 @@ def write_section(md: Path, section: str, body: str,
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
-    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    parser.add_argument("--stages", nargs="+", default=[*STAGES, *PEER_STAGES],
+                        choices=[*STAGES, *PEER_STAGES])
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per size")
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_scale.json")

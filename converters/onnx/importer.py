@@ -220,7 +220,7 @@ def from_onnx(proto: ModelProto, *, source: str = "<memory>",
     become opaque with an OnnxImportWarning, or a CaptureError when `strict` (default:
     the IRBRIDGE_STRICT_IMPORT=1 environment variable)."""
     original = _opset_map(proto, source).get("", 0)
-    proto = _prepare(proto, source, base_dir)
+    proto, consistent = _prepare(proto, source, base_dir)
     importer = _ModelImporter(proto, source, base_dir, regroup)
     if _opset_map(proto, source).get("", 0) != original:
         importer.model.metadata["onnx.converted_from_opset"] = str(original)
@@ -230,7 +230,7 @@ def from_onnx(proto: ModelProto, *, source: str = "<memory>",
         raise
     except RecursionError as exc:
         raise CaptureError(f"{source}: graph nesting too deep to import") from exc
-    importer.coverage.inconsistent = _strict_inference_problem(proto)
+    importer.coverage.inconsistent = "" if consistent else _strict_inference_problem(proto)
     _report_invalid(importer.coverage, source, strict)
     return model, importer.coverage
 
@@ -262,7 +262,11 @@ def _report_invalid(coverage: Coverage, source: str, strict: bool | None) -> Non
 
 # -- preparation: checks, opset conversion, shape inference --------------------------------------
 
-def _prepare(proto: ModelProto, source: str, base_dir: str | None) -> ModelProto:
+def _prepare(proto: ModelProto, source: str,
+             base_dir: str | None) -> tuple[ModelProto, bool]:
+    """The model checked, upgraded to the supported opsets and shape-inferred, and whether
+    ONNX's strict type and shape inference accepts it (False: `_strict_inference_problem`
+    says what it rejects)."""
     if proto.ir_version > onnx.IR_VERSION:
         raise FileFormatError(f"{source}: ONNX IR version {proto.ir_version} is newer than "
                               f"this onnx package reads ({onnx.IR_VERSION})")
@@ -301,12 +305,22 @@ def _prepare(proto: ModelProto, source: str, base_dir: str | None) -> ModelProto
                            f"UTF-8 ({exc.reason} at byte {exc.start})") from exc
     except ValueError as exc:
         raise CaptureError(f"{source}: invalid ONNX model: {_first_line(exc)}") from exc
+    # Strict inference first: on a consistent model its result is the lenient one's (the
+    # flags only decide whether a conflict raises), so one pass serves both; only a model it
+    # rejects pays for the lenient pass (and later for the message naming the problem).
+    consistent = True
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False,
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=True, strict_mode=True,
                                                      data_prop=True)
-    except Exception as exc:
-        raise CaptureError(f"{source}: ONNX shape inference failed: {_first_line(exc)}") from exc
-    return restore_initializers(inferred, moved, added)
+    except Exception:
+        consistent = False
+        try:
+            inferred = onnx.shape_inference.infer_shapes(light, check_type=False,
+                                                         strict_mode=False, data_prop=True)
+        except Exception as exc:
+            raise CaptureError(f"{source}: ONNX shape inference failed: "
+                               f"{_first_line(exc)}") from exc
+    return restore_initializers(inferred, moved, added), consistent
 
 
 def _strict_inference_problem(proto: ModelProto) -> str:

@@ -275,7 +275,11 @@ class _GraphPartitioner:
         if cat in _FREE:
             producer = self._producer_part(node.inputs[0] if node.inputs else None)
             if producer is not None and cat is Category.SHAPE:
-                self._join(producer, node)
+                if self._acyclic_join(producer, node):
+                    self._join(producer, node)
+                else:  # its target shape is computed from that kernel's output
+                    self._new(node, f"free: view, no kernel (joining kernel "
+                                    f"{self.first_id + producer.index} would form a cycle)")
             else:
                 what = "constant" if cat is Category.CONSTANT else "view of a graph input or weight"
                 self._new(node, f"free: {what}, no kernel")
@@ -598,11 +602,13 @@ def _small_int(value: Value) -> bool:
 def _shape_arithmetic(graph: Graph) -> set[int]:
     """Nodes (by id()) that only compute shapes: every runtime input is a shape value and
     every output a small integer vector (at most 16 elements). Shape values are outputs of
-    constants, of SHAPE ops with small integer outputs (shape_of), integer scalar graph
-    inputs (symbolic sizes) and of shape arithmetic itself. Such nodes (the concat that
+    constants, small integer initializers (the fixed parts of a target shape, as ONNX
+    exporters store them), of SHAPE ops with small integer outputs (shape_of), integer
+    scalar graph inputs (symbolic sizes) and of shape arithmetic itself. Such nodes (the concat that
     builds a reshape's target shape from a symbolic batch) are metadata: free, no kernel."""
     shape_values = {id(v) for v in graph.inputs if _small_int(v) and v.type is not None
                     and v.type.rank == 0}
+    shape_values.update(id(v) for v in graph.parameters if _small_int(v))
     meta: set[int] = set()
     for node in graph.nodes:
         cat = category(node)

@@ -154,3 +154,45 @@ def test_shape_arithmetic_is_free_metadata() -> None:
     assert kinds["metadata"].free and [n.op for n in kinds["metadata"].nodes] == [
         "shape_of", "concat"]
     assert [p.kind for p in fused.kernels] == ["elementwise", "matmul"]
+
+
+def _view_with_computed_target(tail: str) -> Model:
+    """relu(x) permuted, then reshaped to a target shape built from the permuted value's own
+    shape and a `tail` operand: a small int64 initializer ("weight") or a runtime int64
+    vector ("input"), as ONNX exporters write dynamic reshapes."""
+    import numpy as np
+
+    from irbridge.ir import DType, SymDim, Tensor
+
+    model, graph, b = new_model("dynamic_reshape")
+    x = graph.add_input("x", TensorType(F32, (SymDim("s0"), 4, 8)))
+    t = b.op("permute", [b.op("relu", [x])], {"perm": (0, 2, 1)})
+    dims = b.op("slice", [b.op("shape_of", [t], {"start": 0, "end": 0})],
+                {"starts": (0,), "ends": (2,), "axes": (0,), "steps": (1,)})
+    rest = (b.parameter(Tensor("rest", DType.INT64, (1,), np.array([4], np.int64)))
+            if tail == "weight" else graph.add_input("rest", TensorType(DType.INT64, (1,))))
+    target = b.op("concat", [dims, rest], {"axis": 0})
+    graph.set_outputs([b.op("reshape", [t, target])])
+    return model
+
+
+def test_a_view_whose_target_shape_comes_from_another_kernel_forms_no_cycle() -> None:
+    # The target's concat reads a runtime vector: a kernel of its own that depends on the
+    # relu kernel (through shape_of), so the reshape cannot join the relu kernel too.
+    model = _view_with_computed_target("input")
+    fused = _parts(model)
+    reshape = next(p for p in fused.partitions if p.nodes[-1].op == "reshape")
+    assert reshape.free and "would form a cycle" in reshape.reason
+    conc = concurrency(model, fused)  # raises on a cyclic partition graph
+    assert conc.kernels >= 2
+
+
+def test_a_target_shape_from_a_small_integer_initializer_is_metadata() -> None:
+    # shape_of, slice and concat only compute the target shape (metadata, no kernel of
+    # their own), so the reshape joins the permute's kernel with them; with a runtime
+    # vector instead (the test above) the concat is a kernel of its own.
+    model = _view_with_computed_target("weight")
+    fused = _parts(model)
+    assert [[n.op for n in p.nodes] for p in fused.kernels] == [
+        ["relu"], ["permute", "shape_of", "slice", "concat", "reshape"]]
+    concurrency(model, fused)

@@ -93,3 +93,34 @@ def test_symbolic_batch_becomes_a_dim_param() -> None:
     with torch.no_grad():
         expected = built.module(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4)
+
+
+def test_a_dynamic_sequence_export_analyzes() -> None:
+    """torch.onnx's dynamo exporter with a symbolic sequence length writes reshapes whose
+    target shape is computed from the tensor being reshaped (shape_of -> slice -> concat
+    with a small int64 initializer): the analysis must partition such a graph without a
+    cycle (it raised "partition graph has a cycle")."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from irbridge.analysis import analyze, resolve_targets
+
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lm = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4,
+                                                 vocab_size=1000)).eval()
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.lm(input_ids=ids).logits
+
+    torch.manual_seed(0)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        program = torch.onnx.export(  # type: ignore[attr-defined]
+            Logits(), (torch.randint(0, 1000, (1, 16)),), dynamo=True,
+            dynamic_shapes=({1: torch.export.Dim("seq", max=512)},))
+    imported, coverage = from_onnx(program.model_proto)
+    assert coverage.fully_neutral
+    result = analyze(imported, resolve_targets("h100-sxm"), batches=[1])
+    mapping = result.runs[0].mappings[0]
+    assert mapping.concurrency is not None and mapping.concurrency.kernels > 0

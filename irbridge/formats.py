@@ -4,7 +4,8 @@ PyTorch front-ends; outputs are written by format name or suffix."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,11 @@ def is_model_file(spec: str) -> bool:
     return Path(spec).suffix in IR_SUFFIXES + ONNX_SUFFIXES + STABLEHLO_SUFFIXES
 
 
-def read_file(path: Path, *, weights: bool = True) -> Model:
-    """Read an irbridge, ONNX or StableHLO file into the IR, by suffix."""
+def read_file(path: Path, *, weights: bool = True,
+              dims: Mapping[str, int] | None = None) -> Model:
+    """Read an irbridge, ONNX or StableHLO file into the IR, by suffix. `dims` binds an
+    ONNX file's symbolic input dims before its shapes are inferred (other formats: see
+    `bound_dims`)."""
     if path.suffix in IR_SUFFIXES:
         # A file from anywhere: its structure is checked (dangling values, duplicate ids,
         # ops whose attributes or types do not fit) before any command builds on it, so
@@ -36,7 +40,7 @@ def read_file(path: Path, *, weights: bool = True) -> Model:
     if path.suffix in ONNX_SUFFIXES:
         from irbridge.converters.onnx import import_onnx
 
-        return import_onnx(path)
+        return import_onnx(path, dims=dims)
     if path.suffix in STABLEHLO_SUFFIXES:
         from irbridge.converters.stablehlo import import_stablehlo
 
@@ -45,11 +49,17 @@ def read_file(path: Path, *, weights: bool = True) -> Model:
                         f"{', '.join(IR_SUFFIXES + ONNX_SUFFIXES + STABLEHLO_SUFFIXES)}")
 
 
-def load_model(spec: str, *, weights: bool = False, frontend: str = "auto") -> Model:
+def load_model(spec: str, *, weights: bool = False, frontend: str = "auto",
+               dims: Mapping[str, int] | None = None) -> Model:
     """FILE_OR_MODEL -> Model. A model name is built by the zoo and captured; with
-    `weights=False` it stays shape-only (enough for analysis)."""
+    `weights=False` it stays shape-only (enough for analysis). `dims` (`--bind`) applies
+    to model files only: see `read_file` and `bound_dims`."""
     if is_model_file(spec):
-        return read_file(Path(spec), weights=weights)
+        return read_file(Path(spec), weights=weights, dims=dims)
+    if dims:
+        raise IrbridgeError(f"--bind applies to model files (symbolic dims of an IR, ONNX "
+                            f"or StableHLO file), not to the model name {spec!r}: capture "
+                            "it with --input-shape, --batch or --seq-len")
     if Path(spec).is_dir():
         raise IrbridgeError(f"{spec}: is a folder; give a model file or a model name")
     from irbridge.converters.pytorch import capture, zoo
@@ -58,6 +68,25 @@ def load_model(spec: str, *, weights: bool = False, frontend: str = "auto") -> M
     result = capture(built.module, built.args, built.kwargs, frontend=frontend, weights=weights)
     result.model.name = built.name
     return result.model
+
+
+def binds_at_import(spec: str) -> bool:
+    """True when `read_file` binds the file's dims itself (ONNX: before shape inference)."""
+    return Path(spec).suffix in ONNX_SUFFIXES
+
+
+@contextlib.contextmanager
+def bound_dims(model: Model, spec: str, dims: Mapping[str, int] | None) -> Iterator[None]:
+    """`--bind` for the formats whose reader does not bind (IR and StableHLO files): the
+    model's symbolic dims are bound for the duration of the block (its value types, and
+    the types that can be inferred again from them); an ONNX file was bound when read."""
+    if not dims or binds_at_import(spec):
+        yield
+        return
+    from irbridge.analysis.binding import bound
+
+    with bound(model, symbols=dims):
+        yield
 
 
 def _write_irb(model: Model, path: Path, **options: Any) -> Path:

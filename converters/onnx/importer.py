@@ -25,7 +25,7 @@ import re
 import stat
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,16 +150,22 @@ def coverage_of(model: Model) -> dict[str, tuple[int, str]]:
 
 # -- public entry points ----------------------------------------------------------------------
 
-def import_onnx(path: str | os.PathLike[str]) -> Model:
-    """Read an ONNX model file (external data from its folder) into an IR model."""
-    return import_onnx_with_coverage(path)[0]
+def import_onnx(path: str | os.PathLike[str], *,
+                dims: Mapping[str, int] | None = None) -> Model:
+    """Read an ONNX model file (external data from its folder) into an IR model. `dims`
+    binds symbolic input dims by name (`{"batch": 1, "seq": 128}`) before shape inference,
+    so that every shape computed from them (a reshape's target built with Shape and
+    Concat) comes out static."""
+    return import_onnx_with_coverage(path, dims=dims)[0]
 
 
 @gc_paused
-def import_onnx_with_coverage(path: str | os.PathLike[str]) -> tuple[Model, Coverage]:
+def import_onnx_with_coverage(path: str | os.PathLike[str], *,
+                              dims: Mapping[str, int] | None = None
+                              ) -> tuple[Model, Coverage]:
     file = Path(path)
     proto = load_proto(file)
-    return from_onnx(proto, source=str(file), base_dir=str(file.parent))
+    return from_onnx(proto, source=str(file), base_dir=str(file.parent), dims=dims)
 
 
 def load_proto(file: Path) -> ModelProto:
@@ -213,14 +219,21 @@ def _check_strings(proto: ModelProto, source: str) -> None:
 
 def from_onnx(proto: ModelProto, *, source: str = "<memory>",
               base_dir: str | None = None, regroup: bool = True,
-              strict: bool | None = None) -> tuple[Model, Coverage]:
+              strict: bool | None = None,
+              dims: Mapping[str, int] | None = None) -> tuple[Model, Coverage]:
     """Convert an ONNX ModelProto; tensors with external data are read from `base_dir`.
     `regroup` rebuilds neutral ops that irbridge's exporter lowered to several ONNX
     nodes (recorded in node metadata_props). Nodes whose inputs do not fit their op
     become opaque with an OnnxImportWarning, or a CaptureError when `strict` (default:
-    the IRBRIDGE_STRICT_IMPORT=1 environment variable)."""
+    the IRBRIDGE_STRICT_IMPORT=1 environment variable). `dims` binds symbolic input dims
+    by name (see `import_onnx`)."""
     original = _opset_map(proto, source).get("", 0)
-    proto, consistent = _prepare(proto, source, base_dir)
+    changed = _bind_input_dims(proto, dims, source) if dims else []
+    try:
+        proto, consistent = _prepare(proto, source, base_dir)
+    finally:  # the caller's proto keeps its symbolic dims
+        for dim, name in changed:
+            dim.dim_param = name
     importer = _ModelImporter(proto, source, base_dir, regroup)
     if _opset_map(proto, source).get("", 0) != original:
         importer.model.metadata["onnx.converted_from_opset"] = str(original)
@@ -233,6 +246,30 @@ def from_onnx(proto: ModelProto, *, source: str = "<memory>",
     importer.coverage.inconsistent = "" if consistent else _strict_inference_problem(proto)
     _report_invalid(importer.coverage, source, strict)
     return model, importer.coverage
+
+
+def _bind_input_dims(proto: ModelProto, dims: Mapping[str, int],
+                     source: str) -> list[tuple[Any, str]]:
+    """Set the graph inputs' symbolic dims (dim_param) named in `dims` to their sizes, in
+    place; returns what to restore. A name no input dim carries, or a size below 1, is an
+    error."""
+    named = {d.dim_param for value in proto.graph.input
+             for d in value.type.tensor_type.shape.dim if d.dim_param}
+    for name, size in dims.items():
+        if name not in named:
+            listed = ", ".join(sorted(named)) or "none"
+            raise FileFormatError(f"{source}: cannot bind {name!r}: no graph input dim is "
+                                  f"named so (its symbolic input dims: {listed})")
+        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size < 2**62:
+            raise FileFormatError(f"{source}: cannot bind {name!r} to {size!r}: a size must "
+                                  "be an integer of at least 1")
+    changed = []
+    for value in proto.graph.input:
+        for d in value.type.tensor_type.shape.dim:
+            if d.dim_param in dims:
+                changed.append((d, d.dim_param))
+                d.dim_value = dims[d.dim_param]  # clears dim_param (a oneof)
+    return changed
 
 
 def _report_invalid(coverage: Coverage, source: str, strict: bool | None) -> None:

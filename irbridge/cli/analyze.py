@@ -78,7 +78,8 @@ def analyze(
         help="Batch size N, or a sweep 1,8,32: binds a symbolic leading input dim, or "
              "rescales a static one and re-infers shapes.")] = None,
     bind: Annotated[list[str] | None, typer.Option(
-        help="Bind a symbolic dim, NAME=SIZE (repeatable).")] = None,
+        help="Bind a symbolic dim, NAME=SIZE (repeatable); an ONNX file's input dims are "
+             "bound before its shapes are inferred.")] = None,
     fusion: Annotated[Fusion, typer.Option(help="Partitioning strategy.")] = Fusion.fused,
     output_format: Annotated[Format, typer.Option(
         "--format", help="table, json, csv or markdown (to stdout).")] = Format.table,
@@ -113,6 +114,7 @@ def analyze(
     targets = resolve_targets(hardware)
     batches = parse_batches(batch)
     tps = _parse_tp(tp)
+    symbols = parse_bindings(bind)
     if phase is not None and phase not in ("prefill", "decode"):
         raise IrbridgeError(f"--phase {phase!r}: use prefill or decode")
     if phase is None and (kv_len is not None or seq_len is not None):
@@ -139,12 +141,20 @@ def analyze(
         model = capture_phase(file_or_model, phase, batch=batches[0], seq_len=seq_len,
                               kv_len=kv_len)
         batches = [None]
-    else:
-        model = resolve_model(file_or_model, weights=output is not None)
+    if phase is None:
+        from irbridge.formats import binds_at_import, is_model_file
+
+        if is_model_file(file_or_model) and binds_at_import(file_or_model) and symbols:
+            # An ONNX file is bound before shape inference: every shape computed from the
+            # bound dims comes out static (bound afterwards, they would stay unknown).
+            model = load_model(file_or_model, weights=output is not None, dims=symbols)
+            symbols = {}
+        else:
+            model = resolve_model(file_or_model, weights=output is not None)
     serving = _serving(model, targets, dtype, tps, batches, file_or_model)
     strategies = ("unfused", "fused") if fusion is Fusion.both else (fusion.value,)
     result = driver.analyze(model, targets, dtype=dtype, batches=batches,
-                            strategies=strategies, symbols=parse_bindings(bind),
+                            strategies=strategies, symbols=symbols,
                             module_depth=by_module)
     from irbridge.analysis.serving import SERVING_HEADER, serving_rows
 

@@ -9,12 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
+from irbridge.cli.analyze import parse_bindings
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
 from irbridge.formats import (
     DEFAULT_HARDWARE,
     WEIGHTED_FORMATS,
     WRITERS,
+    bound_dims,
     is_model_file,
     load_model,
     output_format,
@@ -23,6 +25,10 @@ from irbridge.formats import (
 )
 from irbridge.sanitize import clean
 from irbridge.summary import summarize
+
+BIND_HELP = ("A model file's symbolic dim NAME=SIZE (repeatable, or a,b comma-separated): "
+             "an ONNX file's input dims are bound before its shapes are inferred, so every "
+             "shape computed from them is static.")
 
 Frontend = Annotated[str, typer.Option(
     "--frontend", "-f", help="Capture method: auto (warm up, then fx, export, dynamo), fx, "
@@ -62,6 +68,8 @@ def convert(
                          "the eager model; exit 1 on a mismatch.")] = False,
     input_shape: Annotated[str | None, typer.Option(
         "--input-shape", help="Shape of the main input, e.g. 1,3,320,320.")] = None,
+    bind: Annotated[list[str] | None, typer.Option(
+        "--bind", help=BIND_HELP)] = None,
     batch: Annotated[int | None, typer.Option(help="Batch size of the example inputs.")] = None,
     seq_len: Annotated[int | None, typer.Option(help="Sequence length for text models.")] = None,
     dtype: Annotated[str | None, typer.Option(help="Model dtype: fp32, fp16, bf16 or fp64 (or float32, ...).")] = None,
@@ -102,6 +110,10 @@ def convert(
     file, or another format with --to, and print its summary. With --verify, the output is
     written only when verification passes."""
     is_file = is_model_file(model)
+    dims = parse_bindings(bind)
+    if dims and not is_file:
+        raise IrbridgeError("--bind applies to model files (.irb, .onnx, .mlir); capture a "
+                            "model with --input-shape, --batch, --seq-len or --dynamic")
     dynamic_spec = _parse_dynamic(dynamic or [])
     fmt = _check_options(
         is_file=is_file, output=output, to=to, opset=opset, target=target, frontend=frontend,
@@ -126,7 +138,7 @@ def convert(
                              meta=meta, no_weights_verify=no_weights and verify)
     shape = _parse_shape(input_shape) if input_shape else None
     if is_file:
-        _convert_file(Path(model), output, fmt, opset, target)
+        _convert_file(Path(model), output, fmt, opset, target, dims)
         return
     from irbridge.converters.pytorch import capture, zoo
     from irbridge.converters.pytorch import verify as verify_capture
@@ -330,13 +342,16 @@ def _check_opset(opset: int | None, fmt: str | None) -> None:
 
 
 def _convert_file(source: Path, output: Path | None, fmt: str | None,
-                  opset: int | None, target: str = "onnx") -> None:
+                  opset: int | None, target: str = "onnx",
+                  dims: dict[str, int] | None = None) -> None:
     """Import a model file of another format (or re-save an IR file)."""
     with _status(f"reading {source}"):
-        ir = read_file(source)
-    if output is not None:
-        write_model(ir, output, fmt, opset=opset, target=target)
-    print_summary(summarize(ir), title=f"{source}: read as {ir.source_format or 'irbridge'}")
+        ir = read_file(source, dims=dims)
+    with bound_dims(ir, str(source), dims):
+        if output is not None:
+            write_model(ir, output, fmt, opset=opset, target=target)
+        print_summary(summarize(ir),
+                      title=f"{source}: read as {ir.source_format or 'irbridge'}")
     if output is not None:
         console.print(f"wrote {output}", markup=False)
 
@@ -392,10 +407,12 @@ def export(
                                    "stablehlo, ...) as custom-domain nodes, which "
                                    "onnxruntime cannot run; by default they are refused.")
     ] = False,
+    bind: Annotated[list[str] | None, typer.Option("--bind", help=BIND_HELP)] = None,
 ) -> None:
     """Export a model to another format. With --verify (ONNX), the output is written only
     when onnxruntime's results match the IR's."""
     fmt = output_format(output, to)
+    dims = parse_bindings(bind)
     parallel = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "zero": zero}
     if not getattr(WRITERS[fmt], "accepts_devices", False):
         for name, value in {"devices": devices, **parallel}.items():
@@ -419,17 +436,18 @@ def export(
         option = "--verify" if verify else "--allow-custom-ops"
         raise IrbridgeError(f"{option} applies to --to onnx, not {fmt}")
     with _status(f"reading {file}"):
-        model = load_model(file, weights=fmt in WEIGHTED_FORMATS)
-    if verify:
-        _export_onnx_verified(model, output, opset=opset, optimize=optimize,
-                              fold_batch_norm=fold_batch_norm, target=target,
-                              allow_custom_ops=allow_custom_ops)
-        return
-    with _status(f"writing {output}"):
-        write_model(model, output, fmt, opset=opset, target_version=target_version,
-                    weights_as_args=weights_as_args, hardware=hardware, devices=devices,
-                    optimize=optimize, fold_batch_norm=fold_batch_norm,
-                    allow_custom_ops=allow_custom_ops, target=target, **parallel)
+        model = load_model(file, weights=fmt in WEIGHTED_FORMATS, dims=dims)
+    with bound_dims(model, file, dims):
+        if verify:
+            _export_onnx_verified(model, output, opset=opset, optimize=optimize,
+                                  fold_batch_norm=fold_batch_norm, target=target,
+                                  allow_custom_ops=allow_custom_ops)
+            return
+        with _status(f"writing {output}"):
+            write_model(model, output, fmt, opset=opset, target_version=target_version,
+                        weights_as_args=weights_as_args, hardware=hardware, devices=devices,
+                        optimize=optimize, fold_batch_norm=fold_batch_norm,
+                        allow_custom_ops=allow_custom_ops, target=target, **parallel)
     console.print(f"wrote {output} ({fmt})", markup=False)
 
 

@@ -92,3 +92,27 @@ def test_corrupt_file_error_and_debug_traceback(model_file: Path) -> None:
     assert "Traceback" not in result.output
     result = runner.invoke(app, ["--debug", "info", str(model_file)])
     assert result.exception is not None and type(result.exception).__name__ == "FileFormatError"
+
+
+def test_info_show_and_validate_read_onnx_and_stablehlo_files(model_file: Path,
+                                                              tmp_path: Path) -> None:
+    """The three commands take the other model formats as `analyze` does: imported first
+    (the IR's counts, as `convert` would print them), and a wrong file is one line."""
+    onnx_file = tmp_path / "toy.onnx"
+    mlir_file = tmp_path / "toy.mlir"
+    for path, fmt in ((onnx_file, "onnx"), (mlir_file, "stablehlo")):
+        done = runner.invoke(app, ["export", str(model_file), "--to", fmt, "-o", str(path)])
+        assert done.exit_code == 0, done.stderr
+        info = runner.invoke(app, ["info", str(path)])
+        assert info.exit_code == 0, info.stderr
+        assert f"source           {fmt}" in info.stdout
+        assert "inputs           x: f32[4,8]" in info.stdout
+        show = runner.invoke(app, ["show", str(path)])
+        assert show.exit_code == 0 and "tanh" in show.stdout
+        check = runner.invoke(app, ["validate", str(path)])
+        assert check.exit_code == 0 and "0 errors" in check.stdout
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    result = runner.invoke(app, ["info", str(broken)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1

@@ -778,6 +778,10 @@ register("flatten", _flatten, "Flatten")
 
 def _reshape(e: NodeEmit) -> None:
     shape = e.input(1) if e.has(1) else e.i64(list(e.attrs["shape"]), "shape")
+    if e.attrs.get("allowzero", False) and (e.has(1) or 0 in e.attrs["shape"]):
+        e.need_opset(14, "reshape with allowzero")
+        e.out("Reshape", [e.input(0), shape], allowzero=1)
+        return
     e.out("Reshape", [e.input(0), shape])
 
 

@@ -754,15 +754,11 @@ def _reshape(ctx: NodeCtx) -> Results:
     shape = ctx.const(1)
     if shape is not None:
         target = tuple(int(v) for v in np.asarray(shape).reshape(-1))
-        if allowzero and 0 in target:
-            if -1 in target:
-                raise Unsupported("allowzero with both 0 and -1")
-            # a literal 0: an empty tensor; only representable when the input is empty too
-            raise Unsupported("allowzero with a literal zero dim")
+        if allowzero and 0 in target:  # a literal 0: a dim of size 0
+            return [ctx.op("reshape", [x], {"shape": target, "allowzero": True})]
         return [ctx.op("reshape", [x], {"shape": target})]
-    if allowzero:
-        raise Unsupported("allowzero with a shape known only at run time")
-    return [ctx.op("reshape", [x, ctx.x(1)])]
+    # allowzero with a run-time shape: 0 entries are sizes, as in torch's view
+    return [ctx.op("reshape", [x, ctx.x(1)], {"allowzero": True} if allowzero else {})]
 
 
 @handles("Flatten")

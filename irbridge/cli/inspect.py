@@ -10,18 +10,29 @@ import typer
 from irbridge import serde
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import IrbridgeError
-from irbridge.ir import Graph, Node
+from irbridge.formats import IR_SUFFIXES, ONNX_SUFFIXES, STABLEHLO_SUFFIXES, read_file
+from irbridge.ir import Graph, Model, Node
 from irbridge.ops import registry
 from irbridge.sanitize import clean
 from irbridge.summary import human_bytes, human_count, summarize
 from irbridge.verify import verify
 
-FileArg = Annotated[Path, typer.Argument(help="An irbridge file (.irb or .irbt).")]
+FileArg = Annotated[Path, typer.Argument(
+    help="An irbridge file (.irb or .irbt), or an ONNX or StableHLO file (imported first).")]
+
+
+def _read(file: Path, *, weights: bool = True) -> Model:
+    """An IR file as stored; a file of another format imported (`irbridge convert` reads
+    it the same way). Only the IR path is on the start-up budget: the importers are
+    imported when a file needs them."""
+    if file.suffix in IR_SUFFIXES or file.suffix not in ONNX_SUFFIXES + STABLEHLO_SUFFIXES:
+        return serde.load(file, weights=weights)
+    return read_file(file, weights=weights)
 
 
 def info(file: FileArg) -> None:
     """Graphs, nodes, op histogram, parameters, source and IR version of a file."""
-    model = serde.load(file, weights=False)
+    model = _read(file, weights=False)
     print_summary(summarize(model), title=str(file))  # print_summary cleans
 
 
@@ -38,7 +49,7 @@ def show(
     """A text graph explorer: nodes with shapes, provenance and cost."""
     from rich.table import Table  # lazy: keeps rich out of start-up
 
-    model = serde.load(file, weights=False)
+    model = _read(file, weights=False)
     if not 0 <= graph < len(model.graphs):
         raise IrbridgeError(f"{file}: no graph {graph}; the model has {len(model.graphs)}")
     g = model.graphs[graph]
@@ -61,7 +72,7 @@ def show(
 
 def validate(file: FileArg) -> None:
     """Check the structural rules of a file; exit 1 if there is an error."""
-    model = serde.load(file)
+    model = _read(file)
     problems = verify(model)
     for problem in problems:
         typer.echo(clean(str(problem)))

@@ -409,10 +409,21 @@ def _infer_minus_one(in_dims: Sequence[Dim], out_dims: Sequence[Dim], where: str
     return None  # e.g. batch*3: not a single symbol
 
 
-def _reshape_dims(in_shape: Shape | None, target: Sequence[int], where: str) -> Shape:
-    """Output dims of reshape: 0 copies the input dim at its index, -1 is inferred."""
+def _reshape_dims(in_shape: Shape | None, target: Sequence[int], where: str,
+                  allowzero: bool = False) -> Shape:
+    """Output dims of reshape: 0 copies the input dim at its index (with `allowzero`: a dim
+    of size 0), -1 is inferred."""
     if sum(t == -1 for t in target) > 1 or any(t < -1 for t in target):
         raise OpError(f"{where}: shape {list(target)} may hold one -1 and no other negative")
+    if allowzero and 0 in target:
+        if -1 in target:
+            raise OpError(f"{where}: shape {list(target)} with allowzero may not hold both "
+                          "0 and -1")
+        if in_shape is not None and all(isinstance(d, int) for d in in_shape) \
+                and 0 not in in_shape:
+            raise OpError(f"{where}: cannot reshape {list(in_shape)} into {list(target)} "
+                          "(no elements)")
+        return tuple(target)
     if in_shape is not None and len(target) > len(in_shape) and 0 in target[len(in_shape):]:
         raise OpError(f"{where}: shape {list(target)} copies (0) a dim beyond the input's "
                       f"rank {len(in_shape)}")
@@ -441,22 +452,31 @@ def _reshape_infer(ctx: OpContext) -> list[TensorType]:
     if target is None:
         n = _unknown_shape_values(ctx, 1)
         return [TensorType(x.dtype, None if n is None else (None,) * n)]
-    return [TensorType(x.dtype, _reshape_dims(x.shape, target, _where(ctx)))]
+    return [TensorType(x.dtype, _reshape_dims(x.shape, target, _where(ctx),
+                                              bool(ctx.attrs.get("allowzero", False))))]
 
 
 def _reshape_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     x = _arg(xs, 0, ctx)
-    target = [x.shape[i] if t == 0 else t for i, t in enumerate(_target_array(xs, attrs))]
+    target = list(_target_array(xs, attrs))
+    if not attrs.get("allowzero", False):
+        target = [x.shape[i] if t == 0 else t for i, t in enumerate(target)]
+    elif 0 in target and -1 in target:
+        raise OpError(f"{ctx.where}: shape {target} with allowzero may not hold both 0 "
+                      "and -1")
     return [x.reshape(target)]
 
 
 define("reshape", Category.SHAPE, inputs=inputs("x", "shape?"),
-       attrs=(attr("shape", AttrKind.INTS, (), "used when input `shape` is absent"),),
+       attrs=(attr("shape", AttrKind.INTS, (), "used when input `shape` is absent"),
+              attr("allowzero", AttrKind.BOOL, False,
+                   "a 0 entry is a dim of size 0 instead of a copy (ONNX allowzero=1, "
+                   "torch's view)")),
        infer=_reshape_infer, cost=_no_flops, cost_doc="0 (metadata only)",
        reference=_reshape_ref,
        doc="Same elements in a new shape (row-major). A -1 entry is inferred; a 0 entry "
-           "copies the input dim at the same index. Input `shape` (1-D int64) overrides "
-           "the attribute.")
+           "copies the input dim at the same index (with `allowzero`: a dim of size 0). "
+           "Input `shape` (1-D int64) overrides the attribute.")
 
 
 def _squeeze_axes(shape: Shape, axes: Sequence[int], where: str) -> tuple[int, ...] | None:

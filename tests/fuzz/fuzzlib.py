@@ -65,8 +65,6 @@ COMMANDS: dict[str, list[str]] = {
     "export-dot": ["export", "{f}", "--to", "dot", "-o", "{o}/e.dot"],
     "export-model-explorer": ["export", "{f}", "--to", "model-explorer", "-o", "{o}/me.json"],
 }
-IR_ONLY = ("info", "show", "validate")
-"""These read irbridge files only (a .onnx or .mlir is refused by suffix and magic)."""
 EXIT_ONE_OK = {"validate", "compare"}
 """Commands whose exit 1 is documented: they ran and found a problem."""
 
@@ -76,7 +74,9 @@ OUTCOMES = ("ok", "found-problem", "clean-error", *FAILURES)
 
 
 def commands_for(fmt: str) -> list[str]:
-    return [c for c in COMMANDS if fmt in ("irb", "irbt") or c not in IR_ONLY]
+    """Every command reads every format (info, show and validate import an ONNX or
+    StableHLO file first, as analyze does)."""
+    return list(COMMANDS)
 
 
 # --------------------------------------------------------------------------- seeds

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from irbridge.cli.analyze import parse_bindings
 from irbridge.cli.render import console
 from irbridge.errors import IrbridgeError
+from irbridge.formats import bound_dims
 from irbridge.sanitize import clean
 from irbridge.summary import human_count
 
@@ -47,6 +50,10 @@ def compare(
     rtol: Annotated[float, typer.Option(help="Relative tolerance of the numeric check.")] = 1e-3,
     atol: Annotated[float, typer.Option(help="Absolute tolerance of the numeric check.")] = 1e-5,
     top: Annotated[int, typer.Option(help="Rows per table in the terminal.")] = 20,
+    bind: Annotated[list[str] | None, typer.Option(
+        "--bind", help="A symbolic dim of the files, NAME=SIZE (repeatable): an ONNX file's "
+                       "input dims are bound before its shapes are inferred, so numbers "
+                       "can be compared on a model with dynamic axes.")] = None,
 ) -> None:
     """Match the nodes of two captures, compare their costs and numbers; exit 1 when
     something is flagged (a failed capture, a changed layer, a divergence ...); exit 2
@@ -62,12 +69,18 @@ def compare(
     if output is not None and output.suffix not in (".html", ".htm", ".json", ".md"):
         raise IrbridgeError(f"{output}: cannot tell the report format from suffix "
                             f"{output.suffix!r}; use .html, .json or .md")
-    sides = load_sides(left, right if right is not None else left, left_how, right_how)
+    dims = parse_bindings(bind)
+    sides = load_sides(left, right if right is not None else left, left_how, right_how,
+                       dims=dims)
     for loaded in sides:   # a file that cannot be read is bad input, not a difference
         if loaded.how == "file" and not loaded.ok:
             raise IrbridgeError(loaded.error)
-    result = compare_models(*sides, target=hardware, depth=depth, numerics=numerics,
-                            rtol=rtol, atol=atol)
+    with contextlib.ExitStack() as stack:
+        for loaded in sides:  # IR and StableHLO files: bound on their value types
+            if loaded.model is not None:
+                stack.enter_context(bound_dims(loaded.model, loaded.spec, dims))
+        result = compare_models(*sides, target=hardware, depth=depth, numerics=numerics,
+                                rtol=rtol, atol=atol)
     if fmt is Format.json:
         typer.echo(to_json(result))
     elif fmt is Format.markdown:

@@ -56,12 +56,17 @@ def _one_line(exc: BaseException, limit: int = 300) -> str:
 
 
 def load_sides(left: str, right: str, left_how: str | None = None,
-               right_how: str | None = None) -> tuple[Side, Side]:
+               right_how: str | None = None,
+               dims: Mapping[str, int] | None = None) -> tuple[Side, Side]:
     """Load both sides; a zoo model named on both sides is built once, so both captures
-    see the same module, weights and example inputs."""
+    see the same module, weights and example inputs. `dims` (`--bind`) binds an ONNX
+    file's symbolic input dims as it is read (`formats.read_file`)."""
     built_cache: dict[str, Any] = {}
     hows = [left_how, right_how]
     for index, (spec, how) in enumerate(((left, left_how), (right, right_how))):
+        if dims and not is_model_file(spec):
+            raise IrbridgeError(f"--bind applies to model files, not to the model name "
+                                f"{spec!r} (captured with static shapes)")
         if is_model_file(spec):
             if how is not None:
                 raise IrbridgeError(f"{spec} is a model file; --{('left', 'right')[index]} "
@@ -72,16 +77,18 @@ def load_sides(left: str, right: str, left_how: str | None = None,
             hows[index] = DEFAULT_HOWS[index]
         elif how not in HOWS:
             raise IrbridgeError(f"unknown capture method {how!r}; known: {', '.join(HOWS)}")
-    return (load_side(left, hows[0], built_cache), load_side(right, hows[1], built_cache))
+    return (load_side(left, hows[0], built_cache, dims),
+            load_side(right, hows[1], built_cache, dims))
 
 
-def load_side(spec: str, how: str | None, built_cache: dict[str, Any] | None = None) -> Side:
+def load_side(spec: str, how: str | None, built_cache: dict[str, Any] | None = None,
+              dims: Mapping[str, int] | None = None) -> Side:
     """Read a file (how None) or build the zoo model `spec` and bring it in by `how`."""
     start = time.perf_counter()
     if is_model_file(spec):
         side = Side(spec, "file")
         try:
-            side.model = read_file(Path(spec), weights=True)
+            side.model = read_file(Path(spec), weights=True, dims=dims)
             # shapes and structure the cost model and the executor can work with
             check_structure(side.model)
             check_shapes(side.model)

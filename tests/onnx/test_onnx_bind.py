@@ -133,3 +133,12 @@ def test_cli_bind_needs_a_model_file(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "--bind applies to model files" in result.stderr
     assert not (tmp_path / "r.onnx").exists()
+
+
+def test_cli_compare_binds_both_files(dynamic_file: Path) -> None:
+    unbound = runner.invoke(app, ["compare", str(dynamic_file), "--format", "json"])
+    assert unbound.exit_code == 1 and "numbers not compared" in unbound.stdout
+    bound = runner.invoke(app, ["compare", str(dynamic_file), "--format", "json",
+                                "--bind", "batch=2,seq=3"])
+    assert bound.exit_code == 0, bound.stdout + bound.stderr
+    assert '"differences": []' in bound.stdout

@@ -26,8 +26,8 @@ def is_model_file(spec: str) -> bool:
 def read_file(path: Path, *, weights: bool = True,
               dims: Mapping[str, int] | None = None) -> Model:
     """Read an irbridge, ONNX or StableHLO file into the IR, by suffix. `dims` binds an
-    ONNX file's symbolic input dims before its shapes are inferred (other formats: see
-    `bound_dims`)."""
+    ONNX file's symbolic input dims before its shapes are inferred, and a StableHLO
+    program's dynamic dims before its shapes are refined (IR files: see `bound_dims`)."""
     if path.suffix in IR_SUFFIXES:
         # A file from anywhere: its structure is checked (dangling values, duplicate ids,
         # ops whose attributes or types do not fit) before any command builds on it, so
@@ -44,7 +44,7 @@ def read_file(path: Path, *, weights: bool = True,
     if path.suffix in STABLEHLO_SUFFIXES:
         from irbridge.converters.stablehlo import import_stablehlo
 
-        return import_stablehlo(path)
+        return import_stablehlo(path, dims=dims)
     raise IrbridgeError(f"{path}: unknown model file type {path.suffix!r}; expected one of "
                         f"{', '.join(IR_SUFFIXES + ONNX_SUFFIXES + STABLEHLO_SUFFIXES)}")
 
@@ -71,13 +71,14 @@ def load_model(spec: str, *, weights: bool = False, frontend: str = "auto",
 
 
 def binds_at_import(spec: str) -> bool:
-    """True when `read_file` binds the file's dims itself (ONNX: before shape inference)."""
-    return Path(spec).suffix in ONNX_SUFFIXES
+    """True when `read_file` binds the file's dims itself (ONNX: before shape inference;
+    StableHLO: by refining a shape-polymorphic program's shapes)."""
+    return Path(spec).suffix in ONNX_SUFFIXES + STABLEHLO_SUFFIXES
 
 
 @contextlib.contextmanager
 def bound_dims(model: Model, spec: str, dims: Mapping[str, int] | None) -> Iterator[None]:
-    """`--bind` for the formats whose reader does not bind (IR and StableHLO files): the
+    """`--bind` for the format whose reader does not bind (IR files): the
     model's symbolic dims are bound for the duration of the block (its value types, and
     the types that can be inferred again from them); an ONNX file was bound when read."""
     if not dims or binds_at_import(spec):

@@ -28,7 +28,7 @@ import threading
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ from irbridge.ir import (
 )
 from irbridge.ops import registry
 
+from ._bind import bind_main, require_static
 from ._chlo import legalize_chlo, uses_chlo
 from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
 from ._mlir import (
@@ -106,19 +107,23 @@ class ImportReport:
 
 # -- entry points -------------------------------------------------------------------------------
 
-def import_stablehlo(path: str | os.PathLike[str]) -> Model:
+def import_stablehlo(path: str | os.PathLike[str], *,
+                     dims: Mapping[str, int] | None = None) -> Model:
     """Read a StableHLO module (.mlir text, or a .mlirbc portable artifact / MLIR
-    bytecode) into an IR model."""
-    return import_stablehlo_with_report(path)[0]
+    bytecode) into an IR model. `dims` gives a shape-polymorphic program's symbolic dims
+    sizes (`{"b": 8}`; see `_bind.py`), whose shapes are then refined to static ones."""
+    return import_stablehlo_with_report(path, dims=dims)[0]
 
 
-def import_stablehlo_with_report(path: str | os.PathLike[str]) -> tuple[Model, ImportReport]:
+def import_stablehlo_with_report(path: str | os.PathLike[str], *,
+                                 dims: Mapping[str, int] | None = None
+                                 ) -> tuple[Model, ImportReport]:
     p = Path(path)
     try:
         data = p.read_bytes()
     except OSError as exc:
         raise FileFormatError(f"{p}: cannot read: {exc.strerror or exc}") from exc
-    model, report = _from_bytes(data, str(p))
+    model, report = _from_bytes(data, str(p), dims)
     if not model.name:
         model.name = p.stem
     return model, report
@@ -151,7 +156,8 @@ the margin for a bytecode the scan cannot read (MLIR's reader then refuses it)."
 
 
 @gc_paused
-def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
+def _from_bytes(data: bytes, source: str,
+                dims: Mapping[str, int] | None = None) -> tuple[Model, ImportReport]:
     """Parse and import in a thread with a large stack (warnings and errors come back to
     the caller's thread); the module is freed in that thread too."""
     outcome: dict[str, Any] = {}
@@ -160,7 +166,7 @@ def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                outcome["result"] = _parse_and_import(data, source)
+                outcome["result"] = _parse_and_import(data, source, dims)
             except BaseException as exc:  # re-raised in the caller's thread
                 if exc.__traceback__ is not None:  # free MLIR objects here, not there
                     traceback.clear_frames(exc.__traceback__)
@@ -184,7 +190,8 @@ def _from_bytes(data: bytes, source: str) -> tuple[Model, ImportReport]:
     return result
 
 
-def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
+def _parse_and_import(data: bytes, source: str,
+                      dims: Mapping[str, int] | None = None) -> tuple[Model, ImportReport]:
     if not data.strip():
         raise FileFormatError(f"{source}: empty file, not a StableHLO module")
     if not data.startswith(BYTECODE_MAGIC):
@@ -244,6 +251,11 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
             except Exception as exc:
                 raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
         try:
+            if dims:
+                bind_main(module, dims, source)
+                text = None  # refined: the parsed text no longer describes the module
+            else:
+                require_static(module, source)
             return _Importer(module, source, version, text).run()
         finally:
             del module

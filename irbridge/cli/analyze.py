@@ -62,6 +62,9 @@ def parse_bindings(items: list[str] | None) -> dict[str, int]:
                 symbols[name.strip()] = int(size)
             except ValueError:
                 raise IrbridgeError(f"--bind {part!r}: expected NAME=SIZE, e.g. s0=8") from None
+            if not 1 <= symbols[name.strip()] < 2**62:
+                raise IrbridgeError(f"--bind {part!r}: a size must be at least 1 and below "
+                                    "2^62")
     return symbols
 
 

@@ -126,6 +126,8 @@ def test_opaque_warning_in_the_output(tmp_path: Path) -> None:
     (["--batch", "4"], "error: --batch 4: the model was captured at batch 1 and a shape is "
                        "baked into it: node #1 reshape: cannot reshape [4, 4, 8] into [1, 32]"),
     (["--bind", "s0"], "error: --bind 's0': expected NAME=SIZE"),
+    (["--bind", "s0=-5"], "error: --bind 's0=-5': a size must be at least 1 and below 2^62"),
+    (["--bind", "s0=" + "9" * 20], "a size must be at least 1 and below 2^62"),
     (["--fusion", "magic"], "Invalid value for '--fusion'"),
     (["--plot", "roof.pdf"], "use a .png or .svg name"),
 ])

@@ -1198,7 +1198,9 @@ def _axis_length(e: NodeEmit, axis: int) -> str:
     dim = t.shape[axis] if t is not None and t.shape is not None else None
     if isinstance(dim, int):
         return e.i64([dim], "k")
-    return e.one("Shape", [e.input(0)], start=axis, end=axis + 1)
+    if e.opset >= 15:  # Shape's start and end attributes
+        return e.one("Shape", [e.input(0)], start=axis, end=axis + 1)
+    return e.one("Slice", [e.one("Shape", [e.input(0)]), e.i64([axis]), e.i64([axis + 1])])
 
 
 def _nan_ordered_topk(e: NodeEmit, k: str | None, axis: int, largest: bool) -> None:

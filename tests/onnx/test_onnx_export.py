@@ -82,6 +82,25 @@ def test_opset_dependent_lowerings(name: str, opset: int) -> None:
     _roundtrip_checks(model, feeds, opset=opset)
 
 
+@pytest.mark.parametrize("opset", [13, 14, 17])
+@pytest.mark.parametrize("dtype", [DType.FLOAT32, DType.INT64])
+def test_sort_over_a_symbolic_axis_before_opset_15(opset: int, dtype: DType) -> None:
+    """The length of a symbolic axis is read at run time: Shape's start/end attributes
+    only exist from opset 15 (SSDlite exported by torch.onnx at opset 11 re-exported with them
+    and failed the checker), so earlier opsets slice the Shape."""
+    graph = Graph("g")
+    x = graph.add_input("x", TensorType(dtype, (2, SymDim("n"))))
+    b = GraphBuilder(graph)
+    values, indices = b.op_multi("sort", [x], {"axis": 1, "descending": True})
+    graph.set_outputs([values, indices])
+    proto = to_onnx(model_of(graph), opset=opset)
+    assert proto.opset_import[0].version == opset
+    data = np.array([[3, 1, 2, 5, 4], [0, 9, 8, 7, 6]]).astype(dtype.numpy)
+    got_values, got_indices = ort_run(proto, {"x": data})
+    np.testing.assert_array_equal(got_values, -np.sort(-data, axis=1))
+    np.testing.assert_array_equal(got_indices, np.argsort(-data, axis=1, kind="stable"))
+
+
 def test_opset_choice_changes_the_ops_written() -> None:
     model, _ = _example_model("group_norm")
     old = {n.op_type for n in to_onnx(model, opset=18).graph.node}

@@ -1,0 +1,305 @@
+"""onnxruntime's contrib ops (domain `com.microsoft`) written in neutral ops.
+
+Files that onnxruntime writes (a session's `optimized_model_filepath` at graph
+optimisation EXTENDED, `onnxruntime.transformers.optimizer.optimize_model`, irbridge's own
+`export_onnx(..., target="onnxruntime")`) hold fused contrib ops. ONNX shape inference
+does not know them, so without a mapping every op downstream loses its shapes too; mapped,
+the registry infers their types and the standard ops after them import as usual.
+
+Semantics follow onnxruntime's contrib operator schemas (docs/ContribOperators.md) and,
+where the text is silent, what onnxruntime's CPU kernels compute (the tests run the
+original file in onnxruntime against the imported IR). A form a handler does not support
+(past/present key-value caches, packed QKV inputs, rotary embedding, ...) raises
+`Unsupported` naming it, and the node stays opaque with that reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from irbridge.converters.onnx._import_ops import (
+    HandlerFn,
+    Results,
+    _conv,
+    _dtype,
+    _gemm,
+    _scalar,
+)
+from irbridge.converters.onnx.importer import DOMAIN_HANDLERS, NodeCtx, Unsupported
+from irbridge.dtypes import DType
+from irbridge.ir import Value
+
+MS = "com.microsoft"
+
+
+def contrib(*op_types: str) -> Any:
+    def register(fn: HandlerFn) -> HandlerFn:
+        for op_type in op_types:
+            if (MS, op_type) in DOMAIN_HANDLERS:
+                raise ValueError(f"two handlers for {MS}::{op_type}")
+            DOMAIN_HANDLERS[(MS, op_type)] = fn
+        return fn
+    return register
+
+
+def _activation(ctx: NodeCtx, y: Value, kind: str, params: list[float]) -> Value:
+    """onnxruntime's fused activation (MLAS_ACTIVATION) applied to `y`."""
+    def param(index: int, default: float | None = None) -> float:
+        if index < len(params):
+            return float(params[index])
+        if default is None:
+            raise Unsupported(f"activation {kind} needs {index + 1} parameter(s)")
+        return default
+
+    if kind in ("", "Identity"):
+        return y
+    if kind in ("Relu", "Tanh", "Sigmoid"):
+        return ctx.op(kind.lower(), [y])
+    if kind == "LeakyRelu":
+        return ctx.op("leaky_relu", [y], {"alpha": param(0, 0.01)})
+    if kind == "HardSigmoid":
+        return ctx.op("hardsigmoid", [y], {"alpha": param(0, 0.2), "beta": param(1, 0.5)})
+    if kind == "Clip":
+        return ctx.op("clip", [y], {"min": param(0), "max": param(1)})
+    raise Unsupported(f"fused activation {kind!r}")
+
+
+@contrib("FusedConv")
+def _fused_conv(ctx: NodeCtx) -> Results:
+    """activation(Conv(X, W, B) + Z)."""
+    y = _conv(ctx)[0]
+    assert y is not None
+    if ctx.has(3):
+        y = ctx.op("add", [y, ctx.x(3)])
+    return [_activation(ctx, y, str(ctx.a("activation", "")),
+                        list(ctx.a("activation_params", []) or []))]
+
+
+@contrib("FusedGemm")
+def _fused_gemm(ctx: NodeCtx) -> Results:
+    y = _gemm(ctx)[0]
+    assert y is not None
+    kind = str(ctx.a("activation", ""))
+    params = [ctx.a(f"activation_{p}") for p in ("alpha", "beta", "gamma")]
+    given = [float(p) for p in params if p is not None]
+    if kind == "LeakyRelu" and params[0] is None:
+        given = [0.01]
+    return [_activation(ctx, y, kind, given)]
+
+
+@contrib("FusedMatMul", "TransposeMatMul")
+def _fused_matmul(ctx: NodeCtx) -> Results:
+    """alpha * op(A) @ op(B); transBatch moves dim 0 behind the batch dims, trans swaps
+    the last two dims."""
+    a = _transposed(ctx, ctx.x(0), bool(ctx.a("transA", 0)), bool(ctx.a("transBatchA", 0)))
+    b = _transposed(ctx, ctx.x(1), bool(ctx.a("transB", 0)), bool(ctx.a("transBatchB", 0)))
+    y = ctx.op("matmul", [a, b])
+    alpha = float(ctx.a("alpha", 1.0))
+    if alpha != 1.0:
+        y = ctx.op("mul", [y, _scalar(ctx, alpha, y)])
+    return [y]
+
+
+def _transposed(ctx: NodeCtx, x: Value, last_two: bool, batch: bool) -> Value:
+    if not last_two and not batch:
+        return x
+    if x.type is None or x.type.shape is None:
+        raise Unsupported("a transposed FusedMatMul operand needs a known rank")
+    rank = len(x.type.shape)
+    perm = list(range(rank))
+    if batch and rank >= 3:
+        perm = [*range(1, rank - 1), 0, rank - 1]
+    if last_two:
+        if rank < 2:
+            raise Unsupported("transA / transB of a rank-1 operand")
+        perm[-2], perm[-1] = perm[-1], perm[-2]
+    if perm == list(range(rank)):
+        return x
+    return ctx.op("permute", [x], {"perm": tuple(perm)})
+
+
+# -- GELU family, bias adds -------------------------------------------------------------------
+
+@contrib("Gelu")
+def _gelu(ctx: NodeCtx) -> Results:
+    return [ctx.op("gelu", [ctx.x(0)], {"approximate": "none"})]
+
+
+@contrib("BiasGelu")
+def _bias_gelu(ctx: NodeCtx) -> Results:
+    return [ctx.op("gelu", [ctx.op("add", [ctx.x(0), ctx.x(1)])], {"approximate": "none"})]
+
+
+@contrib("FastGelu")
+def _fast_gelu(ctx: NodeCtx) -> Results:
+    """0.5 x (1 + tanh(0.797885 x + 0.035677 x^3)) of x (+ bias): the tanh approximation."""
+    x = ctx.x(0)
+    if ctx.has(1):
+        x = ctx.op("add", [x, ctx.x(1)])
+    return [ctx.op("gelu", [x], {"approximate": "tanh"})]
+
+
+@contrib("QuickGelu")
+def _quick_gelu(ctx: NodeCtx) -> Results:
+    x = ctx.x(0)
+    alpha = float(ctx.a("alpha", 1.702))
+    return [ctx.op("mul", [x, ctx.op("sigmoid", [ctx.op("mul", [x, _scalar(ctx, alpha, x)])])])]
+
+
+@contrib("BiasAdd")
+def _bias_add(ctx: NodeCtx) -> Results:
+    return [ctx.op("add", [ctx.op("add", [ctx.x(0), ctx.x(1)]), ctx.x(2)])]
+
+
+# -- normalisation -------------------------------------------------------------------------------
+
+def _skip_sum(ctx: NodeCtx, bias_index: int) -> Value:
+    s = ctx.op("add", [ctx.x(0), ctx.x(1)])
+    if ctx.has(bias_index):
+        s = ctx.op("add", [s, ctx.x(bias_index)])
+    return s
+
+
+def _no_statistics(ctx: NodeCtx) -> None:
+    if ctx.used(1) or ctx.used(2):
+        raise Unsupported("the mean / inv_std_var outputs have no neutral equivalent")
+
+
+@contrib("SkipLayerNormalization")
+def _skip_layer_norm(ctx: NodeCtx) -> Results:
+    """LayerNorm(input + skip + bias) * gamma + beta; output 3 is the sum."""
+    _no_statistics(ctx)
+    s = _skip_sum(ctx, 4)
+    inputs = [s, ctx.x(2)] + ([ctx.x(3)] if ctx.has(3) else [])
+    y = ctx.op("layer_norm", inputs, {"axis": -1, "epsilon": float(ctx.a("epsilon", 1e-12))})
+    return [y, None, None, s][:len(ctx.node.output)]
+
+
+@contrib("SkipSimplifiedLayerNormalization")
+def _skip_rms_norm(ctx: NodeCtx) -> Results:
+    """RMSNorm(input + skip + bias) * gamma; output 3 is the sum."""
+    _no_statistics(ctx)
+    s = _skip_sum(ctx, 3)
+    y = ctx.op("rms_norm", [s, ctx.x(2)], {"axis": -1,
+                                          "epsilon": float(ctx.a("epsilon", 1e-12))})
+    return [y, None, None, s][:len(ctx.node.output)]
+
+
+# -- attention --------------------------------------------------------------------------------
+
+def _heads(ctx: NodeCtx, x: Value, heads: int) -> Value:
+    """[B, S, N*H] -> [B, N, S, H]."""
+    y = ctx.op("reshape", [x], {"shape": (0, 0, heads, -1)})
+    return ctx.op("permute", [y], {"perm": (0, 2, 1, 3)})
+
+
+def _merge_heads(ctx: NodeCtx, y: Value) -> Value:
+    y = ctx.op("permute", [y], {"perm": (0, 2, 1, 3)})
+    return ctx.op("reshape", [y], {"shape": (0, 0, -1)})
+
+
+def _key_mask(ctx: NodeCtx, index: int, query: Value, key: Value) -> Value | None:
+    """The additive [B, 1, 1 or S, T] score bias of a key padding mask input: raw masks
+    [B, T] / [B, S, T] (0 = masked) and key lengths [B] (right padding); masked scores get
+    mask_filter_value added, as onnxruntime's CPU kernels do."""
+    if not ctx.has(index):
+        return None
+    mask = ctx.x(index)
+    shape = ctx.shape(index)
+    fill = float(ctx.a("mask_filter_value", -10000.0))
+    dtype = _dtype(query)
+    zero, filled = _scalar(ctx, 0.0, dtype), _scalar(ctx, fill, dtype)
+    if len(shape) == 1:
+        key_shape = key.type.shape if key.type is not None else None
+        batch = query.type.shape[0] if query.type is not None and query.type.shape else None
+        if key_shape is None or not isinstance(key_shape[1], int) or shape[0] != batch:
+            raise Unsupported("a mask_index of key lengths needs a static key length and "
+                              "shape (batch_size) (the (2 * batch_size) and (3 * batch_size "
+                              "+ 2) forms are not supported)")
+        positions = ctx.constant(np.arange(key_shape[1], dtype=np.int32).reshape(1, -1),
+                                 DType.INT32)
+        lengths = ctx.op("reshape", [ctx.op("cast", [mask], {"dtype": DType.INT32})],
+                         {"shape": (-1, 1)})
+        keep = ctx.op("less", [positions, lengths])
+        bias = ctx.op("where", [keep, zero, filled])
+        return ctx.op("reshape", [bias], {"shape": (0, 1, 1, -1)})
+    if len(shape) in (2, 3):
+        keep = ctx.op("greater", [mask, _scalar(ctx, 0, mask)])
+        bias = ctx.op("where", [keep, zero, filled])
+        return ctx.op("unsqueeze", [bias], {"axes": (1,) if len(shape) == 3 else (1, 2)})
+    raise Unsupported(f"a mask of rank {len(shape)} (only [B], [B, T] and [B, S, T] masks "
+                      "are supported)")
+
+
+def _attend(ctx: NodeCtx, q: Value, k: Value, v: Value, heads: int,
+            biases: list[Value | None]) -> Value:
+    """Multi-head scaled dot-product attention of [B, S, N*H] q and [B, T, N*H] k, v."""
+    present = [b for b in biases if b is not None]
+    mask = present[0] if present else None
+    for extra in present[1:]:
+        mask = ctx.op("add", [mask, extra])
+    attrs = {"causal": bool(ctx.a("unidirectional", 0)),
+             "scale": float(ctx.a("scale", 0.0) or 0.0)}
+    inputs = [_heads(ctx, q, heads), _heads(ctx, k, heads), _heads(ctx, v, heads)]
+    y = ctx.op("attention", inputs + ([mask] if mask is not None else []), attrs)
+    return _merge_heads(ctx, y)
+
+
+def _split_last(ctx: NodeCtx, x: Value, sizes: list[int]) -> list[Value]:
+    out, start = [], 0
+    for size in sizes:
+        out.append(ctx.op("slice", [x], {"starts": (start,), "ends": (start + size,),
+                                         "axes": (-1,)}))
+        start += size
+    return out
+
+
+@contrib("Attention")
+def _attention(ctx: NodeCtx) -> Results:
+    """BERT/GPT-2 self-attention with packed Q/K/V weights [Hin, H + H + Hv]."""
+    if ctx.has(4) or ctx.used(1):
+        raise Unsupported("past / present key-value state")
+    if ctx.a("do_rotary", 0) or ctx.a("past_present_share_buffer", 0) or ctx.has(6):
+        raise Unsupported("rotary embedding or a shared past/present buffer")
+    heads = int(ctx.a("num_heads"))
+    if ctx.rank(0) != 3:
+        raise Unsupported("input must be [batch, sequence, hidden]")
+    weights = ctx.static(1)
+    sizes = [int(s) for s in ctx.a("qkv_hidden_sizes", []) or []]
+    if not sizes:
+        if weights[1] % 3:
+            raise Unsupported(f"weights [{weights[0]}, {weights[1]}] are not 3 equal parts")
+        sizes = [weights[1] // 3] * 3
+    if len(sizes) != 3 or sum(sizes) != weights[1] or sizes[0] != sizes[1] \
+            or any(s % heads for s in sizes):
+        raise Unsupported(f"qkv_hidden_sizes {sizes} do not fit weights {list(weights)} and "
+                          f"{heads} heads")
+    qkv = ctx.op("matmul", [ctx.x(0), ctx.x(1)])
+    if ctx.has(2):
+        qkv = ctx.op("add", [qkv, ctx.x(2)])
+    q, k, v = _split_last(ctx, qkv, sizes)
+    biases = [_key_mask(ctx, 3, ctx.x(0), q), ctx.opt(5)]
+    return [_attend(ctx, q, k, v, heads, biases), None]
+
+
+@contrib("MultiHeadAttention")
+def _multi_head_attention(ctx: NodeCtx) -> Results:
+    """Separate [B, S, D] query and [B, T, D] key / value (+ packed bias [D + D + Dv])."""
+    if any(ctx.has(i) for i in (6, 7, 8, 9)) or any(ctx.used(i) for i in (1, 2, 3)):
+        raise Unsupported("past / present key-value state, cache indirection or the qk "
+                          "output")
+    if not ctx.has(1) or not ctx.has(2) or ctx.rank(0) != 3 or ctx.rank(1) != 3 \
+            or ctx.rank(2) != 3:
+        raise Unsupported("packed QKV / KV or 4-D key and value (only separate 3-D query, "
+                          "key and value)")
+    heads = int(ctx.a("num_heads"))
+    q, k, v = ctx.x(0), ctx.x(1), ctx.x(2)
+    if ctx.has(3):
+        d, dv = ctx.static(0)[2], ctx.static(2)[2]
+        bq, bk, bv = _split_last(ctx, ctx.x(3), [d, d, dv])
+        q, k, v = ctx.op("add", [q, bq]), ctx.op("add", [k, bk]), ctx.op("add", [v, bv])
+    biases = [_key_mask(ctx, 4, q, k), ctx.opt(5)]
+    return [_attend(ctx, q, k, v, heads, biases), None, None, None]
+

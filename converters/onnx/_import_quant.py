@@ -1,0 +1,146 @@
+"""Integer ONNX ops of dynamically quantised models (`onnxruntime.quantization.
+quantize_dynamic`): MatMulInteger and ConvInteger, written in neutral ops.
+
+Both subtract the zero points and accumulate products in int32.
+
+* **MatMulInteger** becomes `matmul` in int32 of (a - a_zero_point) and (b - b_zero_point),
+  each cast to int32 first: the neutral matmul computes integer operands in their own
+  type, as ONNX's int32 MatMul does, so the result equals onnxruntime's exactly.
+* **ConvInteger** becomes float32 `conv`s whose results are cast to int32 and summed in
+  int32. No runtime has an integer convolution that a file can name (ONNX's Conv takes
+  floats, onnxruntime has no float64 Conv), so the convolution runs in float32, which is
+  exact while every partial sum stays an integer of magnitude <= 2^24. A bound is
+  computed at import time: per output channel, the sum over input channels and kernel of
+  |w - w_zero_point| (from the weights when they and the zero point are constants, else
+  the type's range times the kernel size) times the largest |x - x_zero_point| the input
+  type and zero point allow. The input channels are cut into consecutive groups whose
+  bound is <= 2^24 (each a convolution of the channel slices; MACs unchanged); a node
+  whose single input channel already exceeds it, or a grouped convolution that would need
+  cutting, is refused (kept opaque with that reason). Any summation order of such
+  integers is exact, so the result does not depend on the runtime's kernel (im2col and
+  GEMM, direct; not Winograd or FFT, which round intermediates).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from irbridge.converters.onnx._import_ops import (
+    Results,
+    _dtype,
+    _kernel,
+    _window_attrs,
+    handles,
+)
+from irbridge.converters.onnx.importer import NodeCtx, Unsupported
+from irbridge.dtypes import DType
+from irbridge.ir import Value
+
+EXACT_LIMIT = 1 << 24
+"""Largest magnitude up to which float32 holds every integer."""
+
+_INT8 = (DType.INT8, DType.UINT8)
+
+
+def _minus_zero_point(ctx: NodeCtx, x: Value, zp: int, dtype: DType,
+                      row_axis: int | None = None) -> Value:
+    """cast(x) - cast(zero point `zp`) in `dtype`. A vector zero point of more than one
+    element is reshaped to broadcast along `row_axis` counted from the end (None: as
+    given)."""
+    y = ctx.op("cast", [x], {"dtype": dtype})
+    if not ctx.has(zp):
+        return y
+    z = ctx.x(zp)
+    if _dtype(z) != _dtype(x):
+        raise Unsupported(f"zero point (input {zp}) type differs from its operand's")
+    shape = ctx.shape(zp)
+    if row_axis is not None and len(shape) == 1 and shape[0] != 1:
+        z = ctx.op("reshape", [z], {"shape": (-1, *(1,) * (row_axis - 1))})
+    return ctx.op("sub", [y, ctx.op("cast", [z], {"dtype": dtype})])
+
+
+@handles("MatMulInteger")
+def _matmul_integer(ctx: NodeCtx) -> Results:
+    if _dtype(ctx.x(0)) not in _INT8 or _dtype(ctx.x(1)) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    a = _minus_zero_point(ctx, ctx.x(0), 2, DType.INT32, row_axis=2)  # per-row [M] -> [M, 1]
+    b = _minus_zero_point(ctx, ctx.x(1), 3, DType.INT32)              # per-column [N]
+    return [ctx.op("matmul", [a, b])]
+
+
+def _largest_offset(ctx: NodeCtx, index: int, zp: int) -> int:
+    """max |x - zero point| over x's type range (and the zero point's value when it is a
+    constant, else its whole range)."""
+    info = ml_dtypes.iinfo(_dtype(ctx.x(index)).numpy)
+    zero = ctx.const(zp) if ctx.has(zp) else np.zeros(1, np.int64)
+    if zero is None:
+        return int(info.max) - int(info.min)
+    zero = np.asarray(zero, np.int64)
+    return int(max(np.max(np.abs(info.min - zero)), np.max(np.abs(info.max - zero))))
+
+
+def _weight_sums(ctx: NodeCtx, kernel: tuple[int, ...]) -> np.ndarray:
+    """[Cout, Cin/groups]: sum over the kernel of |w - w_zero_point|, exact from constant
+    weights, else the largest the type allows."""
+    w = ctx.const(1)
+    zero = ctx.const(3) if ctx.has(3) else np.zeros(1, np.int64)
+    if w is not None and zero is not None:
+        w = np.asarray(w, np.int64)
+        zero = np.asarray(zero, np.int64)
+        if zero.size > 1:
+            zero = zero.reshape(-1, *(1,) * (w.ndim - 1))
+        return np.abs(w - zero).reshape(w.shape[0], w.shape[1], -1).sum(axis=2)
+    shape = ctx.static(1)
+    span = _largest_offset(ctx, 1, 3)
+    return np.full(shape[:2], span * int(np.prod(kernel)), np.int64)
+
+
+def _channel_groups(sums: np.ndarray, offset: int, groups: int, where: str
+                    ) -> list[tuple[int, int]]:
+    """Consecutive input-channel ranges whose worst partial sum is <= EXACT_LIMIT."""
+    cin = sums.shape[1]
+    if groups != 1:
+        if offset * int(sums.sum(axis=1).max(initial=0)) > EXACT_LIMIT:
+            raise Unsupported(f"{where}: a grouped integer convolution whose float32 sums "
+                              "could exceed 2^24 (not exact)")
+        return [(0, cin)]
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    running = np.zeros(sums.shape[0], np.int64)
+    for channel in range(cin):
+        column = sums[:, channel] * offset
+        if int(column.max(initial=0)) > EXACT_LIMIT:
+            raise Unsupported(f"{where}: input channel {channel} alone can exceed 2^24 in "
+                              "float32 (not exact)")
+        if int((running + column).max(initial=0)) > EXACT_LIMIT:
+            ranges.append((start, channel))
+            start, running = channel, np.zeros_like(running)
+        running += column
+    ranges.append((start, cin))
+    return ranges
+
+
+@handles("ConvInteger")
+def _conv_integer(ctx: NodeCtx) -> Results:
+    x, w = ctx.x(0), ctx.x(1)
+    if _dtype(x) not in _INT8 or _dtype(w) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    if ctx.has(2) and ctx.shape(2) not in ((), (1,)):
+        raise Unsupported("x_zero_point must be a scalar")
+    kernel = _kernel(ctx, w)
+    attrs = _window_attrs(ctx, x, kernel)
+    attrs["groups"] = groups = int(ctx.a("group", 1))
+    ranges = _channel_groups(_weight_sums(ctx, kernel), _largest_offset(ctx, 0, 2), groups,
+                             ctx.base)
+    xf = _minus_zero_point(ctx, x, 2, DType.FLOAT32)
+    wf = _minus_zero_point(ctx, w, 3, DType.FLOAT32, row_axis=len(kernel) + 2)
+    total: Value | None = None
+    for start, end in ranges:
+        xs, ws = xf, wf
+        if len(ranges) > 1:
+            cut = {"starts": (start,), "ends": (end,), "axes": (1,)}
+            xs, ws = ctx.op("slice", [xf], cut), ctx.op("slice", [wf], cut)
+        part = ctx.op("cast", [ctx.op("conv", [xs, ws], attrs)], {"dtype": DType.INT32})
+        total = part if total is None else ctx.op("add", [total, part])
+    return [total]

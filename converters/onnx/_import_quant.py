@@ -26,13 +26,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from irbridge.converters.onnx._import_ops import (
-    Results,
-    _dtype,
-    _kernel,
-    _window_attrs,
-    handles,
-)
+from irbridge.converters.onnx._import_ops import Results, _dtype, _window_attrs, handles
 from irbridge.converters.onnx.importer import NodeCtx, Unsupported
 from irbridge.dtypes import DType
 from irbridge.ir import Value
@@ -80,19 +74,19 @@ def _largest_offset(ctx: NodeCtx, index: int, zp: int) -> int:
     return int(max(np.max(np.abs(info.min - zero)), np.max(np.abs(info.max - zero))))
 
 
-def _weight_sums(ctx: NodeCtx, kernel: tuple[int, ...]) -> np.ndarray:
+def _weight_sums(ctx: NodeCtx, w_index: int, zp: int, kernel: tuple[int, ...]) -> np.ndarray:
     """[Cout, Cin/groups]: sum over the kernel of |w - w_zero_point|, exact from constant
     weights, else the largest the type allows."""
-    w = ctx.const(1)
-    zero = ctx.const(3) if ctx.has(3) else np.zeros(1, np.int64)
+    w = ctx.const(w_index)
+    zero = ctx.const(zp) if ctx.has(zp) else np.zeros(1, np.int64)
     if w is not None and zero is not None:
         w = np.asarray(w, np.int64)
         zero = np.asarray(zero, np.int64)
         if zero.size > 1:
             zero = zero.reshape(-1, *(1,) * (w.ndim - 1))
         return np.abs(w - zero).reshape(w.shape[0], w.shape[1], -1).sum(axis=2)
-    shape = ctx.static(1)
-    span = _largest_offset(ctx, 1, 3)
+    shape = ctx.static(w_index)
+    span = _largest_offset(ctx, w_index, zp)
     return np.full(shape[:2], span * int(np.prod(kernel)), np.int64)
 
 
@@ -121,20 +115,21 @@ def _channel_groups(sums: np.ndarray, offset: int, groups: int, where: str
     return ranges
 
 
-@handles("ConvInteger")
-def _conv_integer(ctx: NodeCtx) -> Results:
-    x, w = ctx.x(0), ctx.x(1)
+def _integer_conv(ctx: NodeCtx, x_index: int, xzp: int, w_index: int, wzp: int) -> Value:
+    """int32 sum over (x - x_zero_point) * (w - w_zero_point): float32 convolutions of
+    input-channel groups that stay exact, cast to int32 and added."""
+    x, w = ctx.x(x_index), ctx.x(w_index)
     if _dtype(x) not in _INT8 or _dtype(w) not in _INT8:
         raise Unsupported("operands must be int8 or uint8")
-    if ctx.has(2) and ctx.shape(2) not in ((), (1,)):
+    if ctx.has(xzp) and ctx.shape(xzp) not in ((), (1,)):
         raise Unsupported("x_zero_point must be a scalar")
-    kernel = _kernel(ctx, w)
+    kernel = tuple(int(k) for k in ctx.a("kernel_shape") or ctx.static(w_index)[2:])
     attrs = _window_attrs(ctx, x, kernel)
     attrs["groups"] = groups = int(ctx.a("group", 1))
-    ranges = _channel_groups(_weight_sums(ctx, kernel), _largest_offset(ctx, 0, 2), groups,
-                             ctx.base)
-    xf = _minus_zero_point(ctx, x, 2, DType.FLOAT32)
-    wf = _minus_zero_point(ctx, w, 3, DType.FLOAT32, row_axis=len(kernel) + 2)
+    ranges = _channel_groups(_weight_sums(ctx, w_index, wzp, kernel),
+                             _largest_offset(ctx, x_index, xzp), groups, ctx.base)
+    xf = _minus_zero_point(ctx, x, xzp, DType.FLOAT32)
+    wf = _minus_zero_point(ctx, w, wzp, DType.FLOAT32, row_axis=len(kernel) + 2)
     total: Value | None = None
     for start, end in ranges:
         xs, ws = xf, wf
@@ -143,4 +138,61 @@ def _conv_integer(ctx: NodeCtx) -> Results:
             xs, ws = ctx.op("slice", [xf], cut), ctx.op("slice", [wf], cut)
         part = ctx.op("cast", [ctx.op("conv", [xs, ws], attrs)], {"dtype": DType.INT32})
         total = part if total is None else ctx.op("add", [total, part])
-    return [total]
+    assert total is not None
+    return total
+
+
+@handles("ConvInteger")
+def _conv_integer(ctx: NodeCtx) -> Results:
+    return [_integer_conv(ctx, 0, 2, 1, 3)]
+
+
+# -- QOperator: QLinearConv, QLinearMatMul ---------------------------------------------------------
+
+def _requantize(ctx: NodeCtx, acc: Value, scales: tuple[int, int, int], zp: int,
+                channel_axis: int | None) -> Value:
+    """onnxruntime's requantisation of an int32 accumulator: float32(acc) * (a_scale *
+    b_scale / y_scale), rounded half to even, plus y_zero_point, saturated. A per-channel
+    b scale is reshaped to broadcast along `channel_axis` (None: as given)."""
+    a_scale, b_scale, y_scale = (ctx.x(i) for i in scales)
+    if any(_dtype(v) != DType.FLOAT32 for v in (a_scale, b_scale, y_scale)):
+        raise Unsupported("scales must be float32")
+    if channel_axis is not None and len(ctx.shape(scales[1])) == 1 \
+            and ctx.shape(scales[1])[0] != 1:
+        b_scale = ctx.op("reshape", [b_scale], {"shape": (-1, *(1,) * channel_axis)})
+    multiplier = ctx.op("div", [ctx.op("mul", [a_scale, b_scale]), y_scale])
+    y = ctx.op("round", [ctx.op("mul", [ctx.op("cast", [acc], {"dtype": DType.FLOAT32}),
+                                        multiplier])])
+    target = _dtype(ctx.x(zp)) if ctx.has(zp) else DType.UINT8
+    if target not in _INT8:
+        raise Unsupported(f"quantized output type {target.short}")
+    if ctx.has(zp):
+        y = ctx.op("add", [y, ctx.op("cast", [ctx.x(zp)], {"dtype": DType.FLOAT32})])
+    info = ml_dtypes.iinfo(target.numpy)
+    y = ctx.op("clip", [y], {"min": float(info.min), "max": float(info.max)})
+    return ctx.op("cast", [y], {"dtype": target})
+
+
+@handles("QLinearConv")
+def _qlinear_conv(ctx: NodeCtx) -> Results:
+    """x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B (int32): the integer
+    convolution (as ConvInteger), + B, requantised."""
+    acc = _integer_conv(ctx, 0, 2, 3, 5)
+    rank = ctx.rank(0)
+    if ctx.has(8):
+        acc = ctx.op("add", [acc, ctx.op("reshape", [ctx.x(8)],
+                                         {"shape": (-1, *(1,) * (rank - 2))})])
+    return [_requantize(ctx, acc, (1, 4, 6), 7, rank - 2)]
+
+
+@handles("QLinearMatMul")
+def _qlinear_matmul(ctx: NodeCtx) -> Results:
+    """a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp: the int32 matmul (as
+    MatMulInteger), requantised."""
+    if _dtype(ctx.x(0)) not in _INT8 or _dtype(ctx.x(3)) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    if ctx.shape(1) not in ((), (1,)) or ctx.shape(2) not in ((), (1,)):
+        raise Unsupported("a per-row a_scale / a_zero_point")
+    a = _minus_zero_point(ctx, ctx.x(0), 2, DType.INT32)
+    b = _minus_zero_point(ctx, ctx.x(3), 5, DType.INT32)
+    return [_requantize(ctx, ctx.op("matmul", [a, b]), (1, 4, 6), 7, None)]

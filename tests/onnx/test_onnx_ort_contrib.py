@@ -28,7 +28,13 @@ import pytest
 import torch
 import torchvision
 from onnx import TensorProto, helper
-from onnxruntime.quantization import QuantType, quantize_dynamic
+from onnxruntime.quantization import (
+    CalibrationDataReader,
+    QuantFormat,
+    QuantType,
+    quantize_dynamic,
+    quantize_static,
+)
 from onnxruntime.transformers import optimizer
 from onnxtools import onnx_model, tensor
 from test_onnx_ort_target import _Attention  # SDPA with a boolean mask
@@ -579,3 +585,50 @@ def test_conv_integer_beyond_the_exact_bound_stays_opaque_with_reason() -> None:
     assert coverage.opaque == {"onnx::ConvInteger": 1}
     assert "float32 sums could exceed 2^24" in coverage.reasons["onnx::ConvInteger"]
     assert model.graphs[0].nodes[0].is_opaque
+
+
+class _ConvMatMul(nn.Module):
+    """Conv + ReLU twice, flatten, matmul: all QOperator ops of the default domain."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1, self.c2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, stride=2)
+        self.w = nn.Parameter(torch.randn(8 * 4 * 4, 5))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.flatten(torch.relu(self.c2(torch.relu(self.c1(x)))), 1) @ self.w
+
+
+class _Calibration(CalibrationDataReader):
+    def __init__(self) -> None:
+        self.count = 0
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        self.count += 1
+        if self.count > 3:
+            return None
+        rng = np.random.default_rng(self.count)
+        return {"x": rng.standard_normal((1, 3, 10, 10)).astype(np.float32)}
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_quantize_static_qoperator_exact(tmp_path: Path, per_channel: bool) -> None:
+    """QLinearConv / QLinearMatMul: the integer accumulation and onnxruntime's
+    requantisation (float32 multiplier x_scale * w_scale / y_scale, round half to even,
+    saturate), so the uint8 outputs and the dequantised result are exactly onnxruntime's."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 10, 10)
+    plain = _export(_ConvMatMul(), (x,), tmp_path / "qop.onnx", ["x"])
+    quant = tmp_path / "qop_q.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantize_static(str(plain), str(quant), _Calibration(),
+                        quant_format=QuantFormat.QOperator, weight_type=QuantType.QInt8,
+                        per_channel=per_channel)
+    proto = onnx.load(str(quant))
+    ops = Counter(n.op_type for n in proto.graph.node)
+    assert ops["QLinearConv"] == 2 and ops["QLinearMatMul"] == 1, ops
+    scales = [onnx.numpy_helper.to_array(t) for t in proto.graph.initializer
+              if t.name.endswith("_scale")]
+    assert any(s.size > 1 for s in scales) == per_channel
+    _check(proto, {"x": x.numpy()}, exact=True)

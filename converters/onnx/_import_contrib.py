@@ -187,6 +187,33 @@ def _skip_rms_norm(ctx: NodeCtx) -> Results:
     return [y, None, None, s][:len(ctx.node.output)]
 
 
+@contrib("EmbedLayerNormalization")
+def _embed_layer_norm(ctx: NodeCtx) -> Results:
+    """BERT's embeddings: LayerNorm(word[input_ids] + position[position_ids or 0..S-1] +
+    segment[segment_ids]); mask_index (output 1) counts the mask's entries equal to 1 per
+    row (what onnxruntime's kernel counts), embedding_sum (output 2) is the sum."""
+    ids = ctx.x(0)
+    total = ctx.op("gather", [ctx.x(2), ids], {"axis": 0})
+    if ctx.has(8):
+        positions = ctx.x(8)
+    else:
+        length = ctx.static(0)[1]
+        positions = ctx.constant(np.arange(length, dtype=np.int64).reshape(1, -1), DType.INT64)
+    total = ctx.op("add", [total, ctx.op("gather", [ctx.x(3), positions], {"axis": 0})])
+    if ctx.has(1):
+        total = ctx.op("add", [total, ctx.op("gather", [ctx.x(4), ctx.x(1)], {"axis": 0})])
+    inputs = [total, ctx.x(5)] + ([ctx.x(6)] if ctx.has(6) else [])
+    y = ctx.op("layer_norm", inputs, {"axis": -1, "epsilon": float(ctx.a("epsilon", 1e-12))})
+    mask_index = None
+    if ctx.used(1):
+        if not ctx.has(7):
+            raise Unsupported("mask_index output without a mask input")
+        ones = ctx.op("equal", [ctx.x(7), _scalar(ctx, 1, ctx.x(7))])
+        mask_index = ctx.op("reduce_sum", [ctx.op("cast", [ones], {"dtype": DType.INT32})],
+                            {"axes": (1,), "keepdims": False})
+    return [y, mask_index, total][:len(ctx.node.output)]
+
+
 # -- attention --------------------------------------------------------------------------------
 
 def _heads(ctx: NodeCtx, x: Value, heads: int) -> Value:

@@ -632,3 +632,29 @@ def test_quantize_static_qoperator_exact(tmp_path: Path, per_channel: bool) -> N
               if t.name.endswith("_scale")]
     assert any(s.size > 1 for s in scales) == per_channel
     _check(proto, {"x": x.numpy()}, exact=True)
+
+
+@pytest.mark.parametrize("form", ["full", "no_segment", "position_ids"])
+def test_embed_layer_normalization(form: str) -> None:
+    """All three outputs; the mask holds a 2 and a -1 (mask_index counts the 1s)."""
+    rng = np.random.default_rng(16)
+    inits = {"word": _rand(rng, 20, 8), "pos": _rand(rng, 10, 8), "seg_table": _rand(rng, 2, 8),
+             "gamma": _rand(rng, 8), "beta": _rand(rng, 8)}
+    feeds = {"ids": rng.integers(0, 20, (2, 5)).astype(np.int32),
+             "mask": np.array([[2, 1, 0, 1, 1], [1, -1, 1, 0, 0]], np.int32)}
+    names = ["ids", "seg", "word", "pos", "seg_table", "gamma", "beta", "mask"]
+    if form == "no_segment":
+        names[1] = names[4] = ""
+        del inits["seg_table"]
+    else:
+        feeds["seg"] = rng.integers(0, 2, (2, 5)).astype(np.int32)
+    if form == "position_ids":
+        names.append("position_ids")
+        feeds["position_ids"] = np.array([[4, 3, 2, 1, 0]], np.int32)
+    node = helper.make_node("EmbedLayerNormalization", names, ["y", "mask_index", "sum"],
+                            domain="com.microsoft", epsilon=1e-5)
+    inputs = [tensor(k, I32, list(v.shape)) for k, v in feeds.items()]
+    proto = onnx_model([node], inputs, [tensor("y", F, [2, 5, 8]), tensor("mask_index", I32, [2]),
+                                        tensor("sum", F, [2, 5, 8])], inits, opset=17,
+                       extra_opsets=MS)
+    _check(proto, feeds)

@@ -214,6 +214,59 @@ def _embed_layer_norm(ctx: NodeCtx) -> Results:
     return [y, mask_index, total][:len(ctx.node.output)]
 
 
+@contrib("RotaryEmbedding")
+def _rotary_embedding(ctx: NodeCtx) -> Results:
+    """RoPE of [B, S, N*H] or [B, N, S, H] input: the first rotary_embedding_dim features
+    of each head rotated by cos / sin rows gathered at the positions (position_ids [B, S],
+    or a start offset [1] + 0..S-1), halves (default) or interleaved pairs."""
+    if ctx.a("is_packed_batching", 0) or float(ctx.a("scale", 1.0)) != 1.0:
+        raise Unsupported("packed batching or a scale")
+    x, rank = ctx.x(0), ctx.rank(0)
+    half = ctx.static(2)[1]
+    rotary = int(ctx.a("rotary_embedding_dim", 0)) or 2 * half
+    if rotary != 2 * half:
+        raise Unsupported(f"rotary_embedding_dim {rotary} does not match the cos cache")
+    if rank == 3:
+        heads = int(ctx.a("num_heads", 0))
+        hidden = ctx.static(0)[2]
+        head = hidden // heads if heads else rotary
+        x = ctx.op("reshape", [x], {"shape": (0, 0, hidden // head, head)})  # [B, S, N, H]
+        length, head_axis = ctx.static(0)[1], 2
+    elif rank == 4:
+        head, length, head_axis = ctx.static(0)[3], ctx.static(0)[2], 1  # [B, N, S, H]
+    else:
+        raise Unsupported(f"rank-{rank} input")
+    positions = ctx.x(1)
+    if ctx.rank(1) == 1:
+        steps = ctx.constant(np.arange(length, dtype=np.int64), DType.INT64)
+        start = ctx.op("cast", [positions], {"dtype": DType.INT64})
+        positions = ctx.op("unsqueeze", [ctx.op("add", [steps, start])], {"axes": (0,)})
+    cos, sin = (ctx.op("unsqueeze", [ctx.op("gather", [ctx.x(i), positions], {"axis": 0})],
+                       {"axes": (head_axis,)}) for i in (2, 3))
+
+    def part(start: int, end: int, step: int = 1) -> Value:
+        return ctx.op("slice", [x], {"starts": (start,), "ends": (end,), "axes": (-1,),
+                                     "steps": (step,)})
+
+    if ctx.a("interleaved", 0):
+        first, second = part(0, rotary, 2), part(1, rotary, 2)
+    else:
+        first, second = part(0, half), part(half, rotary)
+    out_first = ctx.op("sub", [ctx.op("mul", [first, cos]), ctx.op("mul", [second, sin])])
+    out_second = ctx.op("add", [ctx.op("mul", [second, cos]), ctx.op("mul", [first, sin])])
+    if ctx.a("interleaved", 0):
+        pairs = [ctx.op("unsqueeze", [v], {"axes": (-1,)}) for v in (out_first, out_second)]
+        rotated = ctx.op("reshape", [ctx.op("concat", pairs, {"axis": -1})],
+                         {"shape": (0, 0, 0, rotary)})
+        parts = [rotated]
+    else:
+        parts = [out_first, out_second]
+    if rotary < head:
+        parts.append(part(rotary, head))
+    y = ctx.op("concat", parts, {"axis": -1}) if len(parts) > 1 else parts[0]
+    return [ctx.op("reshape", [y], {"shape": (0, 0, -1)}) if rank == 3 else y]
+
+
 # -- attention --------------------------------------------------------------------------------
 
 def _heads(ctx: NodeCtx, x: Value, heads: int) -> Value:

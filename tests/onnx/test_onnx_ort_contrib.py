@@ -658,3 +658,26 @@ def test_embed_layer_normalization(form: str) -> None:
                                         tensor("sum", F, [2, 5, 8])], inits, opset=17,
                        extra_opsets=MS)
     _check(proto, feeds)
+
+
+@pytest.mark.parametrize(("layout", "interleaved", "rotary", "positions"), [
+    ("bsnh", 0, 0, "ids"), ("bsnh", 1, 0, "ids"), ("bnsh", 0, 0, "ids"),
+    ("bnsh", 1, 4, "offset"), ("bsnh", 0, 4, "offset")])
+def test_rotary_embedding(layout: str, interleaved: int, rotary: int, positions: str) -> None:
+    rng = np.random.default_rng(17)
+    batch, seq, heads, head = 2, 5, 2, 8
+    half = (rotary or head) // 2
+    shape = [batch, seq, heads * head] if layout == "bsnh" else [batch, heads, seq, head]
+    feeds = {"x": _rand(rng, *shape),
+             "pos": (rng.integers(0, 16, (batch, seq)) if positions == "ids"
+                     else np.array([3])).astype(np.int64)}
+    attrs: dict[str, object] = {"interleaved": interleaved}
+    if rotary:
+        attrs |= {"rotary_embedding_dim": rotary, "num_heads": heads}
+    angles = rng.uniform(0, 6, (16, half)).astype(np.float32)
+    node = helper.make_node("RotaryEmbedding", ["x", "pos", "cos", "sin"], ["y"],
+                            domain="com.microsoft", **attrs)
+    proto = onnx_model([node], [tensor("x", F, shape), tensor("pos", I64, list(feeds["pos"].shape))],
+                       [tensor("y", F, shape)], {"cos": np.cos(angles), "sin": np.sin(angles)},
+                       opset=17, extra_opsets=MS)
+    _check(proto, feeds)

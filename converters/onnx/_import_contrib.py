@@ -281,8 +281,8 @@ def _merge_heads(ctx: NodeCtx, y: Value) -> Value:
 
 
 def _key_mask(ctx: NodeCtx, index: int, query: Value, key: Value) -> Value | None:
-    """The additive [B, 1, 1 or S, T] score bias of a key padding mask input: raw masks
-    [B, T] / [B, S, T] (0 = masked) and key lengths [B] (right padding); masked scores get
+    """The additive [B, 1, 1 or S, T] score bias of a mask input: raw masks [B, T] /
+    [B, S, T] (0 = masked), key lengths [B] (right padding) and [2B] (exclusive ends, then inclusive starts); masked scores get
     mask_filter_value added, as onnxruntime's CPU kernels do."""
     if not ctx.has(index):
         return None
@@ -292,25 +292,41 @@ def _key_mask(ctx: NodeCtx, index: int, query: Value, key: Value) -> Value | Non
     dtype = _dtype(query)
     zero, filled = _scalar(ctx, 0.0, dtype), _scalar(ctx, fill, dtype)
     if len(shape) == 1:
-        key_shape = key.type.shape if key.type is not None else None
-        batch = query.type.shape[0] if query.type is not None and query.type.shape else None
-        if key_shape is None or not isinstance(key_shape[1], int) or shape[0] != batch:
-            raise Unsupported("a mask_index of key lengths needs a static key length and "
-                              "shape (batch_size) (the (2 * batch_size) and (3 * batch_size "
-                              "+ 2) forms are not supported)")
-        positions = ctx.constant(np.arange(key_shape[1], dtype=np.int32).reshape(1, -1),
-                                 DType.INT32)
-        lengths = ctx.op("reshape", [ctx.op("cast", [mask], {"dtype": DType.INT32})],
-                         {"shape": (-1, 1)})
-        keep = ctx.op("less", [positions, lengths])
-        bias = ctx.op("where", [keep, zero, filled])
-        return ctx.op("reshape", [bias], {"shape": (0, 1, 1, -1)})
-    if len(shape) in (2, 3):
-        keep = ctx.op("greater", [mask, _scalar(ctx, 0, mask)])
-        bias = ctx.op("where", [keep, zero, filled])
-        return ctx.op("unsqueeze", [bias], {"axes": (1,) if len(shape) == 3 else (1, 2)})
-    raise Unsupported(f"a mask of rank {len(shape)} (only [B], [B, T] and [B, S, T] masks "
-                      "are supported)")
+        return _key_ranges(ctx, mask, shape[0], query, key, zero, filled)
+    if len(shape) not in (2, 3):  # onnxruntime's CPU kernel refuses the 4-D form too
+        raise Unsupported(f"a mask of rank {len(shape)}")
+    keep = ctx.op("greater", [mask, _scalar(ctx, 0, mask)])
+    bias = ctx.op("where", [keep, zero, filled])
+    return ctx.op("unsqueeze", [bias], {"axes": (1,) if len(shape) == 3 else (1, 2)})
+
+
+def _static_length(key: Value) -> int:
+    shape = key.type.shape if key.type is not None else None
+    if shape is None or len(shape) < 2 or not isinstance(shape[1], int):
+        raise Unsupported("this mask form needs a static key length")
+    return shape[1]
+
+
+def _key_ranges(ctx: NodeCtx, mask: Value, size: Any, query: Value, key: Value,
+                zero: Value, filled: Value) -> Value:
+    """Bias of a [B] (key lengths) or [2B] (ends, then starts) mask_index."""
+    batch = query.type.shape[0] if query.type is not None and query.type.shape else None
+    if not isinstance(batch, int) or size not in (batch, 2 * batch):
+        raise Unsupported("a 1-D mask_index needs a static batch and shape (batch_size) or "
+                          "(2 * batch_size) (the (3 * batch_size + 2) form is not supported)")
+    positions = ctx.constant(np.arange(_static_length(key), dtype=np.int32).reshape(1, -1),
+                             DType.INT32)
+    bounds = ctx.op("reshape", [ctx.op("cast", [mask], {"dtype": DType.INT32})],
+                    {"shape": (-1, 1)})
+    if size == batch:
+        keep = ctx.op("less", [positions, bounds])
+    else:
+        ends, starts = (ctx.op("slice", [bounds], {"starts": (a,), "ends": (b,), "axes": (0,)})
+                        for a, b in ((0, batch), (batch, 2 * batch)))
+        keep = ctx.op("logical_and", [ctx.op("less", [positions, ends]),
+                                      ctx.op("greater_equal", [positions, starts])])
+    bias = ctx.op("where", [keep, zero, filled])
+    return ctx.op("reshape", [bias], {"shape": (0, 1, 1, -1)})
 
 
 def _attend(ctx: NodeCtx, q: Value, k: Value, v: Value, heads: int,

@@ -270,13 +270,14 @@ def _attention_model(mask: np.ndarray | None, *, unidirectional: int = 0,
     return proto, feeds
 
 
-@pytest.mark.parametrize("form", ["none", "raw2d", "raw3d", "lengths", "causal",
-                                  "causal_lengths", "bias", "v_size"])
+@pytest.mark.parametrize("form", ["none", "raw2d", "raw3d", "lengths", "ranges",
+                                  "causal", "causal_lengths", "bias", "v_size"])
 def test_attention(form: str) -> None:
     raw = np.ones((2, 5), np.int32)
     raw[1, 3:] = 0
     mask = {"raw2d": raw, "raw3d": np.tril(np.ones((2, 5, 5), np.int32)),
             "lengths": np.array([5, 2], np.int32),
+            "ranges": np.array([5, 4, 1, 2], np.int32),
             "causal_lengths": np.array([4, 3], np.int32)}.get(form)
     proto, feeds = _attention_model(
         mask, unidirectional=int(form.startswith("causal")), attention_bias=form == "bias",

@@ -280,7 +280,8 @@ def _merge_heads(ctx: NodeCtx, y: Value) -> Value:
     return ctx.op("reshape", [y], {"shape": (0, 0, -1)})
 
 
-def _key_mask(ctx: NodeCtx, index: int, query: Value, key: Value) -> Value | None:
+def _key_mask(ctx: NodeCtx, index: int, query: Value, key: Value, ranges: bool = False
+              ) -> Value | None:
     """The additive [B, 1, 1 or S, T] score bias of a mask input: raw masks [B, T] /
     [B, S, T] (0 = masked), key lengths [B] (right padding) and [2B] (exclusive ends, then inclusive starts); masked scores get
     mask_filter_value added, as onnxruntime's CPU kernels do."""
@@ -292,12 +293,18 @@ def _key_mask(ctx: NodeCtx, index: int, query: Value, key: Value) -> Value | Non
     dtype = _dtype(query)
     zero, filled = _scalar(ctx, 0.0, dtype), _scalar(ctx, fill, dtype)
     if len(shape) == 1:
+        if not ranges and shape[0] != _batch(query):
+            raise Unsupported("a 1-D key_padding_mask other than key lengths (batch_size)")
         return _key_ranges(ctx, mask, shape[0], query, key, zero, filled)
     if len(shape) not in (2, 3):  # onnxruntime's CPU kernel refuses the 4-D form too
         raise Unsupported(f"a mask of rank {len(shape)}")
     keep = ctx.op("greater", [mask, _scalar(ctx, 0, mask)])
     bias = ctx.op("where", [keep, zero, filled])
     return ctx.op("unsqueeze", [bias], {"axes": (1,) if len(shape) == 3 else (1, 2)})
+
+
+def _batch(value: Value) -> Any:
+    return value.type.shape[0] if value.type is not None and value.type.shape else None
 
 
 def _static_length(key: Value) -> int:
@@ -310,7 +317,7 @@ def _static_length(key: Value) -> int:
 def _key_ranges(ctx: NodeCtx, mask: Value, size: Any, query: Value, key: Value,
                 zero: Value, filled: Value) -> Value:
     """Bias of a [B] (key lengths) or [2B] (ends, then starts) mask_index."""
-    batch = query.type.shape[0] if query.type is not None and query.type.shape else None
+    batch = _batch(query)
     if not isinstance(batch, int) or size not in (batch, 2 * batch):
         raise Unsupported("a 1-D mask_index needs a static batch and shape (batch_size) or "
                           "(2 * batch_size) (the (3 * batch_size + 2) form is not supported)")
@@ -376,7 +383,7 @@ def _attention(ctx: NodeCtx) -> Results:
     if ctx.has(2):
         qkv = ctx.op("add", [qkv, ctx.x(2)])
     q, k, v = _split_last(ctx, qkv, sizes)
-    biases = [_key_mask(ctx, 3, ctx.x(0), q), ctx.opt(5)]
+    biases = [_key_mask(ctx, 3, ctx.x(0), q, ranges=True), ctx.opt(5)]
     return [_attend(ctx, q, k, v, heads, biases), None]
 
 

@@ -1,5 +1,7 @@
-"""Integer ONNX ops of dynamically quantised models (`onnxruntime.quantization.
-quantize_dynamic`): MatMulInteger and ConvInteger, written in neutral ops.
+"""Integer ONNX ops of quantised models, written in neutral ops: MatMulInteger and
+ConvInteger (`onnxruntime.quantization.quantize_dynamic`), QLinearConv and QLinearMatMul
+(QOperator files), and onnxruntime's fusions of dynamic quantisation (com.microsoft
+MatMulIntegerToFloat, DynamicQuantizeMatMul), which a session at level EXTENDED writes.
 
 Both subtract the zero points and accumulate products in int32.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from irbridge.converters.onnx._import_contrib import contrib
 from irbridge.converters.onnx._import_ops import Results, _dtype, _window_attrs, handles
 from irbridge.converters.onnx.importer import NodeCtx, Unsupported
 from irbridge.dtypes import DType
@@ -196,3 +199,58 @@ def _qlinear_matmul(ctx: NodeCtx) -> Results:
     a = _minus_zero_point(ctx, ctx.x(0), 2, DType.INT32)
     b = _minus_zero_point(ctx, ctx.x(3), 5, DType.INT32)
     return [_requantize(ctx, ctx.op("matmul", [a, b]), (1, 4, 6), 7, None)]
+
+
+# -- onnxruntime's fusions of dynamic quantisation (com.microsoft) ------------------------------
+
+def _to_float(ctx: NodeCtx, acc: Value, a_scale: Value, b_scale: Value, bias: int) -> Value:
+    """onnxruntime's output stage: float32(acc) * (a_scale * b_scale) (+ bias)."""
+    if _dtype(a_scale) != DType.FLOAT32 or _dtype(b_scale) != DType.FLOAT32:
+        raise Unsupported("scales must be float32")
+    y = ctx.op("mul", [ctx.op("cast", [acc], {"dtype": DType.FLOAT32}),
+                       ctx.op("mul", [a_scale, b_scale])])
+    return ctx.op("add", [y, ctx.x(bias)]) if ctx.has(bias) else y
+
+
+def _per_tensor(ctx: NodeCtx, *indices: int) -> None:
+    for index in indices:
+        if ctx.has(index) and ctx.shape(index) not in ((), (1,)):
+            raise Unsupported(f"input {index} must be per tensor (one element)")
+
+
+@contrib("MatMulIntegerToFloat")
+def _matmul_integer_to_float(ctx: NodeCtx) -> Results:
+    """(A - a_zero_point) @ (B - b_zero_point) in int32, then float32(acc) * (a_scale *
+    b_scale) + bias; A's scale and zero point per tensor, B's per tensor or column."""
+    _per_tensor(ctx, 2, 4)
+    if _dtype(ctx.x(0)) not in _INT8 or _dtype(ctx.x(1)) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    a = _minus_zero_point(ctx, ctx.x(0), 4, DType.INT32)
+    b = _minus_zero_point(ctx, ctx.x(1), 5, DType.INT32)
+    return [_to_float(ctx, ctx.op("matmul", [a, b]), ctx.x(2), ctx.x(3), 6)]
+
+
+@contrib("DynamicQuantizeMatMul")
+def _dynamic_quantize_matmul(ctx: NodeCtx) -> Results:
+    """A (float32) quantised to uint8 as DynamicQuantizeLinear does (range widened to
+    include 0, scale = range / 255, zero point and values rounded half to even and
+    saturated), then as MatMulIntegerToFloat with B, b_scale, b_zero_point, bias."""
+    x = ctx.x(0)
+    if _dtype(x) != DType.FLOAT32 or _dtype(ctx.x(1)) not in _INT8:
+        raise Unsupported("A must be float32 and B int8 or uint8")
+    every = {"axes": tuple(range(ctx.rank(0))), "keepdims": False}
+    zero = ctx.constant(0.0, DType.FLOAT32)
+    low = ctx.op("minimum", [ctx.op("reduce_min", [x], every), zero])
+    high = ctx.op("maximum", [ctx.op("reduce_max", [x], every), zero])
+    scale = ctx.op("div", [ctx.op("sub", [high, low]),
+                           ctx.constant(255.0, DType.FLOAT32)])
+    saturate = {"min": 0.0, "max": 255.0}
+    zero_point = ctx.op("clip", [ctx.op("round", [ctx.op("div", [ctx.op("sub", [zero, low]),
+                                                                 scale])])], saturate)
+    q = ctx.op("clip", [ctx.op("add", [ctx.op("round", [ctx.op("div", [x, scale])]),
+                                       zero_point])], saturate)
+    # q - zero_point holds integers in [-255, 255]: exact in int32 after the casts
+    a = ctx.op("sub", [ctx.op("cast", [q], {"dtype": DType.INT32}),
+                       ctx.op("cast", [zero_point], {"dtype": DType.INT32})])
+    b = _minus_zero_point(ctx, ctx.x(1), 3, DType.INT32)
+    return [_to_float(ctx, ctx.op("matmul", [a, b]), scale, ctx.x(2), 4)]

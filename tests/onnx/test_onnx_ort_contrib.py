@@ -682,3 +682,21 @@ def test_rotary_embedding(layout: str, interleaved: int, rotary: int, positions:
                        [tensor("y", F, shape)], {"cos": np.cos(angles), "sin": np.sin(angles)},
                        opset=17, extra_opsets=MS)
     _check(proto, feeds)
+
+
+def test_dynamic_quantization_fused_by_onnxruntime(tmp_path: Path) -> None:
+    """A quantize_dynamic file saved by an EXTENDED session: DynamicQuantizeMatMul and
+    MatMulIntegerToFloat (com.microsoft; q, k and v share one quantised input). Integer accumulation is exact; the float32 output
+    stage float32(acc) * (a_scale * b_scale) + bias is the kernel's, so the tolerance is
+    the common one (the quantised operands themselves must match: a rounding flip in A's
+    quantisation would be off by a whole scale step, ~1e-2 here)."""
+    torch.manual_seed(0)
+    x, mask = torch.randn(2, 6, 32), torch.ones(2, 6, dtype=torch.int64)
+    mask[1, 4:] = 0
+    plain = _export(_Bert(), (x, mask), tmp_path / "bert.onnx", ["x", "mask"])
+    quant = tmp_path / "bert_dyn.onnx"
+    quantize_dynamic(str(plain), str(quant), weight_type=QuantType.QInt8)
+    fused = _ort_optimized(quant, ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+    ops = _contrib_ops(fused)
+    assert ops["DynamicQuantizeMatMul"] > 0 and ops["MatMulIntegerToFloat"] > 0, ops
+    _check_file(fused, {"x": x.numpy(), "mask": mask.numpy()})

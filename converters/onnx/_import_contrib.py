@@ -26,6 +26,7 @@ from irbridge.converters.onnx._import_ops import (
     _dtype,
     _gemm,
     _scalar,
+    handles,
 )
 from irbridge.converters.onnx.importer import DOMAIN_HANDLERS, NodeCtx, Unsupported
 from irbridge.dtypes import DType
@@ -175,6 +176,15 @@ def _skip_layer_norm(ctx: NodeCtx) -> Results:
     inputs = [s, ctx.x(2)] + ([ctx.x(3)] if ctx.has(3) else [])
     y = ctx.op("layer_norm", inputs, {"axis": -1, "epsilon": float(ctx.a("epsilon", 1e-12))})
     return [y, None, None, s][:len(ctx.node.output)]
+
+
+@handles("SimplifiedLayerNormalization")  # onnxruntime's, in the default domain
+def _simplified_layer_norm(ctx: NodeCtx) -> Results:
+    if ctx.used(1):
+        raise Unsupported("the inv_std_var output has no neutral equivalent")
+    return [ctx.op("rms_norm", [ctx.x(0), ctx.x(1)],
+                   {"axis": int(ctx.a("axis", -1)), "epsilon": float(ctx.a("epsilon", 1e-5))}),
+            None]
 
 
 @contrib("SkipSimplifiedLayerNormalization")

@@ -45,6 +45,7 @@ from onnx import (
 
 from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
+from irbridge.converters.onnx import _ort_schemas  # noqa: F401  (onnxruntime's ONNX-domain ops)
 from irbridge.converters.onnx._common import (
     META_ATTRS,
     META_INPUTS,

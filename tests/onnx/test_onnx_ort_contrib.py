@@ -700,3 +700,17 @@ def test_dynamic_quantization_fused_by_onnxruntime(tmp_path: Path) -> None:
     ops = _contrib_ops(fused)
     assert ops["DynamicQuantizeMatMul"] > 0 and ops["MatMulIntegerToFloat"] > 0, ops
     _check_file(fused, {"x": x.numpy(), "mask": mask.numpy()})
+
+
+def test_simplified_layer_normalization_in_the_default_domain() -> None:
+    """onnxruntime's RMS norm, registered in the ONNX domain: the checker accepts it
+    (converters/onnx/_ort_schemas.py) and it maps to rms_norm; a file with the model's
+    shapes flows on to the next standard op."""
+    rng = np.random.default_rng(18)
+    nodes = [helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], ["n"],
+                              axis=-1, epsilon=1e-6, stash_type=1),
+             helper.make_node("MatMul", ["n", "w"], ["y"])]
+    proto = onnx_model(nodes, [tensor("x", F, [2, 3, 16])], [tensor("y", F, [2, 3, 4])],
+                       {"scale": _rand(rng, 16), "w": _rand(rng, 16, 4)}, opset=17)
+    model = _check(proto, {"x": _rand(rng, 2, 3, 16) * 4})
+    assert [n.op for _, n in model.all_nodes()] == ["rms_norm", "matmul"]

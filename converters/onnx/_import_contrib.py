@@ -45,11 +45,13 @@ def contrib(*op_types: str) -> Any:
     return register
 
 
-def _activation(ctx: NodeCtx, y: Value, kind: str, params: list[float]) -> Value:
-    """onnxruntime's fused activation (MLAS_ACTIVATION) applied to `y`."""
+def _activation(ctx: NodeCtx, y: Value, kind: str, params: list[float | None]) -> Value:
+    """onnxruntime's fused activation (MLAS_ACTIVATION) applied to `y`; `params` by
+    position, None where not given."""
     def param(index: int, default: float | None = None) -> float:
-        if index < len(params):
-            return float(params[index])
+        given = params[index] if index < len(params) else None
+        if given is not None:
+            return float(given)
         if default is None:
             raise Unsupported(f"activation {kind} needs {index + 1} parameter(s)")
         return default
@@ -82,12 +84,8 @@ def _fused_conv(ctx: NodeCtx) -> Results:
 def _fused_gemm(ctx: NodeCtx) -> Results:
     y = _gemm(ctx)[0]
     assert y is not None
-    kind = str(ctx.a("activation", ""))
     params = [ctx.a(f"activation_{p}") for p in ("alpha", "beta", "gamma")]
-    given = [float(p) for p in params if p is not None]
-    if kind == "LeakyRelu" and params[0] is None:
-        given = [0.01]
-    return [_activation(ctx, y, kind, given)]
+    return [_activation(ctx, y, str(ctx.a("activation", "")), params)]
 
 
 @contrib("FusedMatMul", "TransposeMatMul")

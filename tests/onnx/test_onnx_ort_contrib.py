@@ -152,11 +152,15 @@ def test_fused_conv_with_sum_input_and_groups() -> None:
     _check(proto, {"x": x, "z": z})
 
 
-def test_fused_gemm_leaky_relu() -> None:
+@pytest.mark.parametrize("activation", [{"activation": "LeakyRelu", "activation_alpha": 0.3},
+                                        {"activation": "HardSigmoid", "activation_alpha": 0.3,
+                                         "activation_beta": 0.6},
+                                        {"activation": "Tanh"}])
+def test_fused_gemm(activation: dict[str, object]) -> None:
     rng = np.random.default_rng(2)
     proto = _one_node("FusedGemm", {"a": _rand(rng, 5, 3)},
                       {"b": _rand(rng, 4, 3), "c": _rand(rng, 4)}, 2, transB=1, alpha=0.5,
-                      beta=2.0, activation="LeakyRelu", activation_alpha=0.3)
+                      beta=2.0, **activation)
     _check(proto, {"a": _rand(rng, 5, 3)})
 
 
@@ -166,6 +170,7 @@ def test_fused_gemm_leaky_relu() -> None:
     ((4, 2, 3, 5), (2, 3, 5, 6), {"transBatchA": 1}),
     ((4, 2, 3, 5), (2, 3, 6, 5), {"transBatchA": 1, "transB": 1}),
     ((2, 3, 5, 4), (6, 2, 3, 5), {"transBatchB": 1, "transA": 1, "transB": 1}),
+    ((5, 2, 3, 4), (2, 3, 5, 6), {"transBatchA": 1, "transA": 1}),
 ])
 def test_fused_matmul(a_shape: tuple[int, ...], b_shape: tuple[int, ...],
                       attrs: dict[str, object]) -> None:

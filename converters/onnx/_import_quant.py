@@ -3,7 +3,7 @@ ConvInteger (`onnxruntime.quantization.quantize_dynamic`), QLinearConv and QLine
 (QOperator files), and onnxruntime's fusions of dynamic quantisation (com.microsoft
 MatMulIntegerToFloat, DynamicQuantizeMatMul), which a session at level EXTENDED writes.
 
-Both subtract the zero points and accumulate products in int32.
+All subtract the zero points and accumulate products in int32.
 
 * **MatMulInteger** becomes `matmul` in int32 of (a - a_zero_point) and (b - b_zero_point),
   each cast to int32 first: the neutral matmul computes integer operands in their own
@@ -21,6 +21,11 @@ Both subtract the zero points and accumulate products in int32.
   cutting, is refused (kept opaque with that reason). Any summation order of such
   integers is exact, so the result does not depend on the runtime's kernel (im2col and
   GEMM, direct; not Winograd or FFT, which round intermediates).
+* **QLinearConv / QLinearMatMul** are the same accumulations (+ QLinearConv's int32 bias)
+  followed by onnxruntime's requantisation: float32(acc) times the float32 multiplier
+  a_scale * b_scale / y_scale, rounded half to even, plus y_zero_point, saturated.
+* **MatMulIntegerToFloat / DynamicQuantizeMatMul** end in float32(acc) * (a_scale *
+  b_scale) + bias; DynamicQuantizeMatMul first quantises A as DynamicQuantizeLinear does.
 """
 
 from __future__ import annotations

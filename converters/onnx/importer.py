@@ -45,6 +45,7 @@ from onnx import (
 
 from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
+from irbridge.converters.onnx import _ort_schemas  # noqa: F401  (onnxruntime's ONNX-domain ops)
 from irbridge.converters.onnx._common import (
     META_ATTRS,
     META_INPUTS,
@@ -693,13 +694,21 @@ def _location(meta: dict[str, str]) -> SourceLocation | None:
 
 Handler = Callable[["NodeCtx"], Sequence["Value | None"]]
 HANDLERS: dict[str, Handler] = {}
-"""ONNX op type (default domain) -> handler; filled by _import_ops."""
+"""ONNX op type (default domain) -> handler; filled by _import_ops, _import_quant and
+_import_contrib."""
+DOMAIN_HANDLERS: dict[tuple[str, str], Handler] = {}
+"""(custom domain, op type) -> handler: onnxruntime's com.microsoft contrib ops, filled by
+_import_contrib."""
 
 
 class _ModelImporter:
     def __init__(self, proto: ModelProto, source: str, base_dir: str | None,
                  regroup: bool) -> None:
-        from irbridge.converters.onnx import _import_ops  # noqa: F401  (fills HANDLERS)
+        from irbridge.converters.onnx import (  # noqa: F401  (fill the handler tables)
+            _import_contrib,
+            _import_ops,
+            _import_quant,
+        )
 
         self.proto = proto
         self.source = source
@@ -881,8 +890,9 @@ class _GraphImporter:
         version = opsets[domain]
         reason = f"domain {domain!r} is not the default ONNX domain" if domain else ""
         invalid = False
-        handler = HANDLERS.get(node.op_type) if not domain else None
-        if not domain and handler is None:
+        handler = HANDLERS.get(node.op_type) if not domain else \
+            DOMAIN_HANDLERS.get((domain, node.op_type))
+        if handler is None and (not domain or any(d == domain for d, _ in DOMAIN_HANDLERS)):
             reason = f"no neutral mapping for {node.op_type}"
         if handler is not None:
             with self._attempt() as attempt:
@@ -891,7 +901,8 @@ class _GraphImporter:
                 self._bind(node, results, attempt.start, provenance_of(node))
             if attempt.ok:
                 if not trial:
-                    mi.coverage.mapped[node.op_type] += 1
+                    mi.coverage.mapped[f"{domain}::{node.op_type}" if domain
+                                       else node.op_type] += 1
                     self._protect_if_dead(node)
                 return
             reason, invalid = attempt.reason, attempt.invalid

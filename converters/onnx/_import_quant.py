@@ -1,0 +1,261 @@
+"""Integer ONNX ops of quantised models, written in neutral ops: MatMulInteger and
+ConvInteger (`onnxruntime.quantization.quantize_dynamic`), QLinearConv and QLinearMatMul
+(QOperator files), and onnxruntime's fusions of dynamic quantisation (com.microsoft
+MatMulIntegerToFloat, DynamicQuantizeMatMul), which a session at level EXTENDED writes.
+
+All subtract the zero points and accumulate products in int32.
+
+* **MatMulInteger** becomes `matmul` in int32 of (a - a_zero_point) and (b - b_zero_point),
+  each cast to int32 first: the neutral matmul computes integer operands in their own
+  type, as ONNX's int32 MatMul does, so the result equals onnxruntime's exactly.
+* **ConvInteger** becomes float32 `conv`s whose results are cast to int32 and summed in
+  int32. No runtime has an integer convolution that a file can name (ONNX's Conv takes
+  floats, onnxruntime has no float64 Conv), so the convolution runs in float32, which is
+  exact while every partial sum stays an integer of magnitude <= 2^24. A bound is
+  computed at import time: per output channel, the sum over input channels and kernel of
+  |w - w_zero_point| (from the weights when they and the zero point are constants, else
+  the type's range times the kernel size) times the largest |x - x_zero_point| the input
+  type and zero point allow. The input channels are cut into consecutive groups whose
+  bound is <= 2^24 (each a convolution of the channel slices; MACs unchanged); a node
+  whose single input channel already exceeds it, or a grouped convolution that would need
+  cutting, is refused (kept opaque with that reason). Any summation order of such
+  integers is exact, so the result does not depend on the runtime's kernel (im2col and
+  GEMM, direct; not Winograd or FFT, which round intermediates).
+* **QLinearConv / QLinearMatMul** are the same accumulations (+ QLinearConv's int32 bias)
+  followed by onnxruntime's requantisation: float32(acc) times the float32 multiplier
+  a_scale * b_scale / y_scale, rounded half to even, plus y_zero_point, saturated.
+* **MatMulIntegerToFloat / DynamicQuantizeMatMul** end in float32(acc) * (a_scale *
+  b_scale) + bias; DynamicQuantizeMatMul first quantises A as DynamicQuantizeLinear does.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from irbridge.converters.onnx._import_contrib import contrib
+from irbridge.converters.onnx._import_ops import Results, _dtype, _window_attrs, handles
+from irbridge.converters.onnx.importer import NodeCtx, Unsupported
+from irbridge.dtypes import DType
+from irbridge.ir import Value
+
+EXACT_LIMIT = 1 << 24
+"""Largest magnitude up to which float32 holds every integer."""
+
+_INT8 = (DType.INT8, DType.UINT8)
+
+
+def _minus_zero_point(ctx: NodeCtx, x: Value, zp: int, dtype: DType,
+                      row_axis: int | None = None) -> Value:
+    """cast(x) - cast(zero point `zp`) in `dtype`. A vector zero point of more than one
+    element is reshaped to broadcast along `row_axis` counted from the end (None: as
+    given)."""
+    y = ctx.op("cast", [x], {"dtype": dtype})
+    if not ctx.has(zp):
+        return y
+    z = ctx.x(zp)
+    if _dtype(z) != _dtype(x):
+        raise Unsupported(f"zero point (input {zp}) type differs from its operand's")
+    shape = ctx.shape(zp)
+    if row_axis is not None and len(shape) == 1 and shape[0] != 1:
+        z = ctx.op("reshape", [z], {"shape": (-1, *(1,) * (row_axis - 1))})
+    return ctx.op("sub", [y, ctx.op("cast", [z], {"dtype": dtype})])
+
+
+@handles("MatMulInteger")
+def _matmul_integer(ctx: NodeCtx) -> Results:
+    if _dtype(ctx.x(0)) not in _INT8 or _dtype(ctx.x(1)) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    a = _minus_zero_point(ctx, ctx.x(0), 2, DType.INT32, row_axis=2)  # per-row [M] -> [M, 1]
+    b = _minus_zero_point(ctx, ctx.x(1), 3, DType.INT32)              # per-column [N]
+    return [ctx.op("matmul", [a, b])]
+
+
+def _largest_offset(ctx: NodeCtx, index: int, zp: int) -> int:
+    """max |x - zero point| over x's type range (and the zero point's value when it is a
+    constant, else its whole range)."""
+    info = ml_dtypes.iinfo(_dtype(ctx.x(index)).numpy)
+    zero = ctx.const(zp) if ctx.has(zp) else np.zeros(1, np.int64)
+    if zero is None:
+        return int(info.max) - int(info.min)
+    zero = np.asarray(zero, np.int64)
+    return int(max(np.max(np.abs(info.min - zero)), np.max(np.abs(info.max - zero))))
+
+
+def _weight_sums(ctx: NodeCtx, w_index: int, zp: int, kernel: tuple[int, ...]) -> np.ndarray:
+    """[Cout, Cin/groups]: sum over the kernel of |w - w_zero_point|, exact from constant
+    weights, else the largest the type allows."""
+    w = ctx.const(w_index)
+    zero = ctx.const(zp) if ctx.has(zp) else np.zeros(1, np.int64)
+    if w is not None and zero is not None:
+        w = np.asarray(w, np.int64)
+        zero = np.asarray(zero, np.int64)
+        if zero.size > 1:
+            zero = zero.reshape(-1, *(1,) * (w.ndim - 1))
+        return np.abs(w - zero).reshape(w.shape[0], w.shape[1], -1).sum(axis=2)
+    shape = ctx.static(w_index)
+    span = _largest_offset(ctx, w_index, zp)
+    return np.full(shape[:2], span * int(np.prod(kernel)), np.int64)
+
+
+def _channel_groups(sums: np.ndarray, offset: int, groups: int, where: str
+                    ) -> list[tuple[int, int]]:
+    """Consecutive input-channel ranges whose worst partial sum is <= EXACT_LIMIT."""
+    cin = sums.shape[1]
+    if groups != 1:
+        if offset * int(sums.sum(axis=1).max(initial=0)) > EXACT_LIMIT:
+            raise Unsupported(f"{where}: a grouped integer convolution whose float32 sums "
+                              "could exceed 2^24 (not exact)")
+        return [(0, cin)]
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    running = np.zeros(sums.shape[0], np.int64)
+    for channel in range(cin):
+        column = sums[:, channel] * offset
+        if int(column.max(initial=0)) > EXACT_LIMIT:
+            raise Unsupported(f"{where}: input channel {channel} alone can exceed 2^24 in "
+                              "float32 (not exact)")
+        if int((running + column).max(initial=0)) > EXACT_LIMIT:
+            ranges.append((start, channel))
+            start, running = channel, np.zeros_like(running)
+        running += column
+    ranges.append((start, cin))
+    return ranges
+
+
+def _integer_conv(ctx: NodeCtx, x_index: int, xzp: int, w_index: int, wzp: int) -> Value:
+    """int32 sum over (x - x_zero_point) * (w - w_zero_point): float32 convolutions of
+    input-channel groups that stay exact, cast to int32 and added."""
+    x, w = ctx.x(x_index), ctx.x(w_index)
+    if _dtype(x) not in _INT8 or _dtype(w) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    if ctx.has(xzp) and ctx.shape(xzp) not in ((), (1,)):
+        raise Unsupported("x_zero_point must be a scalar")
+    kernel = tuple(int(k) for k in ctx.a("kernel_shape") or ctx.static(w_index)[2:])
+    attrs = _window_attrs(ctx, x, kernel)
+    attrs["groups"] = groups = int(ctx.a("group", 1))
+    ranges = _channel_groups(_weight_sums(ctx, w_index, wzp, kernel),
+                             _largest_offset(ctx, x_index, xzp), groups, ctx.base)
+    xf = _minus_zero_point(ctx, x, xzp, DType.FLOAT32)
+    wf = _minus_zero_point(ctx, w, wzp, DType.FLOAT32, row_axis=len(kernel) + 2)
+    total: Value | None = None
+    for start, end in ranges:
+        xs, ws = xf, wf
+        if len(ranges) > 1:
+            cut = {"starts": (start,), "ends": (end,), "axes": (1,)}
+            xs, ws = ctx.op("slice", [xf], cut), ctx.op("slice", [wf], cut)
+        part = ctx.op("cast", [ctx.op("conv", [xs, ws], attrs)], {"dtype": DType.INT32})
+        total = part if total is None else ctx.op("add", [total, part])
+    assert total is not None
+    return total
+
+
+@handles("ConvInteger")
+def _conv_integer(ctx: NodeCtx) -> Results:
+    return [_integer_conv(ctx, 0, 2, 1, 3)]
+
+
+# -- QOperator: QLinearConv, QLinearMatMul ---------------------------------------------------------
+
+def _requantize(ctx: NodeCtx, acc: Value, scales: tuple[int, int, int], zp: int,
+                channel_axis: int | None) -> Value:
+    """onnxruntime's requantisation of an int32 accumulator: float32(acc) * (a_scale *
+    b_scale / y_scale), rounded half to even, plus y_zero_point, saturated. A per-channel
+    b scale is reshaped to broadcast along `channel_axis` (None: as given)."""
+    a_scale, b_scale, y_scale = (ctx.x(i) for i in scales)
+    if any(_dtype(v) != DType.FLOAT32 for v in (a_scale, b_scale, y_scale)):
+        raise Unsupported("scales must be float32")
+    if channel_axis is not None and len(ctx.shape(scales[1])) == 1 \
+            and ctx.shape(scales[1])[0] != 1:
+        b_scale = ctx.op("reshape", [b_scale], {"shape": (-1, *(1,) * channel_axis)})
+    multiplier = ctx.op("div", [ctx.op("mul", [a_scale, b_scale]), y_scale])
+    y = ctx.op("round", [ctx.op("mul", [ctx.op("cast", [acc], {"dtype": DType.FLOAT32}),
+                                        multiplier])])
+    target = _dtype(ctx.x(zp)) if ctx.has(zp) else DType.UINT8
+    if target not in _INT8:
+        raise Unsupported(f"quantized output type {target.short}")
+    if ctx.has(zp):
+        y = ctx.op("add", [y, ctx.op("cast", [ctx.x(zp)], {"dtype": DType.FLOAT32})])
+    info = ml_dtypes.iinfo(target.numpy)
+    y = ctx.op("clip", [y], {"min": float(info.min), "max": float(info.max)})
+    return ctx.op("cast", [y], {"dtype": target})
+
+
+@handles("QLinearConv")
+def _qlinear_conv(ctx: NodeCtx) -> Results:
+    """x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B (int32): the integer
+    convolution (as ConvInteger), + B, requantised."""
+    acc = _integer_conv(ctx, 0, 2, 3, 5)
+    rank = ctx.rank(0)
+    if ctx.has(8):
+        acc = ctx.op("add", [acc, ctx.op("reshape", [ctx.x(8)],
+                                         {"shape": (-1, *(1,) * (rank - 2))})])
+    return [_requantize(ctx, acc, (1, 4, 6), 7, rank - 2)]
+
+
+@handles("QLinearMatMul")
+def _qlinear_matmul(ctx: NodeCtx) -> Results:
+    """a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp: the int32 matmul (as
+    MatMulInteger), requantised."""
+    if _dtype(ctx.x(0)) not in _INT8 or _dtype(ctx.x(3)) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    if ctx.shape(1) not in ((), (1,)) or ctx.shape(2) not in ((), (1,)):
+        raise Unsupported("a per-row a_scale / a_zero_point")
+    a = _minus_zero_point(ctx, ctx.x(0), 2, DType.INT32)
+    b = _minus_zero_point(ctx, ctx.x(3), 5, DType.INT32)
+    return [_requantize(ctx, ctx.op("matmul", [a, b]), (1, 4, 6), 7, None)]
+
+
+# -- onnxruntime's fusions of dynamic quantisation (com.microsoft) ------------------------------
+
+def _to_float(ctx: NodeCtx, acc: Value, a_scale: Value, b_scale: Value, bias: int) -> Value:
+    """onnxruntime's output stage: float32(acc) * (a_scale * b_scale) (+ bias)."""
+    if _dtype(a_scale) != DType.FLOAT32 or _dtype(b_scale) != DType.FLOAT32:
+        raise Unsupported("scales must be float32")
+    y = ctx.op("mul", [ctx.op("cast", [acc], {"dtype": DType.FLOAT32}),
+                       ctx.op("mul", [a_scale, b_scale])])
+    return ctx.op("add", [y, ctx.x(bias)]) if ctx.has(bias) else y
+
+
+def _per_tensor(ctx: NodeCtx, *indices: int) -> None:
+    for index in indices:
+        if ctx.has(index) and ctx.shape(index) not in ((), (1,)):
+            raise Unsupported(f"input {index} must be per tensor (one element)")
+
+
+@contrib("MatMulIntegerToFloat")
+def _matmul_integer_to_float(ctx: NodeCtx) -> Results:
+    """(A - a_zero_point) @ (B - b_zero_point) in int32, then float32(acc) * (a_scale *
+    b_scale) + bias; A's scale and zero point per tensor, B's per tensor or column."""
+    _per_tensor(ctx, 2, 4)
+    if _dtype(ctx.x(0)) not in _INT8 or _dtype(ctx.x(1)) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    a = _minus_zero_point(ctx, ctx.x(0), 4, DType.INT32)
+    b = _minus_zero_point(ctx, ctx.x(1), 5, DType.INT32)
+    return [_to_float(ctx, ctx.op("matmul", [a, b]), ctx.x(2), ctx.x(3), 6)]
+
+
+@contrib("DynamicQuantizeMatMul")
+def _dynamic_quantize_matmul(ctx: NodeCtx) -> Results:
+    """A (float32) quantised to uint8 as DynamicQuantizeLinear does (range widened to
+    include 0, scale = range / 255, zero point and values rounded half to even and
+    saturated), then as MatMulIntegerToFloat with B, b_scale, b_zero_point, bias."""
+    x = ctx.x(0)
+    if _dtype(x) != DType.FLOAT32 or _dtype(ctx.x(1)) not in _INT8:
+        raise Unsupported("A must be float32 and B int8 or uint8")
+    every = {"axes": tuple(range(ctx.rank(0))), "keepdims": False}
+    zero = ctx.constant(0.0, DType.FLOAT32)
+    low = ctx.op("minimum", [ctx.op("reduce_min", [x], every), zero])
+    high = ctx.op("maximum", [ctx.op("reduce_max", [x], every), zero])
+    scale = ctx.op("div", [ctx.op("sub", [high, low]),
+                           ctx.constant(255.0, DType.FLOAT32)])
+    saturate = {"min": 0.0, "max": 255.0}
+    zero_point = ctx.op("clip", [ctx.op("round", [ctx.op("div", [ctx.op("sub", [zero, low]),
+                                                                 scale])])], saturate)
+    q = ctx.op("clip", [ctx.op("add", [ctx.op("round", [ctx.op("div", [x, scale])]),
+                                       zero_point])], saturate)
+    # q - zero_point holds integers in [-255, 255]: exact in int32 after the casts
+    a = ctx.op("sub", [ctx.op("cast", [q], {"dtype": DType.INT32}),
+                       ctx.op("cast", [zero_point], {"dtype": DType.INT32})])
+    b = _minus_zero_point(ctx, ctx.x(1), 3, DType.INT32)
+    return [_to_float(ctx, ctx.op("matmul", [a, b]), scale, ctx.x(2), 4)]

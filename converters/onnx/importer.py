@@ -694,8 +694,8 @@ def _location(meta: dict[str, str]) -> SourceLocation | None:
 
 Handler = Callable[["NodeCtx"], Sequence["Value | None"]]
 HANDLERS: dict[str, Handler] = {}
-"""ONNX op type (default domain) -> handler; filled by _import_ops, _import_quant and
-_import_contrib."""
+"""ONNX op type (default domain) -> handler; filled by _import_ops, _import_quant,
+_import_rnn and _import_contrib."""
 DOMAIN_HANDLERS: dict[tuple[str, str], Handler] = {}
 """(custom domain, op type) -> handler: onnxruntime's com.microsoft contrib ops, filled by
 _import_contrib."""
@@ -708,6 +708,7 @@ class _ModelImporter:
             _import_contrib,
             _import_ops,
             _import_quant,
+            _import_rnn,
         )
 
         self.proto = proto

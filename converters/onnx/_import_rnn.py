@@ -218,7 +218,8 @@ class _Unroller:
             rows = self.batch if isinstance(self.batch, int) else 1
             return ctx.constant(np.zeros((rows, self.hidden), self.dtype.numpy), self.dtype)
         axis = 0 if self.layout == 0 else 1
-        return ctx.op("gather", [ctx.x(index), ctx.constant(np.asarray(d, np.int64))], {"axis": axis})
+        return ctx.op("gather", [ctx.x(index), ctx.constant(np.asarray(d, np.int64))],
+                      {"axis": axis})
 
     # -- the steps ------------------------------------------------------------------------
     def run(self) -> Results:
@@ -231,8 +232,8 @@ class _Unroller:
         last_c: list[Value] = []
         for d, reverse in enumerate(self.reverse):
             steps, h, c = self.direction(x, d, reverse)
-            ys.append(self.stack(steps, 0) if len(steps) > 1 else
-                      ctx.op("unsqueeze", [steps[0]], {"axes": (0,)}))
+            if ctx.used(0):
+                ys.append(self.stack(steps, 0))  # [seq, batch, hidden]
             last_h.append(h)
             if c is not None:
                 last_c.append(c)
@@ -278,7 +279,7 @@ class _Unroller:
         c = self.initial(6, d) if op == "LSTM" else None
         outputs: list[Value] = [h] * self.seq
         order = range(self.seq - 1, -1, -1) if reverse else range(self.seq)
-        f_act, g_act = self.acts[d][0], self.acts[d][-1]
+        f_act, g_act = self.acts[d][0], self.acts[d][-1]  # RNN: f only; GRU: f, g
         for t in order:
             xt = ctx.op("squeeze", [per_step[t]], {"axes": (0,)})
             hr = ctx.op("matmul", [h, r_t])

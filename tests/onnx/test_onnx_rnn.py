@@ -126,6 +126,8 @@ def _time_major_twin(proto: onnx.ModelProto) -> onnx.ModelProto:
             before.append(helper.make_node("Transpose", [name], [name + "_tm"], perm=[1, 0, 2]))
             node.input[index] = name + "_tm"
     for index, name in enumerate(node.output):
+        if not name:
+            continue
         perm = [2, 0, 1, 3] if index == 0 else [1, 0, 2]
         after.append(helper.make_node("Transpose", [name + "_tm"], [name], perm=perm))
         node.output[index] = name + "_tm"
@@ -336,3 +338,12 @@ def test_stablehlo_export(op: str) -> None:
     model = _import(proto)
     order = [i.name for i in proto.graph.input]
     _close(evaluate(build_module(model), [feeds[n] for n in order]), want)
+
+
+def test_only_final_states_requested() -> None:
+    """Y left out (output name ""): only Y_h and Y_c are built, and no step is lost."""
+    proto, feeds = _node_model("LSTM", direction="bidirectional", layout=1, seed=14)
+    proto.graph.node[0].output[0] = ""
+    del proto.graph.output[0]
+    model = _check(proto, feeds)
+    assert not any(n.op == "concat" and len(n.inputs) == SEQ for _, n in model.all_nodes())

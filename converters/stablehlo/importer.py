@@ -55,6 +55,7 @@ from irbridge.ir import (
 )
 from irbridge.ops import registry
 
+from .._budget import inline_budget as _inline_budget
 from ._chlo import legalize_chlo, uses_chlo
 from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
 from ._mlir import (
@@ -139,10 +140,6 @@ def from_mlir(source: str | bytes | ir.Module, *, name: str = "") -> Model:
 MAX_REGION_DEPTH = 64
 """Deepest nesting of regions (control-flow bodies, reducers) plus inlined calls the
 importer follows; deeper programs are refused before the walk (which recurses per level)."""
-
-MAX_INLINED_OPS = 2_000_000
-"""Most ops `@main` may expand to once every call and composite is inlined (each call
-site copies its callee). Counted before inlining; `IRBRIDGE_MAX_INLINED_OPS` overrides."""
 
 _STACK_BYTES = 512 << 20
 """Stack of the thread that runs MLIR's deserialiser and the walk on bytecode: MLIR
@@ -808,19 +805,6 @@ class _Importer:
                 value = builder.op("identity", [value])
             outs.append(value)
         return graph, outs
-
-
-def _inline_budget() -> int:
-    text = os.environ.get("IRBRIDGE_MAX_INLINED_OPS", "")
-    if not text:
-        return MAX_INLINED_OPS
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise CaptureError(f"IRBRIDGE_MAX_INLINED_OPS={text!r} is not a positive integer")
-    return value
 
 
 def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]]]:

@@ -167,7 +167,8 @@ def import_onnx_with_coverage(path: str | os.PathLike[str]) -> tuple[Model, Cove
 def load_proto(file: Path) -> ModelProto:
     """Parse an ONNX file without its external data; errors name the file."""
     if not file.is_file():
-        raise FileFormatError(f"{file}: no such ONNX file")
+        raise FileFormatError(f"{file}: " + ("no such ONNX file" if not file.exists() else
+                                             "not a regular file, not an ONNX model"))
     try:
         data = file.read_bytes()
     except OSError as exc:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -116,6 +117,10 @@ def import_stablehlo(path: str | os.PathLike[str]) -> Model:
 def import_stablehlo_with_report(path: str | os.PathLike[str]) -> tuple[Model, ImportReport]:
     p = Path(path)
     try:
+        kind = p.stat().st_mode
+        if not stat.S_ISREG(kind):  # a FIFO would block, /dev/zero never end
+            what = "a folder" if stat.S_ISDIR(kind) else "not a regular file"
+            raise FileFormatError(f"{p}: is {what}, not a StableHLO module")
         data = p.read_bytes()
     except OSError as exc:
         raise FileFormatError(f"{p}: cannot read: {exc.strerror or exc}") from exc
@@ -636,6 +641,10 @@ class _Importer:
     # -- values ------------------------------------------------------------------------------------
     def lookup(self, scope: Scope, value: ir.Value) -> tuple[Bound, Scope]:
         found = scope.find(value)
+        if found is None and scope.find_tuple(value) is not None:
+            raise CaptureError(f"{self.source}: a tuple is used as a tensor (returned, passed "
+                               "to a call or an op); the importer reads tuples only through "
+                               "stablehlo.get_tuple_element")
         if found is None:
             raise CaptureError(f"{self.source}: internal error: a value is used before it "
                                "is defined")
@@ -774,6 +783,9 @@ class _Importer:
             raise CaptureError(f"{where}: calls @{callee}, which the module does not define")
         if callee in self.inlining:
             raise CaptureError(f"{where}: @{callee} calls itself; recursion cannot be inlined")
+        if not len(func.regions[0].blocks):
+            raise CaptureError(f"{where}: calls @{callee}, a declaration without a body; "
+                               "there is nothing to inline")
         self.inlining.append(callee)
         try:
             inner = Scope(scope.builder, scope, isolated=True)

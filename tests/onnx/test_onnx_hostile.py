@@ -287,3 +287,13 @@ def test_a_negative_dim_in_a_value_type_is_one_line(tmp_path: Path) -> None:
     assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path),
                           "graph input 'x' has negative dim -3")
     assert not out.exists()
+
+
+def test_a_model_path_that_is_a_fifo_is_named_as_such(tmp_path: Path) -> None:
+    # found by hunting: a FIFO (or /dev/urandom) was reported as "no such ONNX file"
+    path = tmp_path / "m.onnx"
+    os.mkfifo(path)
+    out = tmp_path / "out.irb"
+    assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path, timeout=60),
+                          str(path), "not a regular file, not an ONNX model")
+    assert not out.exists()

@@ -8,6 +8,7 @@ calls) or allocated 4 GB (splats)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -337,3 +338,47 @@ def test_giant_dimension_numbers_are_refused_before_parsing(tmp_path: Path,
     # the same numbers inside a dense literal are values, not dims: they pass the scan
     assert huge_list_index("%c = stablehlo.constant dense<[1099511627776, 2]> : "
                            "tensor<2xi64>\n") is None
+
+
+@pytest.mark.parametrize(("kind", "needle"), [
+    ("fifo", "is not a regular file, not a StableHLO module"),
+    ("device", "is not a regular file, not a StableHLO module"),
+    ("folder", "is a folder, not a StableHLO module"),
+])
+def test_a_path_that_is_not_a_regular_file_is_one_line(tmp_path: Path, kind: str,
+                                                       needle: str) -> None:
+    # found by hunting: a FIFO named m.mlir blocked the reader forever (no exit within
+    # 30 s); /dev/zero behind a link was read until the memory cap
+    path = tmp_path / "m.mlir"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.symlink("/dev/zero", path)
+    else:
+        path.mkdir()
+    out = tmp_path / "out.irb"
+    assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path, timeout=60),
+                          str(path), needle)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("program", "needle"), [
+    # found by hunting: "internal error: a value is used before it is defined"
+    ("func.func @main(%a: tensor<4xf32>) -> tuple<tensor<4xf32>> {\n"
+     "%0 = stablehlo.tuple %a : tuple<tensor<4xf32>>\nreturn %0 : tuple<tensor<4xf32>>\n}\n",
+     "a tuple is used as a tensor"),
+    # found by hunting: "cannot import: attempt to access out of bounds block"
+    ("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+     "%0 = func.call @f(%a) : (tensor<4xf32>) -> tensor<4xf32>\nreturn %0 : tensor<4xf32>\n}\n"
+     "func.func private @f(%x: tensor<4xf32>) -> tensor<4xf32>\n",
+     "calls @f, a declaration without a body"),
+])
+def test_programs_the_importer_cannot_take_say_why(tmp_path: Path, program: str,
+                                                   needle: str) -> None:
+    path = tmp_path / "m.mlir"
+    path.write_text(program)
+    out = tmp_path / "out.irb"
+    line = assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path),
+                                 str(path), needle)
+    assert "internal error" not in line
+    assert not out.exists()

@@ -11,12 +11,14 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from hostile_cli import assert_one_line_error, run_cli
-from shlotools import example_model
+from shlotools import example_model, single_op
 
+from irbridge import serde
 from irbridge.converters.stablehlo import import_stablehlo
 from irbridge.converters.stablehlo._mlir import (
     MAX_BRACKET_DEPTH,
@@ -25,7 +27,10 @@ from irbridge.converters.stablehlo._mlir import (
     huge_list_index,
     text_too_deep,
 )
+from irbridge.converters.stablehlo.evaluate import evaluate
+from irbridge.converters.stablehlo.export import build_module
 from irbridge.converters.stablehlo.importer import MAX_REGION_DEPTH
+from irbridge.dtypes import DType
 from irbridge.executor import ExecutionError, run_model
 
 
@@ -382,3 +387,37 @@ def test_programs_the_importer_cannot_take_say_why(tmp_path: Path, program: str,
                                  str(path), needle)
     assert "internal error" not in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("op", "attrs", "want"), [
+    ("range", {"start": 3.0, "limit": 10003.0, "delta": 2.0, "dtype": DType.INT32},
+     3 + 2 * np.arange(5000, dtype=np.int64)),
+    ("range", {"start": 0.5, "limit": 1250.5, "delta": 0.25, "dtype": DType.FLOAT32},
+     0.5 + 0.25 * np.arange(5000, dtype=np.float64)),
+    ("full", {"shape": (80, 80), "value": 1.5, "dtype": DType.FLOAT32},
+     np.full((80, 80), 1.5)),
+    ("full", {"shape": (80, 80), "value": 2.7, "dtype": DType.INT32}, np.full((80, 80), 2)),
+])
+def test_big_generated_constants_export_as_expressions(op: str, attrs: dict[str, Any],
+                                                      want: np.ndarray) -> None:
+    # found by hunting: `full` and `range` were always folded into a constant array, and a
+    # 3-billion-element iota asked numpy for 22.4 GiB during export (see the CLI test below)
+    model, feeds = single_op(op, [], attrs)
+    built = build_module(model)
+    text = built.text()
+    assert len(text) < 4000  # no 5000- or 6400-element literal
+    (got,) = evaluate(built, feeds)
+    assert got.dtype == attrs["dtype"].numpy
+    assert np.array_equal(got, want.astype(attrs["dtype"].numpy))  # exact: same roundings
+
+
+def test_a_range_of_three_billion_exports_within_the_memory_cap(tmp_path: Path) -> None:
+    model, _ = single_op("range", [], {"limit": 3e9, "dtype": DType.FLOAT32})
+    path = tmp_path / "r.irb"
+    serde.save(model, path)
+    out = tmp_path / "r.mlir"
+    result = run_cli("export", path, "--to", "stablehlo", "-o", out, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = out.read_text()
+    assert "stablehlo.iota" in text and "tensor<3000000000xf32>" in text
+    assert len(text) < 4000

@@ -5,16 +5,19 @@ live in tests/onnx/test_onnx_hostile.py and tests/stablehlo/test_stablehlo_hosti
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
 from hostile_cli import run_cli
 
 from irbridge import serde
 from irbridge.builder import GraphBuilder
 from irbridge.dtypes import DType
-from irbridge.ir import Graph, Model, TensorType
+from irbridge.ir import Graph, Model, Provenance, Tensor, TensorType
 
 
 def _relu_of_rank(path: Path, rank: int) -> Path:
@@ -42,3 +45,49 @@ def test_compare_of_inputs_past_numpys_rank_limit_reports_why(tmp_path: Path, ra
     if not ran:
         assert numerics["reason"] == (f"input 'x' has {rank} dims; numpy arrays hold at most "
                                       "64, cannot make an example for it")
+
+
+_EVIL = 'm"\n<b>,x\ninjected: 1\n# \x1b[2J\u2028</script>|`'
+"""A name that tries to end a YAML comment, forge CSV rows and Markdown/HTML."""
+
+
+def _evil_conv_model(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    model = Model(name=_EVIL)
+    graph = Graph("main")
+    model.graphs.append(graph)
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(DType.FLOAT32, (1, 3, 8, 8)))
+    w = b.parameter(Tensor.from_array("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32)))
+    y = b.op("conv", [x, w], {"strides": (1, 1), "pads": (1, 1, 1, 1)}, name="conv",
+             provenance=Provenance(module_path=_EVIL))
+    y = b.op("flatten", [y], {"start_axis": 1})
+    w2 = b.parameter(Tensor.from_array("fc", rng.standard_normal((16, 256)).astype(np.float32)))
+    graph.set_outputs([b.op("linear", [y, w2], provenance=Provenance(module_path="head"))])
+    serde.save(model, path)
+    return path
+
+
+def test_simulator_files_keep_names_from_the_model_inside_their_syntax(tmp_path: Path) -> None:
+    # found by hunting: a newline in the model name or a module path ended Timeloop's YAML
+    # header comment (the rest of the name became YAML: here a key `injected`), forged rows
+    # in SCALE-Sim's layers.csv, and went raw into its README.md
+    path = _evil_conv_model(tmp_path / "evil.irb")
+    for target in ("timeloop", "scalesim"):
+        result = run_cli("export", path, "--to", target, "-o", tmp_path / target, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr[-2000:]
+    problems = sorted((tmp_path / "timeloop").glob("0*.yaml"))
+    assert len(problems) == 2
+    for problem in problems:
+        text = problem.read_text(encoding="utf-8")
+        assert "\x1b" not in text and "\u2028" not in text
+        assert list(yaml.safe_load(text)) == ["problem"], text[:300]
+    folder = tmp_path / "scalesim"
+    with (folder / "layers.csv").open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["node"], r["op"]) for r in rows] == [("0", "conv"), ("2", "linear")]
+    assert "\n" not in rows[0]["module_path"] and "injected" in rows[0]["module_path"]
+    assert rows[1]["module_path"] == "head"
+    title, blank = (folder / "README.md").read_text(encoding="utf-8").splitlines()[:2]
+    assert title.startswith("# SCALE-Sim inputs for m") and "injected" in title
+    assert blank == "" and "</script>" not in title and "\x1b" not in title

@@ -91,3 +91,25 @@ def test_simulator_files_keep_names_from_the_model_inside_their_syntax(tmp_path:
     title, blank = (folder / "README.md").read_text(encoding="utf-8").splitlines()[:2]
     assert title.startswith("# SCALE-Sim inputs for m") and "injected" in title
     assert blank == "" and "</script>" not in title and "\x1b" not in title
+
+
+def test_small_weights_read_from_a_sidecar_export_to_stablehlo(tmp_path: Path) -> None:
+    # found by hunting: a sidecar tensor loaded as a "<f4" array (no copy) and MLIR's
+    # bindings refused its "<f" buffer: `export --to stablehlo` ended in an internal error
+    from irbridge.converters.stablehlo import export_stablehlo
+    from irbridge.converters.stablehlo.evaluate import evaluate
+
+    weight = np.arange(8, dtype=np.float32).reshape(2, 4) / 4
+    model = Model(name="side")
+    graph = Graph("main")
+    model.graphs.append(graph)
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(DType.FLOAT32, (2, 4)))
+    graph.set_outputs([b.op("add", [x, b.parameter(Tensor.from_array("w", weight))])])
+    path = tmp_path / "side.irb"
+    serde.save(model, path, weights="external", external_threshold=0)
+    assert len(list(tmp_path.glob("side.irb.*.data"))) == 1
+    out = export_stablehlo(serde.load(path), tmp_path / "side.mlir")
+    feed = np.full((2, 4), 0.5, dtype=np.float32)
+    (got,) = evaluate(out, [feed])
+    assert np.array_equal(got, feed + weight)  # exact: one f32 addition of dyadic values

@@ -113,3 +113,21 @@ def test_small_weights_read_from_a_sidecar_export_to_stablehlo(tmp_path: Path) -
     feed = np.full((2, 4), 0.5, dtype=np.float32)
     (got,) = evaluate(out, [feed])
     assert np.array_equal(got, feed + weight)  # exact: one f32 addition of dyadic values
+
+
+@pytest.mark.parametrize("command", [["convert"], ["export", "--to", "html"],
+                                     ["export", "--to", "dot"], ["analyze"]])
+def test_an_output_path_with_a_newline_is_reported_on_one_line(tmp_path: Path,
+                                                               command: list[str]) -> None:
+    # found by hunting: "wrote PATH" printed the path raw for some commands, so a newline
+    # in it split the line (and analyze printed an escape sequence as is)
+    path = _relu_of_rank(tmp_path / "m.irb", 2)
+    suffix = {"convert": ".irb", "html": ".html", "dot": ".dot", "analyze": ".irb"}
+    out = tmp_path / f"a\nb\x1b[2J{suffix[command[-1]]}"
+    first, *rest = command
+    result = run_cli(first, path, *rest, "-o", out, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.exists() and "\x1b" not in result.stdout + result.stderr
+    wrote = [line for line in (result.stdout + result.stderr).splitlines()
+             if line.startswith("wrote ")]
+    assert len(wrote) == 1 and "a\\x0ab\\x1b[2J" in wrote[0], wrote

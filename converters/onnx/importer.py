@@ -67,6 +67,7 @@ from irbridge.converters.onnx._common import (
     make_tensor,
     max_opset,
     onnx_type_name,
+    packed_bytes,
     restore_initializers,
     tensor_data,
     tensor_from_proto,
@@ -419,7 +420,8 @@ def _external_int(info: dict[str, str], key: str, what: str) -> int | None:
 
 
 def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
-    """Bytes a tensor's data takes by its dims and element type (None when unknown)."""
+    """Bytes a tensor's data takes by its dims and element type (None when unknown);
+    ONNX packs sub-byte types (int4: two elements per byte)."""
     dtype = dtype_from_onnx(tensor.data_type)
     if dtype is None:
         return None
@@ -428,7 +430,7 @@ def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
         if dim < 0:
             raise FileFormatError(f"tensor {tensor.name!r} has negative dim {dim}")
         count *= int(dim)
-    return count * dtype.itemsize
+    return packed_bytes(dtype, count)
 
 
 def _all_initializers(graph: GraphProto) -> Iterator[onnx.TensorProto]:

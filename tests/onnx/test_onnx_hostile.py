@@ -14,7 +14,7 @@ import onnx
 import pytest
 from hostile_cli import assert_one_line_error, run_cli
 from onnx import TensorProto, helper
-from onnxtools import F, onnx_model, tensor
+from onnxtools import F, onnx_model, ort_run, tensor
 
 from irbridge.converters.onnx import import_onnx
 from irbridge.converters.onnx.importer import OnnxImportWarning
@@ -296,4 +296,38 @@ def test_a_model_path_that_is_a_fifo_is_named_as_such(tmp_path: Path) -> None:
     out = tmp_path / "out.irb"
     assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path, timeout=60),
                           str(path), "not a regular file, not an ONNX model")
+    assert not out.exists()
+
+
+def _int4_model(raw: bytes, count: int) -> onnx.ModelProto:
+    weight = TensorProto(name="w", data_type=TensorProto.INT4, dims=[count], raw_data=raw)
+    graph = helper.make_graph([helper.make_node("Cast", ["w"], ["y"], to=TensorProto.INT8)],
+                              "g", [], [helper.make_tensor_value_info("y", TensorProto.INT8,
+                                                                      [count])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+def test_packed_int4_external_data_reads(tmp_path: Path) -> None:
+    # found by hunting: the external-data check counted one byte per int4 element, so an
+    # honest model (5 elements packed into 3 bytes, as ONNX stores them) was refused
+    packed = bytes([0xE1, 0xC3, 0x05])  # 1, -2, 3, -4, 5
+    (want,) = ort_run(_int4_model(packed, 5), {})
+    path = tmp_path / "i4.onnx"
+    onnx.save_model(_int4_model(packed, 5), str(path), save_as_external_data=True,
+                    location="i4.onnx.data", size_threshold=0)
+    assert (tmp_path / "i4.onnx.data").stat().st_size == 3
+    data = import_onnx(path).tensors["w"].data
+    assert data is not None and np.array_equal(data.astype(np.int8), want)
+
+
+def test_surplus_packed_raw_data_is_one_line(tmp_path: Path) -> None:
+    # found by hunting: 64 bytes of raw_data for 4 int4 elements (2 bytes) were accepted,
+    # the surplus dropped silently (a float32 tensor with surplus bytes is refused)
+    path = tmp_path / "long.onnx"
+    path.write_bytes(_int4_model(b"\x11" * 64, 4).SerializeToString())
+    out = tmp_path / "out.irb"
+    assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path), str(path),
+                          "initializer 'w': raw_data holds 64 bytes, i4[4] needs 2")
     assert not out.exists()

@@ -770,6 +770,7 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 
 def _read_message(path: Path, data: bytes) -> pb.Model:
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a text file's byte order mark
     if data.startswith(TEXT_HEADER.encode()):
         try:
             text = data.decode("utf-8")

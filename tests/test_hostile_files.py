@@ -131,3 +131,20 @@ def test_an_output_path_with_a_newline_is_reported_on_one_line(tmp_path: Path,
     wrote = [line for line in (result.stdout + result.stderr).splitlines()
              if line.startswith("wrote ")]
     assert len(wrote) == 1 and "a\\x0ab\\x1b[2J" in wrote[0], wrote
+
+
+def test_text_files_with_a_byte_order_mark_read_like_without(tmp_path: Path) -> None:
+    # found by hunting: an .irbt or .mlir saved by an editor that writes a UTF-8 byte order
+    # mark was refused ("missing .irb magic bytes", "malformed MLIR: unexpected character")
+    from irbridge.converters.stablehlo import export_stablehlo, import_stablehlo
+
+    plain = _relu_of_rank(tmp_path / "plain.irbt", 3)
+    mlir = export_stablehlo(serde.load(plain), tmp_path / "plain.mlir")
+    for source in (plain, mlir):
+        marked = tmp_path / f"bom{source.suffix}"
+        marked.write_bytes(b"\xef\xbb\xbf" + source.read_bytes().replace(b"\n", b"\r\n"))
+        load = serde.load if source.suffix == ".irbt" else import_stablehlo
+        want, got = load(source), load(marked)
+        assert [(n.op, n.outputs[0].type) for n in got.graph.nodes] == \
+            [(n.op, n.outputs[0].type) for n in want.graph.nodes]
+        assert [v.type for v in got.graph.inputs] == [v.type for v in want.graph.inputs]

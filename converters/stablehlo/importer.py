@@ -225,6 +225,7 @@ def _parse_and_import(data: bytes, source: str) -> tuple[Model, ImportReport]:
             except UnicodeDecodeError as exc:
                 raise FileFormatError(f"{source}: neither MLIR text (not UTF-8) nor MLIR "
                                       "bytecode") from exc
+            text = text.removeprefix("\ufeff")  # a byte order mark (editors on Windows)
             line = text_too_deep(text)
             if line is not None:
                 raise FileFormatError(f"{source}: line {line}: brackets nest deeper than "

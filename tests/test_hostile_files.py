@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from hostile_cli import run_cli
+from hostile_cli import assert_one_line_error, make_special, run_cli
 
 from irbridge import serde
 from irbridge.builder import GraphBuilder
@@ -148,3 +148,24 @@ def test_text_files_with_a_byte_order_mark_read_like_without(tmp_path: Path) -> 
         assert [(n.op, n.outputs[0].type) for n in got.graph.nodes] == \
             [(n.op, n.outputs[0].type) for n in want.graph.nodes]
         assert [v.type for v in got.graph.inputs] == [v.type for v in want.graph.inputs]
+
+
+@pytest.mark.parametrize(("kind", "needle"), [
+    ("fifo", "not a regular file, not a target file"),  # blocked forever
+    ("device", "not a regular file, not a target file"),  # read until out of memory
+    ("digits", "not a usable YAML file (ValueError: Exceeds the limit"),  # internal error
+    ("nested", "not a usable YAML file (RecursionError"),  # named no file
+    ("latin1", "not UTF-8 text"),  # internal error
+    ("big", "too big for a target file"),
+])
+def test_a_hostile_hardware_file_is_one_line(tmp_path: Path, kind: str, needle: str) -> None:
+    # found by hunting: `--hardware FILE` read any path whole with read_text
+    model = _relu_of_rank(tmp_path / "m.irb", 2)
+    target = tmp_path / "t.yaml"
+    if not make_special(target, kind):
+        target.write_bytes({"digits": b"name: " + b"9" * 5000 + b"\n",
+                            "nested": b"a: " + b"[" * 5000 + b"]" * 5000 + b"\n",
+                            "latin1": b"name: caf\xe9\n",
+                            "big": b"# " + b"x" * (2 << 20) + b"\n"}[kind])
+    assert_one_line_error(run_cli("analyze", model, "--hardware", target, cwd=tmp_path,
+                                  timeout=60), str(target), needle)

@@ -8,14 +8,13 @@ calls) or allocated 4 GB (splats)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from hostile_cli import assert_one_line_error, run_cli
+from hostile_cli import assert_one_line_error, make_special, run_cli
 from shlotools import example_model, single_op
 
 from irbridge import serde
@@ -355,12 +354,7 @@ def test_a_path_that_is_not_a_regular_file_is_one_line(tmp_path: Path, kind: str
     # found by hunting: a FIFO named m.mlir blocked the reader forever (no exit within
     # 30 s); /dev/zero behind a link was read until the memory cap
     path = tmp_path / "m.mlir"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        os.symlink("/dev/zero", path)
-    else:
-        path.mkdir()
+    assert make_special(path, kind)
     out = tmp_path / "out.irb"
     assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path, timeout=60),
                           str(path), needle)

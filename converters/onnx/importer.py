@@ -636,9 +636,7 @@ def tensor_type(tp: TypeProto | None, what: str) -> TensorType | None:
         return TensorType(dtype, None)
     dims: list[Dim] = []
     for d in tt.shape.dim:
-        if d.HasField("dim_value"):
-            if d.dim_value < 0:
-                raise CaptureError(f"{what} has negative dim {d.dim_value}")
+        if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
         elif d.HasField("dim_param") and d.dim_param and not _INFERRED_DIM.fullmatch(d.dim_param):
             dims.append(SymDim(d.dim_param))

@@ -275,18 +275,21 @@ def test_local_function_budget_is_exact(tmp_path: Path, monkeypatch: pytest.Monk
         import_onnx(path)
 
 
-def test_a_negative_dim_in_a_value_type_is_one_line(tmp_path: Path) -> None:
-    # found by hunting: x: f32[-3, 4] imported, and analyze reported -48 B of traffic
+def test_a_negative_dim_in_a_value_type_reads_as_unknown(tmp_path: Path) -> None:
+    # found by hunting: x: f32[-3, 4] imported as is, and analyze reported -48 B of traffic;
+    # ONNX's own shape inference writes -1 for unknown dims (AffineGrid's expanded function),
+    # so a negative dim is read as unknown rather than refused
     graph = helper.make_graph(
         [helper.make_node("Relu", ["x"], ["y"])], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [-3, 4])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-3, 4])])
     path = tmp_path / "neg.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
-    out = tmp_path / "out.irb"
-    assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path),
-                          "graph input 'x' has negative dim -3")
-    assert not out.exists()
+    model = import_onnx(path)
+    assert [v.type.shape for v in model.graph.inputs if v.type] == [(None, 4)]
+    result = run_cli("analyze", path, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "-48" not in result.stdout
 
 
 def test_a_model_path_that_is_a_fifo_is_named_as_such(tmp_path: Path) -> None:

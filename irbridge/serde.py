@@ -361,8 +361,10 @@ class _Reader:
             raise self.fail(f"tensor {msg.name!r}: a {dtype.short} element has bits set above "
                             f"its low {dtype.bits} (one element per byte, high bits zero)")
         # a bytearray (a sidecar read) is fresh memory the array may keep; bytes are not
+        # the view makes the dtype native ("<f4" would stay the buffer's format without
+        # a copy, and MLIR's bindings refuse a "<f" buffer)
         array = np.frombuffer(raw, dtype=dtype.numpy.newbyteorder("<")).astype(
-            dtype.numpy, copy=not isinstance(raw, bytearray)).reshape(shape)
+            dtype.numpy, copy=not isinstance(raw, bytearray)).view(dtype.numpy).reshape(shape)
         return Tensor(msg.name, dtype, shape, array)
 
     def graph(self, msg: pb.Graph, outer: list[dict[str, Value]]) -> Graph:
@@ -768,6 +770,7 @@ def _identity(path: Path) -> tuple[int, int, int, int] | None:
 
 
 def _read_message(path: Path, data: bytes) -> pb.Model:
+    data = data.removeprefix(b"\xef\xbb\xbf")  # a text file's byte order mark
     if data.startswith(TEXT_HEADER.encode()):
         try:
             text = data.decode("utf-8")

@@ -45,3 +45,17 @@ def assert_one_line_error(outcome: Outcome, *needles: str) -> str:
     for needle in needles:
         assert needle in line, line
     return line
+
+
+def make_special(path: Path, kind: str) -> bool:
+    """Make `path` a FIFO (opening it for reading blocks), a link to /dev/zero (endless) or
+    a folder, by `kind`; False, touching nothing, for any other kind."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        os.symlink("/dev/zero", path)
+    elif kind == "folder":
+        path.mkdir()
+    else:
+        return False
+    return True

@@ -4,6 +4,7 @@ opset bounds and the metadata keys that carry provenance through ONNX files."""
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,12 +121,22 @@ def tensor_from_proto(proto: TensorProto, name: str | None = None,
     dtype = dtype_from_onnx(proto.data_type)
     if dtype is None:
         raise ValueError(f"element type {onnx_type_name(proto.data_type)} has no IR equivalent")
+    if proto.HasField("raw_data") and proto.data_location != TensorProto.EXTERNAL:
+        need = packed_bytes(dtype, math.prod(proto.dims))
+        if len(proto.raw_data) != need:  # numpy_helper drops surplus packed bytes silently
+            raise ValueError(f"raw_data holds {len(proto.raw_data)} bytes, "
+                             f"{dtype.short}{list(proto.dims)} needs {need}")
     array = numpy_helper.to_array(proto, base_dir or "")
     array = np.asarray(array)
     if array.dtype != dtype.numpy:
         array = array.view(dtype.numpy) if array.dtype.itemsize == dtype.itemsize \
             else array.astype(dtype.numpy)
     return make_tensor(name if name is not None else proto.name, array, dtype)
+
+
+def packed_bytes(dtype: DType, count: int) -> int:
+    """Bytes ONNX stores `count` elements of `dtype` in (sub-byte types packed)."""
+    return (count * dtype.bits + 7) // 8
 
 
 def make_tensor(name: str, array: np.ndarray, dtype: DType | None = None) -> Tensor:

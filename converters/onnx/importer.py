@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import itertools
 import json
 import os
 import re
 import stat
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from onnx import (
 
 from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
+from irbridge.converters._budget import inline_budget
 from irbridge.converters.onnx import _ort_schemas  # noqa: F401  (onnxruntime's ONNX-domain ops)
 from irbridge.converters.onnx._common import (
     META_ATTRS,
@@ -66,6 +68,7 @@ from irbridge.converters.onnx._common import (
     make_tensor,
     max_opset,
     onnx_type_name,
+    packed_bytes,
     restore_initializers,
     tensor_data,
     tensor_from_proto,
@@ -172,7 +175,8 @@ def import_onnx_with_coverage(path: str | os.PathLike[str], *,
 def load_proto(file: Path) -> ModelProto:
     """Parse an ONNX file without its external data; errors name the file."""
     if not file.is_file():
-        raise FileFormatError(f"{file}: no such ONNX file")
+        raise FileFormatError(f"{file}: " + ("no such ONNX file" if not file.exists() else
+                                             "not a regular file, not an ONNX model"))
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -319,6 +323,7 @@ def _prepare(proto: ModelProto, source: str,
     local = {(f.domain, f.name) for f in proto.functions}
     _check_domains(proto.graph, set(opsets), local, source)
     if proto.functions:
+        _check_function_expansion(proto, source)
         try:
             from onnx import inliner
 
@@ -397,7 +402,8 @@ def _check_external_files(proto: ModelProto, source: str, base_dir: str | None) 
     relative path to a regular file inside the model's folder (no FIFO, device, folder
     or link out), offset and length are plain non-negative integers, and the range holds
     exactly the bytes the tensor's dims and type need, inside the file."""
-    for tensor in _all_initializers(proto.graph):
+    tensors = [_all_initializers(proto.graph), *(_node_tensors(f.node) for f in proto.functions)]
+    for tensor in itertools.chain(*tensors):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         what = f"{source}: tensor {tensor.name!r}"
@@ -414,6 +420,10 @@ def _check_external_files(proto: ModelProto, source: str, base_dir: str | None) 
         if root not in target.parents:
             raise FileFormatError(f"{what}: external data location {location!r} points "
                                   "outside the model's folder")
+        if _links_in(root, location):
+            raise FileFormatError(f"{what}: external data location {location!r} goes through "
+                                  "a symbolic link (ONNX reads external data from regular "
+                                  "files only)")
         try:
             status = target.stat()
         except OSError as exc:
@@ -427,12 +437,28 @@ def _check_external_files(proto: ModelProto, source: str, base_dir: str | None) 
         if length is not None and need is not None and length != need:
             raise FileFormatError(f"{what}: external data length {length} does not match the "
                                   f"{need} bytes its type and dims need")
+        if length is None and need is not None and status.st_size - (offset or 0) > need:
+            # without a length ONNX reads to the end of the file, whatever its size
+            raise FileFormatError(f"{what}: external data file {location!r} holds "
+                                  f"{status.st_size - (offset or 0)} bytes from offset "
+                                  f"{offset or 0} but the tensor needs {need} and no length "
+                                  "is given")
         size = length if length is not None else need
         end = (offset or 0) + (size or 0)
         if end > status.st_size:
             raise FileFormatError(f"{source}: external data file {location!r} is truncated "
                                   f"(tensor {tensor.name!r} needs bytes up to {end}, the file "
                                   f"has {status.st_size})")
+
+
+def _links_in(root: Path, location: str) -> bool:
+    """Whether any existing component of `location` below `root` is a symbolic link."""
+    path = root
+    for part in Path(location).parts:
+        path = path / part
+        if path.is_symlink():
+            return True
+    return False
 
 
 def _external_int(info: dict[str, str], key: str, what: str) -> int | None:
@@ -446,7 +472,8 @@ def _external_int(info: dict[str, str], key: str, what: str) -> int | None:
 
 
 def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
-    """Bytes a tensor's data takes by its dims and element type (None when unknown)."""
+    """Bytes a tensor's data takes by its dims and element type (None when unknown);
+    ONNX packs sub-byte types (int4: two elements per byte)."""
     dtype = dtype_from_onnx(tensor.data_type)
     if dtype is None:
         return None
@@ -455,13 +482,18 @@ def _tensor_bytes(tensor: onnx.TensorProto) -> int | None:
         if dim < 0:
             raise FileFormatError(f"tensor {tensor.name!r} has negative dim {dim}")
         count *= int(dim)
-    return count * dtype.itemsize
+    return packed_bytes(dtype, count)
 
 
 def _all_initializers(graph: GraphProto) -> Iterator[onnx.TensorProto]:
     """Initializers and tensor attributes (Constant values) of a graph and its bodies."""
     yield from graph.initializer
-    for node in graph.node:
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Iterable[NodeProto]) -> Iterator[onnx.TensorProto]:
+    """Tensor attributes of nodes (a graph's or a model-local function's) and their bodies."""
+    for node in nodes:
         for attribute in node.attribute:
             if attribute.type == AttributeProto.TENSOR:
                 yield attribute.t
@@ -470,6 +502,54 @@ def _all_initializers(graph: GraphProto) -> Iterator[onnx.TensorProto]:
                 yield from _all_initializers(attribute.g)
             for sub in attribute.graphs:
                 yield from _all_initializers(sub)
+
+
+def _check_function_expansion(proto: ModelProto, source: str) -> None:
+    """Refuse a graph that would grow past the inlining budget once its model-local
+    functions are inlined (40 functions that each call the next twice are 2^40 nodes),
+    before ONNX's inliner tries. Iterative; each function is scanned once; cycles are
+    left to the inliner, which names them."""
+    limit = inline_budget()
+    functions = {(f.domain, f.name): f for f in proto.functions}
+    scanned: dict[tuple[str, str], tuple[int, list[tuple[str, str]]]] = {}
+    total: dict[tuple[str, str], int] = {}
+    on_path: set[tuple[str, str]] = set()
+    stack = [(key, False) for key in functions]
+    while stack:
+        key, done = stack.pop()
+        if done:
+            own, calls = scanned[key]
+            total[key] = min(own + sum(total.get(c, 1) for c in calls), limit + 1)
+            on_path.discard(key)
+        elif key not in total and key not in on_path:
+            scanned[key] = _own_nodes(functions[key].node, functions)
+            on_path.add(key)
+            stack.append((key, True))
+            stack.extend((c, False) for c in scanned[key][1] if c not in total)
+    own, calls = _own_nodes(proto.graph.node, functions)
+    if own + sum(total[c] for c in calls) > limit:
+        raise FileFormatError(f"{source}: the graph expands to more than {limit:,} nodes once "
+                              "its model-local functions are inlined; refusing (set "
+                              "IRBRIDGE_MAX_INLINED_OPS to raise the limit)")
+
+
+def _own_nodes(nodes: Iterable[NodeProto], functions: Container[tuple[str, str]]
+               ) -> tuple[int, list[tuple[str, str]]]:
+    """Nodes that are not calls of a model-local function (bodies included), and the calls."""
+    count, calls = 0, []
+    for node in nodes:
+        key = (node.domain, node.op_type)
+        if key in functions:
+            calls.append(key)
+            continue
+        count += 1
+        for attribute in node.attribute:
+            subs = [attribute.g] if attribute.type == AttributeProto.GRAPH else []
+            for sub in [*subs, *attribute.graphs]:
+                sub_count, sub_calls = _own_nodes(sub.node, functions)
+                count += sub_count
+                calls += sub_calls
+    return count, calls
 
 
 def _check_domains(graph: GraphProto, domains: set[str], local: set[tuple[str, str]],
@@ -608,7 +688,7 @@ def tensor_type(tp: TypeProto | None, what: str) -> TensorType | None:
         return TensorType(dtype, None)
     dims: list[Dim] = []
     for d in tt.shape.dim:
-        if d.HasField("dim_value"):
+        if d.HasField("dim_value") and d.dim_value >= 0:
             dims.append(int(d.dim_value))
         elif d.HasField("dim_param") and d.dim_param and not _INFERRED_DIM.fullmatch(d.dim_param):
             dims.append(SymDim(d.dim_param))

@@ -19,6 +19,8 @@ Conventions (docs/simulators.md has the full text):
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from irbridge.converters._layers import (
 )
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model
+from irbridge.sanitize import clean, markdown
 
 CONV_HEADER = ("Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, "
                "Num Filter, Strides,")
@@ -320,20 +323,25 @@ def write(model: Model, path: str | os.PathLike[str], *, hardware: str = "h100-s
 
 
 def _layer_map(rows: list[Row], files: dict[str, str]) -> str:
-    lines = ["row,file,node,op,module_path,part,macs"]
+    """CSV, quoted where a field needs it; module paths come from the model file, so they
+    are cleaned to one line (a newline in a name would start a forged row)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["row", "file", "node", "op", "module_path", "part", "macs"])
     for r in rows:
-        lines.append(f"{r.name},{files[r.file]},{r.layer.node_id},{r.layer.op},"
-                     f"{r.layer.module_path.replace(',', '_')},{r.part.replace(',', ';')},"
-                     f"{r.macs}")
-    return "\n".join(lines) + "\n"
+        writer.writerow([r.name, files[r.file], r.layer.node_id, r.layer.op,
+                         clean(r.layer.module_path).replace(",", "_"), r.part.replace(",", ";"),
+                         r.macs])
+    return out.getvalue()
 
 
 def _readme(model: Model, stem: str, cfg: SimConfig, rows: list[Row], layers: list[Layer],
             files: dict[str, str], symbols: dict[str, int]) -> str:
     macs = sum(layer.macs for layer in layers)
-    bound = ", ".join(f"{k}={v}" for k, v in symbols.items()) or "none (static shapes)"
+    bound = ", ".join(f"{markdown(k)}={v}" for k, v in symbols.items()) or \
+        "none (static shapes)"
     return f"""\
-# SCALE-Sim inputs for {model.name or stem}
+# SCALE-Sim inputs for {markdown(model.name or stem)}
 
 Written by `irbridge export --to scalesim` for target {cfg.target.name} ({cfg.dtype}).
 {len(layers)} layers ({len(rows)} SCALE-Sim rows), {macs:,} MACs.

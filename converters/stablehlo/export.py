@@ -409,6 +409,24 @@ class _ModuleWriter:
                 sym = em.reshape(sym, shape)
             self.env[id(value)] = em.convert(sym, dtype)
 
+    def generated(self, op: str, xs: list[Sym | None], attrs: dict[str, Any], out: TypeSpec
+                  ) -> Sym:
+        """A big `full` or `range` as a splat or an iota expression, not an array the size
+        of the output (a 3-billion-element iota would take 22 GiB to fold)."""
+        em = self.em
+        dtype, shape = out
+        if op == "full":
+            return em.splat(np.asarray(attrs["value"]).astype(dtype.numpy)[()], dtype, shape)
+        given = [*xs, None, None, None][:3]
+        start, _, delta = (attrs[name] if x is None else _const_of(x).reshape(-1)[0].item()
+                           for x, name in zip(given, ("start", "limit", "delta"), strict=True))
+        exact = dtype.is_integer and float(start).is_integer() and float(delta).is_integer()
+        wide = DType.INT64 if exact else DType.FLOAT64  # as the registry's reference computes
+        index = em.iota(wide, shape, 0)
+        values = em.add(em.mul(index, em.splat(int(delta) if exact else delta, wide, shape)),
+                        em.splat(int(start) if exact else start, wide, shape))
+        return em.convert(values, dtype)
+
     def lower(self, node: Node, schema: registry.OpSchema, xs: list[Sym | None],
               attrs: dict[str, Any], outs: list[TypeSpec], where: str) -> list[Sym]:
         em = self.em
@@ -416,6 +434,9 @@ class _ModuleWriter:
                                                                         and not x.weight)
                                                          for x in xs) \
             and sum(int(np.prod(shape)) for _, shape in outs) <= FOLD_LIMIT
+        if node.op in ("full", "range") and sum(int(np.prod(s)) for _, s in outs) > FOLD_LIMIT \
+                and all(x is None or x.const is not None for x in xs):
+            return [self.generated(node.op, xs, attrs, outs[0])]
         if node.op in _FOLDED or foldable:
             if node.op != "shape_of" and any(x is not None and x.const is None for x in xs):
                 raise ExportError(f"{where}: its inputs are known only at run time; StableHLO "

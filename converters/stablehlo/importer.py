@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -55,6 +56,7 @@ from irbridge.ir import (
 )
 from irbridge.ops import registry
 
+from .._budget import inline_budget as _inline_budget
 from ._bind import bind_main, require_static
 from ._chlo import legalize_chlo, uses_chlo
 from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
@@ -120,6 +122,10 @@ def import_stablehlo_with_report(path: str | os.PathLike[str], *,
                                  ) -> tuple[Model, ImportReport]:
     p = Path(path)
     try:
+        kind = p.stat().st_mode
+        if not stat.S_ISREG(kind):  # a FIFO would block, /dev/zero never end
+            what = "a folder" if stat.S_ISDIR(kind) else "not a regular file"
+            raise FileFormatError(f"{p}: is {what}, not a StableHLO module")
         data = p.read_bytes()
     except OSError as exc:
         raise FileFormatError(f"{p}: cannot read: {exc.strerror or exc}") from exc
@@ -144,10 +150,6 @@ def from_mlir(source: str | bytes | ir.Module, *, name: str = "") -> Model:
 MAX_REGION_DEPTH = 64
 """Deepest nesting of regions (control-flow bodies, reducers) plus inlined calls the
 importer follows; deeper programs are refused before the walk (which recurses per level)."""
-
-MAX_INLINED_OPS = 2_000_000
-"""Most ops `@main` may expand to once every call and composite is inlined (each call
-site copies its callee). Counted before inlining; `IRBRIDGE_MAX_INLINED_OPS` overrides."""
 
 _STACK_BYTES = 512 << 20
 """Stack of the thread that runs MLIR's deserialiser and the walk on bytecode: MLIR
@@ -230,6 +232,7 @@ def _parse_and_import(data: bytes, source: str,
             except UnicodeDecodeError as exc:
                 raise FileFormatError(f"{source}: neither MLIR text (not UTF-8) nor MLIR "
                                       "bytecode") from exc
+            text = text.removeprefix("\ufeff")  # a byte order mark (editors on Windows)
             line = text_too_deep(text)
             if line is not None:
                 raise FileFormatError(f"{source}: line {line}: brackets nest deeper than "
@@ -651,6 +654,10 @@ class _Importer:
     # -- values ------------------------------------------------------------------------------------
     def lookup(self, scope: Scope, value: ir.Value) -> tuple[Bound, Scope]:
         found = scope.find(value)
+        if found is None and scope.find_tuple(value) is not None:
+            raise CaptureError(f"{self.source}: a tuple is used as a tensor (returned, passed "
+                               "to a call or an op); the importer reads tuples only through "
+                               "stablehlo.get_tuple_element")
         if found is None:
             raise CaptureError(f"{self.source}: internal error: a value is used before it "
                                "is defined")
@@ -789,6 +796,9 @@ class _Importer:
             raise CaptureError(f"{where}: calls @{callee}, which the module does not define")
         if callee in self.inlining:
             raise CaptureError(f"{where}: @{callee} calls itself; recursion cannot be inlined")
+        if not len(func.regions[0].blocks):
+            raise CaptureError(f"{where}: calls @{callee}, a declaration without a body; "
+                               "there is nothing to inline")
         self.inlining.append(callee)
         try:
             inner = Scope(scope.builder, scope, isolated=True)
@@ -820,19 +830,6 @@ class _Importer:
                 value = builder.op("identity", [value])
             outs.append(value)
         return graph, outs
-
-
-def _inline_budget() -> int:
-    text = os.environ.get("IRBRIDGE_MAX_INLINED_OPS", "")
-    if not text:
-        return MAX_INLINED_OPS
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value <= 0:
-        raise CaptureError(f"IRBRIDGE_MAX_INLINED_OPS={text!r} is not a positive integer")
-    return value
 
 
 def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]]]:

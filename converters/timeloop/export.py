@@ -31,6 +31,7 @@ from irbridge.converters._layers import (
 )
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model
+from irbridge.sanitize import clean
 
 VERSION = "0.4"
 
@@ -115,9 +116,10 @@ def _record(layer: Layer, file: str) -> dict[str, Any]:
 
 
 def _header(model: Model, layer: Layer) -> str:
-    lines = [f"# Timeloop v{VERSION} problem: {model.name or 'model'} layer {layer.name}",
+    # names from the model file, cleaned to one line: a newline would end the comment
+    lines = [f"# Timeloop v{VERSION} problem: {clean(model.name or 'model')} layer {layer.name}",
              f"# IR node #{layer.node_id} {layer.op}"
-             + (f" ({layer.module_path})" if layer.module_path else "")]
+             + (f" ({clean(layer.module_path)})" if layer.module_path else "")]
     if isinstance(layer, ConvLayer):
         lines.append(f"# input {layer.in_h}x{layer.in_w} (H x W), pads top/left/bottom/right "
                      f"{layer.pad_top}/{layer.pad_left}/{layer.pad_bottom}/{layer.pad_right}, "

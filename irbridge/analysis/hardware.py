@@ -31,6 +31,7 @@ import difflib
 import functools
 import math
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,21 +230,36 @@ def parse_target(data: object, path: str) -> Target:
                   notes=str(top.get("notes", "") or ""), path=path)
 
 
+MAX_TARGET_BYTES = 1 << 20
+"""A target file describes one chip in a few KB; bigger files are refused unread."""
+
+
 def load_target_file(path: str | Path) -> Target:
     """Read and check a target file; errors name the file."""
     shown = str(path)
     try:
+        kind = Path(path).stat()
+        if not stat.S_ISREG(kind.st_mode):  # a FIFO would block, /dev/zero never end
+            raise IrbridgeError(f"{shown}: not a regular file, not a target file")
+        if kind.st_size > MAX_TARGET_BYTES:
+            raise IrbridgeError(f"{shown}: {kind.st_size:,} bytes, too big for a target file "
+                                f"(at most {MAX_TARGET_BYTES:,})")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise IrbridgeError(f"{shown}: no such file") from None
     except OSError as exc:
         raise IrbridgeError(f"{shown}: cannot read ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise IrbridgeError(f"{shown}: not UTF-8 text") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""
         raise IrbridgeError(f"{shown}: not valid YAML{line}") from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
+        raise IrbridgeError(f"{shown}: not a usable YAML file ({type(exc).__name__}: "
+                            f"{str(exc)[:120]})") from None
     if data is None:
         raise IrbridgeError(f"{shown}: empty file; missing 'name'")
     return parse_target(data, shown)

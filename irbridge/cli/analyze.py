@@ -14,6 +14,7 @@ from irbridge.cli.render import console
 from irbridge.errors import IrbridgeError
 from irbridge.formats import load_model
 from irbridge.ir import Model
+from irbridge.sanitize import clean
 
 
 class Fusion(enum.StrEnum):
@@ -181,12 +182,12 @@ def analyze(
 
         run = result.runs[-1] if fusion is Fusion.both else result.runs[0]
         written = roofline_plot(run, plot, title=f"{result.name} ({result.dtype})")
-        typer.echo(f"wrote {', '.join(map(str, written))}", err=True)
+        typer.echo(f"wrote {', '.join(clean(str(w)) for w in written)}", err=True)
     if output is not None:
         run = result.runs[-1]  # fused when both strategies ran
         driver.annotate(model, run)
         serde.save(model, output)
-        typer.echo(f"wrote {output} ({run.strategy}, {len(run.partitioning.partitions)} "
+        typer.echo(f"wrote {clean(str(output))} ({run.strategy}, {len(run.partitioning.partitions)} "
                    f"partitions, {len(run.mappings)} targets)", err=True)
 
 

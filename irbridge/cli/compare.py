@@ -98,7 +98,7 @@ def compare(
 
             with atomic_file(path) as tmp:
                 tmp.write_text(text, encoding="utf-8")
-        typer.echo(f"wrote {path}", err=True)
+        typer.echo(f"wrote {clean(str(path))}", err=True)
     if result.differences:
         raise typer.Exit(EXIT_PROBLEM)
 

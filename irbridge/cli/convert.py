@@ -353,7 +353,7 @@ def _convert_file(source: Path, output: Path | None, fmt: str | None,
         print_summary(summarize(ir),
                       title=f"{source}: read as {ir.source_format or 'irbridge'}")
     if output is not None:
-        console.print(f"wrote {output}", markup=False)
+        console.print(f"wrote {clean(str(output))}", markup=False)
 
 
 def export(
@@ -448,7 +448,7 @@ def export(
                         weights_as_args=weights_as_args, hardware=hardware, devices=devices,
                         optimize=optimize, fold_batch_norm=fold_batch_norm,
                         allow_custom_ops=allow_custom_ops, target=target, **parallel)
-    console.print(f"wrote {output} ({fmt})", markup=False)
+    console.print(f"wrote {clean(str(output))} ({fmt})", markup=False)
 
 
 def _export_onnx_verified(model: Any, output: Path, **options: Any) -> None:

@@ -67,6 +67,10 @@ class Numerics:
         return max((v.max_rel for v in self.values), default=0.0)
 
 
+MAX_NDIM = 64
+"""Most dims a numpy array may have (numpy 2's NPY_MAXDIMS)."""
+
+
 def _user_inputs(model: Model) -> list[Value]:
     """Graph inputs fed by the user (not by a link from an earlier graph)."""
     linked = {(lk.to_graph, lk.to_input) for lk in model.links}
@@ -78,6 +82,9 @@ def _random_for(value: Value, rng: np.random.Generator) -> np.ndarray:
         raise IrbridgeError(f"input {value.name!r} has no static type {value.type}; "
                             "cannot make an example for it")
     shape = value.type.static_shape()
+    if len(shape) > MAX_NDIM:
+        raise IrbridgeError(f"input {value.name!r} has {len(shape)} dims; numpy arrays hold "
+                            f"at most {MAX_NDIM}, cannot make an example for it")
     dtype = value.type.dtype.numpy
     if np.issubdtype(dtype, np.bool_):
         return np.ones(shape, dtype=dtype)

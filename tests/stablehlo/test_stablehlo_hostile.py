@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from hostile_cli import assert_one_line_error, run_cli
-from shlotools import example_model
+from hostile_cli import assert_one_line_error, make_special, run_cli
+from shlotools import example_model, single_op
 
+from irbridge import serde
 from irbridge.converters.stablehlo import import_stablehlo
 from irbridge.converters.stablehlo._mlir import (
     MAX_BRACKET_DEPTH,
@@ -24,7 +26,10 @@ from irbridge.converters.stablehlo._mlir import (
     huge_list_index,
     text_too_deep,
 )
+from irbridge.converters.stablehlo.evaluate import evaluate
+from irbridge.converters.stablehlo.export import build_module
 from irbridge.converters.stablehlo.importer import MAX_REGION_DEPTH
+from irbridge.dtypes import DType
 from irbridge.executor import ExecutionError, run_model
 
 
@@ -337,3 +342,76 @@ def test_giant_dimension_numbers_are_refused_before_parsing(tmp_path: Path,
     # the same numbers inside a dense literal are values, not dims: they pass the scan
     assert huge_list_index("%c = stablehlo.constant dense<[1099511627776, 2]> : "
                            "tensor<2xi64>\n") is None
+
+
+@pytest.mark.parametrize(("kind", "needle"), [
+    ("fifo", "is not a regular file, not a StableHLO module"),
+    ("device", "is not a regular file, not a StableHLO module"),
+    ("folder", "is a folder, not a StableHLO module"),
+])
+def test_a_path_that_is_not_a_regular_file_is_one_line(tmp_path: Path, kind: str,
+                                                       needle: str) -> None:
+    # found by hunting: a FIFO named m.mlir blocked the reader forever (no exit within
+    # 30 s); /dev/zero behind a link was read until the memory cap
+    path = tmp_path / "m.mlir"
+    assert make_special(path, kind)
+    out = tmp_path / "out.irb"
+    assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path, timeout=60),
+                          str(path), needle)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("program", "needle"), [
+    # found by hunting: "internal error: a value is used before it is defined"
+    ("func.func @main(%a: tensor<4xf32>) -> tuple<tensor<4xf32>> {\n"
+     "%0 = stablehlo.tuple %a : tuple<tensor<4xf32>>\nreturn %0 : tuple<tensor<4xf32>>\n}\n",
+     "a tuple is used as a tensor"),
+    # found by hunting: "cannot import: attempt to access out of bounds block"
+    ("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+     "%0 = func.call @f(%a) : (tensor<4xf32>) -> tensor<4xf32>\nreturn %0 : tensor<4xf32>\n}\n"
+     "func.func private @f(%x: tensor<4xf32>) -> tensor<4xf32>\n",
+     "calls @f, a declaration without a body"),
+])
+def test_programs_the_importer_cannot_take_say_why(tmp_path: Path, program: str,
+                                                   needle: str) -> None:
+    path = tmp_path / "m.mlir"
+    path.write_text(program)
+    out = tmp_path / "out.irb"
+    line = assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path),
+                                 str(path), needle)
+    assert "internal error" not in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("op", "attrs", "want"), [
+    ("range", {"start": 3.0, "limit": 10003.0, "delta": 2.0, "dtype": DType.INT32},
+     3 + 2 * np.arange(5000, dtype=np.int64)),
+    ("range", {"start": 0.5, "limit": 1250.5, "delta": 0.25, "dtype": DType.FLOAT32},
+     0.5 + 0.25 * np.arange(5000, dtype=np.float64)),
+    ("full", {"shape": (80, 80), "value": 1.5, "dtype": DType.FLOAT32},
+     np.full((80, 80), 1.5)),
+    ("full", {"shape": (80, 80), "value": 2.7, "dtype": DType.INT32}, np.full((80, 80), 2)),
+])
+def test_big_generated_constants_export_as_expressions(op: str, attrs: dict[str, Any],
+                                                      want: np.ndarray) -> None:
+    # found by hunting: `full` and `range` were always folded into a constant array, and a
+    # 3-billion-element iota asked numpy for 22.4 GiB during export (see the CLI test below)
+    model, feeds = single_op(op, [], attrs)
+    built = build_module(model)
+    text = built.text()
+    assert len(text) < 4000  # no 5000- or 6400-element literal
+    (got,) = evaluate(built, feeds)
+    assert got.dtype == attrs["dtype"].numpy
+    assert np.array_equal(got, want.astype(attrs["dtype"].numpy))  # exact: same roundings
+
+
+def test_a_range_of_three_billion_exports_within_the_memory_cap(tmp_path: Path) -> None:
+    model, _ = single_op("range", [], {"limit": 3e9, "dtype": DType.FLOAT32})
+    path = tmp_path / "r.irb"
+    serde.save(model, path)
+    out = tmp_path / "r.mlir"
+    result = run_cli("export", path, "--to", "stablehlo", "-o", out, cwd=tmp_path, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    text = out.read_text()
+    assert "stablehlo.iota" in text and "tensor<3000000000xf32>" in text
+    assert len(text) < 4000

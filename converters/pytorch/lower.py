@@ -50,12 +50,18 @@ from ._util import (
     source_op,
     to_dtype,
 )
-from .capture import Capture, CapturedGraph, Slot
+from .capture import Capture, CapturedGraph, Slot, mutates_views
 
 
 class Unsupported(Exception):
     """Raised by a handler for a case it does not lower; the engine then re-traces the node
     or, failing that, emits an opaque node."""
+
+
+class Refused(CaptureError):
+    """Raised by a handler for a node the IR must not stand for at all, not even as an
+    opaque node (an active dropout: eager draws a random mask, the IR would not): the
+    capture attempt fails with this one-line reason."""
 
 
 @dataclass
@@ -312,6 +318,11 @@ class GraphLowerer:
         self.graph = graph
         self.index = index
         self.env: dict[torch.fx.Node, Any] = {}
+        # in-place ops: the fx nodes that name one tensor (the tensor an op updated, the
+        # op's own result, which aliases it, and get_attr nodes of the same attribute),
+        # so that a later reader of any of them sees the newest value (`_rebind`)
+        self.aliases: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        self.updated_attrs: dict[str, list[torch.fx.Node]] = {}  # get_attr target -> group
         self.parent = parent
         self.fixed_provenance = provenance
         self.depth = depth
@@ -462,6 +473,11 @@ class GraphLowerer:
         from . import handlers as H
 
         if node.op == "get_attr":
+            group = self.updated_attrs.get(str(node.target))
+            if group is not None:  # read after an in-place update
+                group.append(node)
+                self.aliases[node] = group
+                return self.env[group[0]]
             return self._get_attr(node, gm)
         em = Emitter(self, node, self.provenance(node, gm), gm)
         handler = H.lookup(node, gm)
@@ -474,7 +490,7 @@ class GraphLowerer:
         except Unsupported as exc:
             self._rollback(mark)
             result = self.fallback(em, str(exc))
-        except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError):
+        except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError, Refused):
             raise
         except Exception as exc:
             # a case the handler did not foresee (ZeroDivisionError on a zero-size dim, an
@@ -490,8 +506,22 @@ class GraphLowerer:
                 if isinstance(v, Value)]
         mutated = H.mutated_input(node, gm)
         if mutated is not None and isinstance(result, Value):
-            self.env[mutated] = result  # later readers of the input see the new value
+            self._rebind(mutated, node, result)
         return result
+
+    def _rebind(self, mutated: torch.fx.Node, node: torch.fx.Node, result: Value) -> None:
+        """`node` updated `mutated` in place: every fx node that names the same tensor
+        (earlier updates of it, whose results alias it: `b.mul_(2).add_(1)`; the get_attr
+        nodes of a buffer, which fx repeats per read) stands for `result` from now on."""
+        group = self.aliases.get(mutated)
+        if group is None:
+            group = self.aliases[mutated] = [mutated]
+        group.append(node)
+        self.aliases[node] = group
+        for alias in group:
+            self.env[alias] = result
+            if alias.op == "get_attr":
+                self.updated_attrs[str(alias.target)] = group
 
     def _rollback(self, mark: int) -> None:
         """Remove the nodes a failed handler emitted (newest first)."""
@@ -562,7 +592,7 @@ class GraphLowerer:
         if self.depth < 2 and _retraceable(node):
             try:
                 result = self.retrace(em)
-            except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError):
+            except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError, Refused):
                 raise
             except Exception as exc:
                 reason = f"{reason}; re-trace: {exc}"
@@ -651,6 +681,10 @@ class GraphLowerer:
         if isinstance(target, torch._ops.OpOverload) and any(
                 n.op == "call_function" and n.target is target for n in sub.graph.nodes):
             raise _RetraceFailed("the op does not decompose")
+        if mutates_views(sub):
+            # functionalize does not reach below composite ops (F.pad's circular mode
+            # copies into slices of an empty tensor): the lowering would drop the writes
+            raise _RetraceFailed("the re-traced graph writes into views")
         nested = GraphLowerer(self.owner, None, self.graph, self.index, parent=self,
                               provenance=em.provenance, depth=self.depth + 1)
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]

@@ -28,6 +28,7 @@ from ._base import (
     _reshape_to,
     _schema_handler,
     aten,
+    dropout,
 )
 
 # -- elementwise: unary ---------------------------------------------------------------
@@ -503,9 +504,7 @@ def _to(em: Emitter, a: Args) -> Value:
 
 @_aten_fn(aten.clone.default, aten.alias.default, aten.detach.default, aten.detach_.default,
           aten.lift_fresh_copy.default, aten.contiguous.default, _op("lift_fresh"),
-          aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,
-          aten.alpha_dropout.default, aten.feature_alpha_dropout.default,
-          _op("feature_dropout_"), _op("alpha_dropout_"), aten.positive.default,
+          aten.positive.default,
           aten.resolve_conj.default, aten.resolve_neg.default, _op("_conj"),
           aten.view_as.default if hasattr(aten, "view_as") else None)
 def _no_op(em: Emitter, a: Args) -> Value:
@@ -516,9 +515,16 @@ def _no_op(em: Emitter, a: Args) -> Value:
     return v
 
 
+@_aten_fn(aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,
+          aten.alpha_dropout.default, aten.feature_alpha_dropout.default,
+          _op("feature_dropout_"), _op("alpha_dropout_"))
+def _dropout(em: Emitter, a: Args) -> Value:
+    return dropout(em, a["input"], a["p"], a["train"])
+
+
 @_aten_fn(aten.native_dropout.default)
 def _native_dropout(em: Emitter, a: Args) -> Any:
-    x = em.value(a["input"])
+    x = dropout(em, a["input"], a["p"], a["train"])  # train=None: training
     mask = Deferred(lambda: em.op("full", [], shape=em.static_shape(x), value=1.0,
                                   dtype=DType.BOOL))
     return (x, mask)

@@ -13,6 +13,7 @@ from ..lower import Emitter, Unsupported
 from ._base import (
     _module,
     _pick,
+    dropout,
 )
 from .attention import (
     multi_head_attention,
@@ -158,7 +159,9 @@ def _m_softmax(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any
 @_module(nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
          nn.FeatureAlphaDropout, nn.Identity)
 def _m_identity(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return em.value(_input(args, kwargs))
+    if isinstance(m, nn.Identity):
+        return em.value(_input(args, kwargs))
+    return dropout(em, _input(args, kwargs), m.p, m.training)
 
 
 @_module(nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)
@@ -220,13 +223,16 @@ def _m_embedding(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, A
 
 @_module(nn.ZeroPad1d, nn.ZeroPad2d, nn.ZeroPad3d, nn.ConstantPad1d, nn.ConstantPad2d,
          nn.ConstantPad3d, nn.ReflectionPad1d, nn.ReflectionPad2d, nn.ReflectionPad3d,
-         nn.ReplicationPad1d, nn.ReplicationPad2d, nn.ReplicationPad3d)
+         nn.ReplicationPad1d, nn.ReplicationPad2d, nn.ReplicationPad3d, nn.CircularPad1d,
+         nn.CircularPad2d, nn.CircularPad3d)
 def _m_pad(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     mode = "constant"
     if isinstance(m, nn.ReflectionPad1d | nn.ReflectionPad2d | nn.ReflectionPad3d):
         mode = "reflect"
     elif isinstance(m, nn.ReplicationPad1d | nn.ReplicationPad2d | nn.ReplicationPad3d):
         mode = "edge"
+    elif isinstance(m, nn.CircularPad1d | nn.CircularPad2d | nn.CircularPad3d):
+        mode = "wrap"
     return pad(em, _input(args, kwargs), list(m.padding), mode, getattr(m, "value", 0.0))
 
 

@@ -32,6 +32,7 @@ from ._base import (
     _pick,
     _reshape_to,
     aten,
+    dropout,
 )
 from .attention import (
     multi_head_attention,
@@ -491,7 +492,10 @@ def _py_softmax(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
 @_fn(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout,
      F.feature_alpha_dropout, torch.dropout)
 def _py_dropout(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return em.value(args[0] if args else kwargs["input"])
+    names = ("input", "p", "train" if em.node is not None and em.node.target is torch.dropout
+             else "training")
+    a = {**dict(zip(names, args, strict=False)), **kwargs}
+    return dropout(em, a["input"], a.get("p", 0.5), a.get(names[2], True))
 
 
 @_fn(F.batch_norm)

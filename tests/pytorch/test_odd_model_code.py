@@ -1,0 +1,228 @@
+"""Model code that captured without an error but computed something else, or crashed
+capture with a traceback: in-place updates of inputs and buffers, forward hooks that
+change a layer's inputs or outputs, TorchScript submodules, dropout in training mode,
+circular padding modules.
+
+Every model here is small, has random weights and is compared with eager torch run on an
+untouched copy of the model and of the inputs. float32 outputs: rtol 1e-5, atol 1e-6 (a
+few length-4..8 dot products: float32 rounding differs between kernels by a few ulps,
+1e-7 relative; any lowering mistake shows at 1e-1).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchtools import assert_outputs_match, backend_outputs
+
+from irbridge.converters.pytorch import capture, verify
+from irbridge.errors import CaptureError
+
+RTOL, ATOL = 1e-5, 1e-6
+FRONTENDS = ["fx", "export", "dynamo"]
+
+
+def _clone(args: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return tuple(a.clone() for a in args)
+
+
+def _eager(module: nn.Module, args: tuple[torch.Tensor, ...]) -> Any:
+    """The output of an untouched copy of `module` on copies of `args`."""
+    twin = copy.deepcopy(module)
+    with torch.no_grad():
+        out = twin(*_clone(args))
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()}
+
+
+def _assert_state(module: nn.Module, before: dict[str, torch.Tensor]) -> None:
+    after = _state(module)
+    assert after.keys() == before.keys()
+    for key, value in before.items():
+        assert torch.equal(after[key], value), key
+
+
+def _check(module: nn.Module, args: tuple[torch.Tensor, ...], frontend: str) -> Any:
+    """Capture `module` on `args`: the model, its buffers and the input tensors are left as
+    found, and the IR (executor, onnxruntime, StableHLO interpreter) computes what eager
+    torch computes on the untouched model and inputs."""
+    want = _eager(module, args)
+    before, inputs = _state(module), _clone(args)
+    result = capture(module, args, frontend=frontend)
+    assert result.method == frontend
+    _assert_state(module, before)
+    for given, original in zip(args, inputs, strict=True):
+        assert torch.equal(given, original)
+    for backend, got in backend_outputs(result, args).items():
+        assert_outputs_match(backend, got, want, result, RTOL, ATOL)
+    report = verify(result, module)
+    assert report.passed, report.summary()
+    return result
+
+
+class AddToInput(nn.Module):
+    """Updates its input in place, then uses it: eager returns (x + 1) * 2 and leaves the
+    caller's x changed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.add_(1)
+        return self.fc(x) * 2
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_in_place_update_of_an_input(frontend: str) -> None:
+    """fx and Dynamo ran the model on the caller's tensor: the IR was then fed x + 1 (and
+    verify ran eager on it again), so it computed fc(x + 2) * 2."""
+    torch.manual_seed(0)
+    _check(AddToInput().eval(), (torch.randn(2, 4),), frontend)
+
+
+class RunningMean(nn.Module):
+    """An exponential moving average buffer updated by a chain of in-place ops, then
+    read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("ema", torch.randn(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        self.ema.mul_(0.5).add_(y.mean(0) * 0.5)
+        return y - self.ema
+
+
+@pytest.mark.parametrize("frontend", ["export", "dynamo"])
+def test_chained_in_place_updates_of_a_buffer(frontend: str) -> None:
+    """Dynamo's graph reads the buffer after `ema.mul_(0.5).add_(..)`: the add_ wrote into
+    the mul_'s result, which the lowering did not know aliases the buffer."""
+    torch.manual_seed(0)
+    _check(RunningMean().eval(), (torch.randn(3, 4),), frontend)
+
+
+def test_fx_refuses_in_place_updates_it_cannot_record() -> None:
+    """fx symbolic tracing runs `self.ema.mul_(..)` on the real buffer instead of recording
+    it: its graph missed the update. It now fails with one line, and auto moves on."""
+    torch.manual_seed(0)
+    module = RunningMean().eval()
+    with pytest.raises(CaptureError, match=r"fx capture: forward updates ema in place") as info:
+        capture(module, (torch.randn(3, 4),), frontend="fx")
+    assert "\n" not in str(info.value)
+    result = capture(module, (torch.randn(3, 4),), frontend="auto")
+    assert result.method == "export"
+    assert result.attempts[0][0] == "fx" and "updates ema in place" in result.attempts[0][1]
+
+
+class Hooked(nn.Module):
+    """A forward pre-hook and a forward hook on a torch.nn layer (which fx keeps as a
+    leaf), both changing what flows through it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.out = nn.Linear(4, 2)
+        self.fc.register_forward_pre_hook(lambda m, a: (a[0] + 1,))
+        self.fc.register_forward_hook(lambda m, a, o: o * 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.fc(x)))
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_hooks_on_a_leaf_layer(frontend: str) -> None:
+    """fx lowered the hooked nn.Linear as a plain linear: both hooks were lost."""
+    torch.manual_seed(0)
+    _check(Hooked().eval(), (torch.randn(2, 4),), frontend)
+
+
+def test_hooks_on_the_root_model() -> None:
+    """fx traces the root's forward directly, without its hooks: it refuses with one
+    line, and auto takes the next front-end, which keeps them."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
+    module.register_forward_hook(lambda m, a, o: o + 10)
+    x = torch.randn(2, 4)
+    with pytest.raises(CaptureError, match="fx capture skips the model's own forward hooks"):
+        capture(module, (x,), frontend="fx")
+    result = capture(module, (x,))
+    assert result.method == "export"
+    for backend, got in backend_outputs(result, (x,)).items():
+        assert_outputs_match(backend, got, _eager(module, (x,)), result, RTOL, ATOL)
+
+
+class Scripted(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.jit.script(nn.Sequential(nn.Linear(4, 4), nn.ReLU()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x) + 1
+
+
+def test_torchscript_submodule() -> None:
+    """Snapshotting the model for restore iterated the TorchScript module's C++-backed
+    parameter wrapper and every front-end died with a multi-line TypeError."""
+    torch.manual_seed(0)
+    module = Scripted().eval()
+    x = torch.randn(2, 4)
+    result = capture(module, (x,))
+    assert result.method == "fx"
+    for backend, got in backend_outputs(result, (x,)).items():
+        assert_outputs_match(backend, got, _eager(module, (x,)), result, RTOL, ATOL)
+
+
+class Dropping(nn.Module):
+    def __init__(self, functional: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.drop = nn.Dropout(0.5)
+        self.functional = functional
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        if self.functional:
+            return F.dropout(y, 0.25)  # training=True by default, even in eval mode
+        return self.drop(y)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+@pytest.mark.parametrize("functional", [False, True])
+def test_active_dropout_is_refused(frontend: str, functional: bool) -> None:
+    """Dropout was lowered as the identity whatever the mode: a model in training mode
+    captured 'successfully' into an IR that drops nothing while eager drops half."""
+    module = Dropping(functional)
+    module.train(not functional)
+    with pytest.raises(CaptureError, match=r"dropout .*is active .*call model\.eval\(\)") as info:
+        capture(module, (torch.randn(2, 4),), frontend=frontend)
+    assert "\n" not in str(info.value)
+    assert module.training is (not functional)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_dropout_in_eval_mode_is_the_identity(frontend: str) -> None:
+    torch.manual_seed(0)
+    _check(Dropping(False).eval(), (torch.randn(2, 4),), frontend)
+
+
+@pytest.mark.parametrize("pad", [nn.CircularPad1d((1, 2)), nn.CircularPad2d((1, 2, 0, 3)),
+                                 nn.CircularPad3d(1)], ids=["1d", "2d", "3d"])
+def test_circular_pad_modules(pad: nn.Module) -> None:
+    """fx keeps nn.CircularPad*d as a leaf; with no table entry it was re-traced into
+    copies into slices of an empty tensor that the lowering dropped: the output was
+    garbage. Now the pad op's wrap mode."""
+    torch.manual_seed(0)
+    rank = {nn.CircularPad1d: 3, nn.CircularPad2d: 4, nn.CircularPad3d: 5}[type(pad)]
+    x = torch.randn(*(2, 3, 4, 5, 4)[:rank])
+    _check(nn.Sequential(pad, nn.Tanh()).eval(), (x,), "fx")

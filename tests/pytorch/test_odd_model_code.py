@@ -245,3 +245,65 @@ def test_batch_first_multihead_attention(frontend: str) -> None:
     failed the ONNX checker."""
     torch.manual_seed(0)
     _check(SelfAttention().eval(), (torch.randn(2, 5, 8),), frontend)
+
+
+class Branchy(nn.Module):
+    """torch.cond on the data, both branches using parameters, two outputs each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.up = nn.Linear(4, 4)
+        self.down = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.fc(x)
+
+        def positive(h: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return torch.relu(self.up(h)) + y, h.sum(-1)
+
+        def negative(h: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.down(h) * y, h.amax(-1)
+
+        out, extra = torch.cond(h.mean() > 0, positive, negative, (h, y))
+        return out, extra
+
+
+@pytest.mark.parametrize("frontend", ["export", "dynamo"])
+def test_torch_cond_takes_the_branch_the_data_picks(frontend: str) -> None:
+    """torch.cond was an opaque node: the IR neither ran nor exported. Now both branches
+    and a `where` per output; the IR is run on inputs that take each branch."""
+    torch.manual_seed(0)
+    module = Branchy().eval()
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    result = capture(module, (x, y), frontend=frontend)
+    assert result.opaque_count == 0
+    taken = set()
+    for shift in (-100.0, 100.0):  # the mean of fc(x + shift) has the sign of the shift
+        with torch.no_grad():
+            args = (x + shift * module.fc.weight.sum(0).sign(), y)
+            taken.add(bool(module.fc(args[0]).mean() > 0))
+        for backend, got in backend_outputs(result, args).items():
+            # inputs shifted by +-100: outputs of order 100, float32 rounding 1e-5 absolute
+            assert_outputs_match(backend, got, _eager(module, args), result, RTOL, 1e-4)
+    assert taken == {False, True}
+
+
+class Randomized(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.RReLU(0.1, 0.3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(x) + F.rrelu(x * 2, training=False)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_rrelu_in_eval_mode_and_refused_in_training_mode(frontend: str) -> None:
+    """RReLU was an opaque node on every front-end; in eval mode it is a leaky ReLU with
+    slope (lower + upper) / 2, in training mode random (refused)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4)
+    _check(Randomized().eval(), (x,), frontend)
+    with pytest.raises(CaptureError, match=r"rrelu .*training mode"):
+        capture(Randomized().train(), (x,), frontend=frontend)

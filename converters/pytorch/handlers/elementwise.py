@@ -11,7 +11,7 @@ import torch.fx
 from irbridge.dtypes import DType
 from irbridge.ir import Value
 
-from ..lower import Deferred, Emitter, Sym, Unsupported
+from ..lower import Deferred, Emitter, Refused, Sym, Unsupported
 from ._base import (
     ATEN,
     Args,
@@ -90,6 +90,22 @@ def _hardsigmoid(em: Emitter, a: Args) -> Value:
 @_aten_fn(aten.leaky_relu.default, aten.leaky_relu_.default)
 def _leaky_relu(em: Emitter, a: Args) -> Value:
     return em.op("leaky_relu", [em.value(a["self"])], alpha=float(a["negative_slope"]))
+
+
+@_aten_fn(aten.rrelu.default, _op("rrelu_"), aten.rrelu_with_noise.default,
+          _op("rrelu_with_noise_"), _op("rrelu_with_noise_functional"))
+def _rrelu(em: Emitter, a: Args) -> Any:
+    """Randomized leaky ReLU: in eval mode the fixed slope (lower + upper) / 2; in
+    training mode each element draws its slope, which the IR cannot reproduce."""
+    lower, upper = float(a["lower"]), float(a["upper"])
+    if a["training"] and lower != upper:
+        raise Refused(f"rrelu {em.node.name if em.node is not None else ''} is in training "
+                      "mode: eager torch draws a random slope per element and the IR would "
+                      "not; call model.eval() before capturing")
+    y = em.op("leaky_relu", [em.value(a["self"])], alpha=(lower + upper) / 2)
+    if a.get("__op__") is _op("rrelu_with_noise_functional"):
+        return (y, a["noise"])
+    return y
 
 
 @_aten_fn(aten.elu.default, aten.elu_.default)

@@ -703,6 +703,32 @@ for _hop_name, _position in (("wrap_with_set_grad_enabled", 1), ("wrap_with_auto
         FUNCTIONS[_hop_op] = _hop(_position)
 
 
+def _cond(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """torch.cond(pred, on_true, on_false, operands): both branches (torch requires them
+    to return the same structure, shapes and dtypes, and to have no side effects) computed
+    and each output chosen with `where` on the 0-d predicate. A Python bool predicate
+    keeps its branch only."""
+    pred, on_true, on_false, operands = args[:4]
+    if not (isinstance(on_true, torch.fx.GraphModule)
+            and isinstance(on_false, torch.fx.GraphModule)):
+        raise Unsupported("torch.cond without branch graphs")
+    if isinstance(pred, bool):
+        return em.lowerer.inline(on_true if pred else on_false, tuple(operands))
+    cond = em.value(pred)
+    if em.type(cond).dtype != DType.BOOL or em.rank(cond) != 0:
+        raise Unsupported("torch.cond predicate that is not a 0-d bool tensor")
+    taken, other = (em.lowerer.inline(g, tuple(operands)) for g in (on_true, on_false))
+    if not isinstance(taken, tuple | list) or not isinstance(other, tuple | list) \
+            or len(taken) != len(other):
+        raise Unsupported("torch.cond branches with different outputs")
+    return tuple(em.op("where", [cond, em.value(a), em.value(b)])
+                 for a, b in zip(taken, other, strict=True))
+
+
+if getattr(torch.ops.higher_order, "cond", None) is not None:
+    FUNCTIONS[torch.ops.higher_order.cond] = _cond
+
+
 @_aten_fn(aten.diff.default)
 def _diff(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
@@ -736,11 +762,8 @@ def _register_torchvision() -> None:
         return
 
     def _stochastic_depth(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        training = _pick(args, kwargs, 3, "training", True)
-        p = float(_pick(args, kwargs, 1, "p", 0.0))
-        if training and p > 0.0:
-            raise Unsupported("stochastic depth in training mode (random)")
-        return em.value(_pick(args, kwargs, 0, "input"))
+        return dropout(em, _pick(args, kwargs, 0, "input"), float(_pick(args, kwargs, 1, "p", 0.0)),
+                       _pick(args, kwargs, 3, "training", True))
 
     FUNCTIONS[stochastic_depth] = _stochastic_depth
 

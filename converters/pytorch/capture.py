@@ -271,6 +271,32 @@ def _input_leaves(inputs: Any) -> list[torch.Tensor]:
 
 
 @contextlib.contextmanager
+def keep_global_modes() -> Iterator[None]:
+    """Put torch's process-wide modes back as found: grad mode and, per device type,
+    whether autocast is on and its dtype. A capture must not leave them changed (a
+    graph that enters autocast, run or re-traced halfway, would leave every later eager
+    computation of the process in bfloat16)."""
+    devices = [d for d in ("cpu", "cuda") if _autocast_known(d)]
+    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in devices]
+    grad = torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        for device, enabled, dtype in saved:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_grad_enabled(grad)
+
+
+def _autocast_known(device: str) -> bool:
+    try:
+        torch.is_autocast_enabled(device)
+    except (RuntimeError, TypeError):
+        return False
+    return True
+
+
+@contextlib.contextmanager
 def capture_mode() -> Iterator[None]:
     """No autograd bookkeeping (less memory), but with the fused attention fast path of
     nn.MultiheadAttention / nn.TransformerEncoderLayer switched off: under no_grad it
@@ -518,7 +544,8 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
     own = set(vars(model))
     versions = _versions(model)
     try:
-        tracer, graph = _trace_with_leaves(model, params, concrete, leaf_fallback)
+        with _no_autocast_regions():
+            tracer, graph = _trace_with_leaves(model, params, concrete, leaf_fallback)
         gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
         updated = [name for name, version in _versions(model).items()
                    if versions.get(name) != version]
@@ -562,6 +589,27 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
         result.metadata[FX_LEAF_CLASSES] = ", ".join(
             sorted(c.__name__ for c in tracer.leaf_classes))
     return result
+
+
+@contextlib.contextmanager
+def _no_autocast_regions() -> Iterator[None]:
+    """fx symbolic tracing runs `with torch.autocast(...)` as Python instead of recording
+    it: the graph would compute in full precision what eager computes in bfloat16/float16.
+    Entering one while tracing fails the fx attempt."""
+    autocast = torch.amp.autocast_mode.autocast
+    original = autocast.__enter__
+
+    def refuse(self: Any) -> Any:
+        if getattr(self, "_enabled", True):
+            raise CaptureError("fx capture cannot record torch.autocast regions (their "
+                               "casts happen at dispatch); use frontend='export'")
+        return original(self)
+
+    autocast.__enter__ = refuse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        autocast.__enter__ = original  # type: ignore[method-assign]
 
 
 def _versions(model: torch.nn.Module) -> dict[str, int]:
@@ -612,9 +660,11 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
                                  strict=strict)
         if decompose:
             ep = ep.run_decompositions(_decomposition_table())
-        elif mutates_views(ep.graph_module):
+        elif mutates_views(ep.graph_module) or _has_autocast(ep.graph_module):
             # in-place updates of views (x[:, 0] += 1) write through to the base tensor;
-            # functionalizing (no decomposition) turns them into explicit scatters
+            # functionalizing (no decomposition) turns them into explicit scatters.
+            # torch.autocast regions are kept as wrap_with_autocast ops whose bodies hold
+            # no casts (autocast casts at dispatch): the same pass writes them out
             ep = ep.run_decompositions({})
     gm = ep.graph_module
     names = input_names(model, args, kwargs)
@@ -681,6 +731,14 @@ def mutates_views(gm: torch.fx.GraphModule) -> bool:
             if returns and returns[0].alias_info is not None:
                 return True
     return False
+
+
+def _has_autocast(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph (or a graph nested in it) holds a torch.autocast region."""
+    hop = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
+    return hop is not None and any(
+        node.target is hop for sub in gm.modules() if isinstance(sub, torch.fx.GraphModule)
+        for node in sub.graph.nodes)
 
 
 def _dims_of(dynamic: DynamicSpec) -> list[tuple[int, str, int, int]]:

@@ -307,3 +307,43 @@ def test_rrelu_in_eval_mode_and_refused_in_training_mode(frontend: str) -> None:
     _check(Randomized().eval(), (x,), frontend)
     with pytest.raises(CaptureError, match=r"rrelu .*training mode"):
         capture(Randomized().train(), (x,), frontend=frontend)
+
+
+class Autocast(nn.Module):
+    """A bfloat16 autocast region around a linear layer, then back to float32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = self.fc(x)
+        return y.float() * 2
+
+
+def test_autocast_regions() -> None:
+    """fx and export computed the linear layer in float32 (eager: bfloat16, 0.3% apart);
+    Dynamo's capture left autocast switched on for the rest of the process. Now export
+    writes the casts out, fx and Dynamo refuse with one line, and no capture leaves a
+    global mode changed."""
+    torch.manual_seed(0)
+    module = Autocast().eval()
+    x = torch.randn(3, 8)
+    for frontend in ("fx", "dynamo"):
+        with pytest.raises(CaptureError, match="autocast"):
+            capture(module, (x,), frontend=frontend)
+        assert not torch.is_autocast_enabled("cpu")
+        assert torch.get_autocast_dtype("cpu") == torch.bfloat16  # torch's default
+        assert torch.is_grad_enabled()
+    result = capture(module, (x,))
+    assert result.method == "export"
+    got = backend_outputs(result, (x,))
+    # the executor rounds the same bfloat16 products as torch: equal up to one bfloat16
+    # ulp (2^-8 of the value) where the float32 accumulation order differs; the StableHLO
+    # interpreter accumulates the 8-term dot product in bfloat16: a few ulps
+    want = _eager(module, (x,))
+    assert_outputs_match("executor", got["executor"], want, result, 8e-3, 1e-2)
+    assert_outputs_match("stablehlo", got["stablehlo"], want, result, 4e-2, 4e-2)
+    report = verify(result, module)
+    assert report.passed, report.summary()

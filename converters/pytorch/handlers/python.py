@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from irbridge.dtypes import DType
 from irbridge.ir import Value
 
-from ..lower import Deferred, Emitter, Sym, Unsupported
+from ..lower import Deferred, Emitter, Refused, Sym, Unsupported
 from ._base import (
     FUNCTIONS,
     INT64_MAX,
@@ -723,6 +723,24 @@ def _cond(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise Unsupported("torch.cond branches with different outputs")
     return tuple(em.op("where", [cond, em.value(a), em.value(b)])
                  for a, b in zip(taken, other, strict=True))
+
+
+def _enter_autocast(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Dynamo writes `with torch.autocast(...)` as enter/exit calls around ops that hold
+    no casts (autocast casts at dispatch): a region that is switched on is refused, one
+    switched off (`enabled=False`, full precision: what the IR computes) is nothing."""
+    enabled = _pick(args, kwargs, 2, "enabled", True)
+    if enabled:
+        raise Refused("torch.autocast region: Dynamo's graph does not hold its casts to "
+                      f"{_pick(args, kwargs, 1, 'dtype', None)}; use frontend='export'")
+
+
+def _exit_autocast(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    return None
+
+
+FUNCTIONS[torch.amp.autocast_mode._enter_autocast] = _enter_autocast
+FUNCTIONS[torch.amp.autocast_mode._exit_autocast] = _exit_autocast
 
 
 if getattr(torch.ops.higher_order, "cond", None) is not None:

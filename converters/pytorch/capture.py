@@ -245,6 +245,11 @@ def keep_buffers(model: torch.nn.Module, inputs: Any = None) -> Iterator[None]:
     then computes what the model computed."""
     saved = [(b, b.detach().clone()) for b in model.buffers()
              if not b.is_meta and b.numel() <= 1 << 24]
+    # the one torch.nn layer whose forward rewrites a parameter: an embedding with
+    # max_norm renormalises the rows it looks up in place
+    saved += [(m.weight, m.weight.detach().clone()) for m in model.modules()
+              if isinstance(m, torch.nn.Embedding | torch.nn.EmbeddingBag)
+              and m.max_norm is not None and not m.weight.is_meta]
     saved += [(t, t.detach().clone()) for t in _input_leaves(inputs)]
     try:
         yield

@@ -347,3 +347,38 @@ def test_autocast_regions() -> None:
     assert_outputs_match("stablehlo", got["stablehlo"], want, result, 4e-2, 4e-2)
     report = verify(result, module)
     assert report.passed, report.summary()
+
+
+class Cells(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTMCell(4, 5)
+        self.gru = nn.GRUCell(5, 3)
+        self.plain = nn.GRUCell(4, 3, bias=False)
+
+    def forward(self, x: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        hh, c = self.lstm(x)
+        return self.gru(hh), c, self.plain(x, h), self.gru(hh, h)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_gru_cell(frontend: str) -> None:
+    """nn.GRUCell was an opaque node on every front-end (its re-trace writes into the
+    chunks of the gate projections)."""
+    torch.manual_seed(0)
+    result = _check(Cells().eval(), (torch.randn(2, 4), torch.randn(2, 3)), frontend)
+    assert result.opaque_count == 0
+
+
+def test_embedding_with_max_norm_is_left_as_found() -> None:
+    """An embedding with max_norm renormalises the looked-up rows of its weight in place
+    on every forward: the fx interpreter run and Dynamo's run changed the model's
+    weight. (The renormalisation itself stays an opaque node.)"""
+    torch.manual_seed(0)
+    module = nn.Embedding(10, 4, max_norm=1.0).eval()
+    with torch.no_grad():
+        module.weight.mul_(5)  # every row's norm above max_norm
+    before = module.weight.detach().clone()
+    for frontend in FRONTENDS:
+        capture(module, (torch.tensor([1, 2, 2, 7]),), frontend=frontend)
+        assert torch.equal(module.weight, before), frontend

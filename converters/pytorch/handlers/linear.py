@@ -144,3 +144,31 @@ def _convolution(em: Emitter, a: Args) -> Value:
 def _conv_transpose(em: Emitter, a: Args) -> Value:
     return conv(em, a["input"], a["weight"], a["bias"], a["stride"], a["padding"],
                 a["dilation"], a["groups"], True, a["output_padding"])
+
+
+# -- recurrent cells ----------------------------------------------------------------------
+
+
+@_aten_fn(aten.gru_cell.default)
+def _gru_cell(em: Emitter, a: Args) -> Value:
+    return gru_cell(em, *(None if a[k] is None else em.value(a[k])
+                          for k in ("input", "hx", "w_ih", "w_hh", "b_ih", "b_hh")))
+
+
+def gru_cell(em: Emitter, x: Value, h: Value, w_ih: Value, w_hh: Value, b_ih: Value | None,
+             b_hh: Value | None) -> Value:
+    """One GRU step (nn.GRUCell), as torch computes it: the input and hidden projections
+    split into reset, update and new gates, h' = n + z * (h - n)."""
+    size = em.static_shape(w_hh)[1]
+
+    def project(v: Value, weight: Value, bias: Value | None) -> list[Value]:
+        y = em.op("linear", [v, weight, bias])
+        axis = em.rank(y) - 1
+        return [em.op("slice", [y], starts=(k * size,), ends=((k + 1) * size,), axes=(axis,))
+                for k in range(3)]
+
+    (i_r, i_z, i_n), (h_r, h_z, h_n) = project(x, w_ih, b_ih), project(h, w_hh, b_hh)
+    r = em.op("sigmoid", [em.op("add", [i_r, h_r])])
+    z = em.op("sigmoid", [em.op("add", [i_z, h_z])])
+    n = em.op("tanh", [em.op("add", [i_n, em.op("mul", [r, h_n])])])
+    return em.op("add", [n, em.op("mul", [z, em.op("sub", [h, n])])])

@@ -23,6 +23,7 @@ from .elementwise import (
 )
 from .linear import (
     conv,
+    gru_cell,
 )
 from .norm import (
     _rms_norm,
@@ -234,6 +235,19 @@ def _m_pad(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     elif isinstance(m, nn.CircularPad1d | nn.CircularPad2d | nn.CircularPad3d):
         mode = "wrap"
     return pad(em, _input(args, kwargs), list(m.padding), mode, getattr(m, "value", 0.0))
+
+
+@_module(nn.GRUCell)
+def _m_gru_cell(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = em.value(_input(args, kwargs))
+    hx = _pick(args, kwargs, 1, "hx", None)
+    if em.rank(x) != 2:
+        raise Unsupported("unbatched GRUCell")
+    h = em.value(hx) if hx is not None else em.op(
+        "full", [], shape=(em.static_shape(x)[0], m.hidden_size), value=0.0,
+        dtype=em.type(x).dtype)
+    return gru_cell(em, x, h, _mparam(em, m, "weight_ih"), _mparam(em, m, "weight_hh"),
+                    _mparam(em, m, "bias_ih"), _mparam(em, m, "bias_hh"))
 
 
 @_module(nn.MultiheadAttention)

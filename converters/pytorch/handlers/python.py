@@ -766,6 +766,7 @@ def _diff(em: Emitter, a: Args) -> Value:
 
 
 _alias(torch.diff, aten.diff.default)
+_alias(torch.gru_cell, aten.gru_cell.default)
 _alias(torch.swapaxes, aten.swapaxes.default)
 _alias(torch.swapdims, aten.swapdims.default)
 _alias("swapaxes", aten.swapaxes.default)

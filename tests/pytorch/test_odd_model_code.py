@@ -382,3 +382,70 @@ def test_embedding_with_max_norm_is_left_as_found() -> None:
     for frontend in FRONTENDS:
         capture(module, (torch.tensor([1, 2, 2, 7]),), frontend=frontend)
         assert torch.equal(module.weight, before), frontend
+
+
+class ReturnsItsInput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.fc(x), x
+
+
+def test_python_exports_refuse_an_incomplete_dynamo_capture(tmp_path: Any) -> None:
+    """Dynamo leaves an input returned unchanged out of its graphs: the capture has one
+    output for the model's two. The CLI refused to export it; the Python API
+    (to_onnx, export_onnx, export_stablehlo) wrote a one-output file as the model."""
+    from irbridge.converters.onnx import export_onnx, to_onnx
+    from irbridge.converters.stablehlo import export_stablehlo
+    from irbridge.errors import IrbridgeError
+
+    module = ReturnsItsInput().eval()
+    result = capture(module, (torch.randn(2, 4),), frontend="dynamo")
+    assert result.outputs[1] is None
+    for write in (lambda: to_onnx(result.model),
+                  lambda: export_onnx(result.model, tmp_path / "m.onnx"),
+                  lambda: export_stablehlo(result.model, tmp_path / "m.mlir")):
+        with pytest.raises(IrbridgeError, match="incomplete Dynamo capture") as info:
+            write()
+        assert "\n" not in str(info.value)
+    assert not list(tmp_path.iterdir())
+    assert capture(module, (torch.randn(2, 4),)).method == "fx"  # auto: a complete one
+
+
+class EmptyCache(nn.Module):
+    """A key cache that starts as an empty 1-D tensor, concatenated to (what Hugging Face
+    caches do on the first step): torch skips 1-D empty tensors among tensors of another
+    rank, wherever they stand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("keys", torch.tensor([]))
+
+    def forward(self, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cat([self.keys, k], dim=-2) * 2, torch.cat([k, torch.tensor([]), k], 1)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_concatenating_to_an_empty_cache(frontend: str) -> None:
+    """The lowering skipped the empty tensor only when it was not first: a cache first
+    in the list made cat an opaque node (every Qwen2/Mistral/Bart attention layer)."""
+    torch.manual_seed(0)
+    result = _check(EmptyCache().eval(), (torch.randn(1, 2, 3, 4),), frontend)
+    assert result.opaque_count == 0
+
+
+def test_qwen2_with_a_dynamic_cache() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Qwen2Config(hidden_size=32, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      intermediate_size=64, vocab_size=100,
+                                      max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.Qwen2ForCausalLM(config).eval()
+    ids = torch.randint(0, 100, (2, 7))
+    result = capture(model, (ids,))
+    assert result.opaque_count == 0, result.model.metadata.get("lowering.opaque")
+    report = verify(result, model)  # irbridge's float32 tolerances (irbridge/tolerance.py)
+    assert report.passed, report.summary()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import keyword
+import operator
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -730,6 +731,9 @@ def mutates_views(gm: torch.fx.GraphModule) -> bool:
                 and schema_args[0].alias_info.is_write):
             continue
         base = node.args[0] if node.args else None
+        if isinstance(base, torch.fx.Node) and base.target is operator.getitem \
+                and isinstance(base.args[0], torch.fx.Node):
+            base = base.args[0]  # one of the views split / chunk / unbind return
         producer = base.target if isinstance(base, torch.fx.Node) else None
         if isinstance(producer, torch._ops.OpOverload):
             returns = producer._schema.returns

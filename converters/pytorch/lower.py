@@ -337,6 +337,7 @@ class GraphLowerer:
             raise CaptureError(f"graph {self.index}: {len(placeholders)} placeholders but "
                                f"{len(self.cg.slots)} input descriptions")
         slots = dict(zip(placeholders, self.cg.slots, strict=True))
+        self._check_view_writes(gm)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(node, slots[node])
@@ -345,6 +346,36 @@ class GraphLowerer:
             else:
                 self.env[node] = self.lower_node(node, gm)
         self._drop_unused_sizes()
+
+    def _check_view_writes(self, gm: torch.fx.GraphModule) -> None:
+        """Refuse a graph where an in-place op writes into a view of a tensor that is
+        read afterwards (`y[:, :2].relu_()` then `y * 2`): the lowering rebinds the view
+        it wrote, not the tensor behind it. fx and Dynamo graphs hold such writes as
+        they are; torch.export's are functionalized first (`capture.mutates_views`)."""
+        from . import handlers as H
+
+        nodes = list(gm.graph.nodes)
+        position = {n: i for i, n in enumerate(nodes)}
+        for node in nodes:
+            written = H.mutated_input(node, gm)
+            base = written
+            while base is not None and _is_view(base):
+                base = base.args[0]
+            if written is None or base is None or base is written:
+                continue
+            family = _views_of(base)
+            late = sorted((user for member in family - {written} for user in member.users
+                           if position.get(user, -1) > position[node]), key=position.__getitem__)
+            if late and late[0].target is operator.setitem and late[0].args[0] is base \
+                    and late[0].args[2] in (node, written):
+                continue  # `x[i] += v`: the written view is stored back into x first
+            if late:
+                method = self.owner.capture.method
+                raise CaptureError(
+                    f"{node.name} writes in place into a view of {base.name} that "
+                    f"{late[0].name} reads afterwards: the lowering does not carry writes "
+                    "through views" + ("; use frontend='export'" if method != "export"
+                                       else ""))
 
     def _drop_unused_sizes(self) -> None:
         """Remove the size reads (aten.sym_size) nothing uses: torch.export reads every
@@ -785,6 +816,59 @@ def _remap(path: str, mapping: Mapping[str, str]) -> str:
         if path == old or path.startswith(old + "."):
             return new + path[len(old):]
     return path
+
+
+_VIEW_NAMES = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "narrow",
+    "select", "diagonal", "expand", "expand_as", "unsqueeze", "squeeze", "flatten",
+    "unflatten", "unfold", "movedim", "moveaxis", "swapaxes", "swapdims", "as_strided",
+    "detach", "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "real",
+    "imag", "view_as_real", "view_as_complex", "contiguous", "T", "mT", "H", "mH",
+    "__getitem__", "getitem"})
+"""fx-level calls whose result may share memory with their first argument."""
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """Whether `node` (a call in an fx or Dynamo graph) may return a view of its first
+    argument, or one of the views a split-like call returned."""
+    if node.op not in ("call_function", "call_method") or not node.args \
+            or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        returns = target._schema.returns
+        return bool(returns) and returns[0].alias_info is not None \
+            and not returns[0].alias_info.is_write
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if target is operator.getitem:  # indexing a tensor, or picking one of split's views
+        source = node.args[0]
+        return not (source.op in ("call_function", "call_method")
+                    and not _is_view(source) and _returns_several(source))
+    return name in _VIEW_NAMES
+
+
+def _returns_several(node: torch.fx.Node) -> bool:
+    value = node.meta.get("val", node.meta.get("example_value"))
+    return isinstance(value, tuple | list)
+
+
+def _views_of(base: torch.fx.Node) -> set[torch.fx.Node]:
+    """`base` and every node that may alias it (views of views, in-place results)."""
+    family = {base}
+    pending = [base]
+    while pending:
+        for user in pending.pop().users:
+            if user not in family and (_is_view(user) or _writes_first(user)):
+                family.add(user)
+                pending.append(user)
+    return family
+
+
+def _writes_first(node: torch.fx.Node) -> bool:
+    from .handlers._base import mutated_input
+
+    return node.op in ("call_function", "call_method") and node.graph.owning_module is not None \
+        and mutated_input(node, node.graph.owning_module) is not None
 
 
 class _RetraceFailed(Exception):

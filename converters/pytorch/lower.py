@@ -360,7 +360,8 @@ class GraphLowerer:
             written = H.mutated_input(node, gm)
             base = written
             while base is not None and _is_view(base):
-                base = base.args[0]
+                source = base.args[0]
+                base = source if isinstance(source, torch.fx.Node) else None
             if written is None or base is None or base is written:
                 continue
             family = _views_of(base)

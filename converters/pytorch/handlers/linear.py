@@ -151,8 +151,11 @@ def _conv_transpose(em: Emitter, a: Args) -> Value:
 
 @_aten_fn(aten.gru_cell.default)
 def _gru_cell(em: Emitter, a: Args) -> Value:
-    return gru_cell(em, *(None if a[k] is None else em.value(a[k])
-                          for k in ("input", "hx", "w_ih", "w_hh", "b_ih", "b_hh")))
+    def bias(name: str) -> Value | None:
+        return None if a[name] is None else em.value(a[name])
+
+    return gru_cell(em, em.value(a["input"]), em.value(a["hx"]), em.value(a["w_ih"]),
+                    em.value(a["w_hh"]), bias("b_ih"), bias("b_hh"))
 
 
 def gru_cell(em: Emitter, x: Value, h: Value, w_ih: Value, w_hh: Value, b_ih: Value | None,

@@ -246,8 +246,9 @@ def _m_gru_cell(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, An
     h = em.value(hx) if hx is not None else em.op(
         "full", [], shape=(em.static_shape(x)[0], m.hidden_size), value=0.0,
         dtype=em.type(x).dtype)
-    return gru_cell(em, x, h, _mparam(em, m, "weight_ih"), _mparam(em, m, "weight_hh"),
-                    _mparam(em, m, "bias_ih"), _mparam(em, m, "bias_hh"))
+    w_ih, w_hh = _mparam(em, m, "weight_ih"), _mparam(em, m, "weight_hh")
+    assert w_ih is not None and w_hh is not None
+    return gru_cell(em, x, h, w_ih, w_hh, _mparam(em, m, "bias_ih"), _mparam(em, m, "bias_hh"))
 
 
 @_module(nn.MultiheadAttention)

@@ -50,7 +50,7 @@ from ._util import (
     source_op,
     to_dtype,
 )
-from .capture import Capture, CapturedGraph, Slot, mutates_views
+from .capture import Capture, CapturedGraph, Slot
 
 
 class Unsupported(Exception):
@@ -349,34 +349,13 @@ class GraphLowerer:
 
     def _check_view_writes(self, gm: torch.fx.GraphModule) -> None:
         """Refuse a graph where an in-place op writes into a view of a tensor that is
-        read afterwards (`y[:, :2].relu_()` then `y * 2`): the lowering rebinds the view
-        it wrote, not the tensor behind it. fx and Dynamo graphs hold such writes as
-        they are; torch.export's are functionalized first (`capture.mutates_views`)."""
-        from . import handlers as H
-
-        nodes = list(gm.graph.nodes)
-        position = {n: i for i, n in enumerate(nodes)}
-        for node in nodes:
-            written = H.mutated_input(node, gm)
-            base = written
-            while base is not None and _is_view(base):
-                source = base.args[0]
-                base = source if isinstance(source, torch.fx.Node) else None
-            if written is None or base is None or base is written:
-                continue
-            family = _views_of(base)
-            late = sorted((user for member in family - {written} for user in member.users
-                           if position.get(user, -1) > position[node]), key=position.__getitem__)
-            if late and late[0].target is operator.setitem and late[0].args[0] is base \
-                    and late[0].args[2] in (node, written):
-                continue  # `x[i] += v`: the written view is stored back into x first
-            if late:
-                method = self.owner.capture.method
-                raise CaptureError(
-                    f"{node.name} writes in place into a view of {base.name} that "
-                    f"{late[0].name} reads afterwards: the lowering does not carry writes "
-                    "through views" + ("; use frontend='export'" if method != "export"
-                                       else ""))
+        read afterwards (`view_write_conflict`). fx and Dynamo graphs hold such writes
+        as they are; torch.export's are functionalized first (`capture.mutates_views`)."""
+        conflict = view_write_conflict(gm)
+        if conflict:
+            method = self.owner.capture.method
+            raise CaptureError(conflict + ("; use frontend='export'" if method != "export"
+                                           else ""))
 
     def _drop_unused_sizes(self) -> None:
         """Remove the size reads (aten.sym_size) nothing uses: torch.export reads every
@@ -713,7 +692,7 @@ class GraphLowerer:
         if isinstance(target, torch._ops.OpOverload) and any(
                 n.op == "call_function" and n.target is target for n in sub.graph.nodes):
             raise _RetraceFailed("the op does not decompose")
-        if mutates_views(sub):
+        if view_write_conflict(sub):
             # functionalize does not reach below composite ops (F.pad's circular mode
             # copies into slices of an empty tensor): the lowering would drop the writes
             raise _RetraceFailed("the re-traced graph writes into views")
@@ -819,6 +798,39 @@ def _remap(path: str, mapping: Mapping[str, str]) -> str:
     return path
 
 
+def view_write_conflict(gm: torch.fx.GraphModule) -> str:
+    """Why the lowering cannot follow the graph's in-place writes ("" when it can): an
+    op writes into a view of a tensor that is read afterwards (`y[:, :2].relu_()` then
+    `y * 2`), and the lowering rebinds only the view it wrote, not the tensor behind it.
+    `x[i] += v` (the view stored back by setitem before any read) is followed."""
+    from . import handlers as H
+
+    nodes = list(gm.graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    for node in nodes:
+        written = H.mutated_input(node, gm)
+        base, disjoint = written, set()
+        while base is not None and _is_view(base):
+            source = base.args[0]
+            if base.target is operator.getitem and isinstance(source, torch.fx.Node) \
+                    and _returns_several(source):  # the other pieces of a split
+                disjoint |= {u for u in source.users if u.args[1:] != base.args[1:]}
+            base = source if isinstance(source, torch.fx.Node) else None
+        if written is None or base is None or base is written:
+            continue
+        family = _views_of(base, disjoint) - {written, node}
+        late = sorted((user for member in family for user in member.users
+                       if position.get(user, -1) > position[node]), key=position.__getitem__)
+        if late and late[0].target is operator.setitem and late[0].args[0] is base \
+                and late[0].args[2] in (node, written):
+            continue  # `x[i] += v`: the written view is stored back into x first
+        if late:
+            return (f"{node.name} writes in place into a view of {base.name} that "
+                    f"{late[0].name} reads afterwards: the lowering does not carry writes "
+                    "through views")
+    return ""
+
+
 _VIEW_NAMES = frozenset({
     "view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "narrow",
     "select", "diagonal", "expand", "expand_as", "unsqueeze", "squeeze", "flatten",
@@ -849,17 +861,28 @@ def _is_view(node: torch.fx.Node) -> bool:
 
 
 def _returns_several(node: torch.fx.Node) -> bool:
+    """Whether the call returns a tuple or list (that getitem picks from)."""
     value = node.meta.get("val", node.meta.get("example_value"))
-    return isinstance(value, tuple | list)
+    if value is not None:
+        return isinstance(value, tuple | list)
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        returns = target._schema.returns
+        return len(returns) > 1 or (len(returns) == 1
+                                    and isinstance(returns[0].type, torch.ListType))
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return name in ("split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit")
 
 
-def _views_of(base: torch.fx.Node) -> set[torch.fx.Node]:
-    """`base` and every node that may alias it (views of views, in-place results)."""
+def _views_of(base: torch.fx.Node, disjoint: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """`base` and every node that may alias it (views of views, in-place results), but
+    for the `disjoint` views and what derives from them."""
     family = {base}
     pending = [base]
     while pending:
         for user in pending.pop().users:
-            if user not in family and (_is_view(user) or _writes_first(user)):
+            if user not in family and user not in disjoint \
+                    and (_is_view(user) or _writes_first(user)):
                 family.add(user)
                 pending.append(user)
     return family

@@ -517,3 +517,21 @@ def test_indexed_augmented_assignment_still_captures_with_dynamo() -> None:
 
     torch.manual_seed(0)
     _check(WritesThroughAView(body).eval(), (torch.randn(2, 4),), "dynamo")
+
+
+class ShapeInPlace(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        y.unsqueeze_(0)
+        return y + 1
+
+
+def test_in_place_shape_change() -> None:
+    """`y.unsqueeze_(0)`: Dynamo's example value already has the new shape, and its
+    re-trace gave (1, 1, 2, 4) for eager's (1, 2, 4). Dynamo refuses it in one line; fx
+    and export capture it right."""
+    x = torch.randn(2, 4)
+    with pytest.raises(CaptureError, match="in-place shape change"):
+        capture(ShapeInPlace(), (x,), frontend="dynamo")
+    for frontend in ("fx", "export"):
+        _check(ShapeInPlace(), (x,), frontend)

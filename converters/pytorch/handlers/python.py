@@ -703,6 +703,23 @@ for _hop_name, _position in (("wrap_with_set_grad_enabled", 1), ("wrap_with_auto
         FUNCTIONS[_hop_op] = _hop(_position)
 
 
+def _shape_in_place(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`y.unsqueeze_(0)` & co. change a tensor's shape in place. Dynamo's example
+    values are the tensors after the change (its fake tensors ran the op), so a re-trace
+    would apply it twice: refused. fx (real values per node) re-traces it right."""
+    if em.lowerer.owner.capture.method == "dynamo":
+        node = em.node
+        raise Refused(f"{node.name if node is not None else 'a node'}: an in-place shape "
+                      f"change ({node.target if node is not None else ''}) in a Dynamo "
+                      "graph; use frontend='export' or 'fx'")
+    raise Unsupported("in-place shape change")
+
+
+for _name in ("unsqueeze_", "squeeze_", "transpose_", "t_", "swapaxes_", "swapdims_",
+              "resize_", "resize_as_", "as_strided_"):
+    METHODS[_name] = _shape_in_place
+
+
 def _cond(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """torch.cond(pred, on_true, on_false, operands): both branches (torch requires them
     to return the same structure, shapes and dtypes, and to have no side effects) computed

@@ -535,3 +535,24 @@ def test_in_place_shape_change() -> None:
         capture(ShapeInPlace(), (x,), frontend="dynamo")
     for frontend in ("fx", "export"):
         _check(ShapeInPlace(), (x,), frontend)
+
+
+class Bilinears(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Bilinear(3, 4, 5)
+        self.weight = nn.Parameter(torch.randn(2, 3, 4))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.layer(x, y), F.bilinear(x, y, self.weight), \
+            torch.bilinear(x[0], y[0], self.weight, None)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_bilinear(frontend: str) -> None:
+    """nn.Bilinear / F.bilinear re-traced to aten._trilinear, an opaque node, under fx and
+    Dynamo."""
+    torch.manual_seed(0)
+    result = _check(Bilinears().eval(), (torch.randn(2, 6, 3), torch.randn(2, 6, 4)),
+                    frontend)
+    assert result.opaque_count == 0

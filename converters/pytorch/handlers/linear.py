@@ -175,3 +175,16 @@ def gru_cell(em: Emitter, x: Value, h: Value, w_ih: Value, w_hh: Value, b_ih: Va
     z = em.op("sigmoid", [em.op("add", [i_z, h_z])])
     n = em.op("tanh", [em.op("add", [i_n, em.op("mul", [r, h_n])])])
     return em.op("add", [n, em.op("mul", [z, em.op("sub", [h, n])])])
+
+
+def bilinear(em: Emitter, x1: Value, x2: Value, weight: Value, bias: Value | None) -> Value:
+    """y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o] (nn.Bilinear): one
+    matmul with W laid out (i, o * j), then the product with x2 summed over j."""
+    out, left, right = em.static_shape(weight)
+    w = em.op("reshape", [em.op("permute", [weight], perm=(1, 0, 2))], shape=(left, out * right))
+    t = em.op("matmul", [x1, w])
+    rank = em.rank(t)
+    t = em.op("reshape", [t], shape=(*([0] * (rank - 1)), out, right))
+    y = em.op("reduce_sum", [em.op("mul", [t, em.op("unsqueeze", [x2], axes=(rank - 1,))])],
+              axes=(rank,), keepdims=False)
+    return y if bias is None else em.op("add", [y, bias])

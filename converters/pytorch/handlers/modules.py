@@ -22,6 +22,7 @@ from .elementwise import (
     _prelu,
 )
 from .linear import (
+    bilinear,
     conv,
     gru_cell,
 )
@@ -235,6 +236,14 @@ def _m_pad(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     elif isinstance(m, nn.CircularPad1d | nn.CircularPad2d | nn.CircularPad3d):
         mode = "wrap"
     return pad(em, _input(args, kwargs), list(m.padding), mode, getattr(m, "value", 0.0))
+
+
+@_module(nn.Bilinear)
+def _m_bilinear(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x1, x2 = _pick(args, kwargs, 0, "input1", None), _pick(args, kwargs, 1, "input2", None)
+    weight = _mparam(em, m, "weight")
+    assert weight is not None
+    return bilinear(em, em.value(x1), em.value(x2), weight, _mparam(em, m, "bias"))
 
 
 @_module(nn.GRUCell)

@@ -47,6 +47,7 @@ from .elementwise import (
     _pow,
     _scaled,
 )
+from .linear import bilinear
 from .norm import (
     _rms_norm,
     batch_norm,
@@ -701,6 +702,14 @@ for _hop_name, _position in (("wrap_with_set_grad_enabled", 1), ("wrap_with_auto
     _hop_op = getattr(torch.ops.higher_order, _hop_name, None)
     if _hop_op is not None:
         FUNCTIONS[_hop_op] = _hop(_position)
+
+
+@_fn(F.bilinear, torch.bilinear)
+def _py_bilinear(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x1, x2, weight = (em.value(_pick(args, kwargs, i, n, None))
+                      for i, n in enumerate(("input1", "input2", "weight")))
+    bias = _pick(args, kwargs, 3, "bias", None)
+    return bilinear(em, x1, x2, weight, None if bias is None else em.value(bias))
 
 
 def _shape_in_place(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -289,9 +289,13 @@ def dropout(em: Emitter, x: Any, p: Any, training: Any) -> Value:
     if training is not False and p != 0:
         node = em.node.name if em.node is not None else "?"
         where = em.provenance.module_path
+        root = em.lowerer.owner.capture.root
+        hint = ("call model.eval() before capturing" if root.training else
+                "the model is in eval mode but F.dropout's training argument defaults to "
+                "True: pass training=self.training")
         raise Refused(f"dropout {node}{f' in {where}' if where else ''} (p={p}) is active "
                       "(training mode): eager torch zeroes random elements and the IR would "
-                      "not; call model.eval() before capturing")
+                      f"not; {hint}")
     return em.value(x)
 
 

@@ -370,7 +370,7 @@ class _Optimizer:
         if p1 is None or p2 is None or len(p1) != len(p2):
             return
         composed = [p1[k] for k in p2]
-        if composed == list(range(len(composed))):
+        if composed == list(range(len(composed))) and node.output[0] not in self.pinned:
             self._bypass(index, first.input[0])
         else:
             del node.attribute[:]

@@ -212,6 +212,9 @@ def _build_checked(model: Model, opset: int | None, optimize: bool, fold_batch_n
     the model uses, a shape rule that changed) is built again at its source opset."""
     if target not in TARGETS:
         raise ExportError(f"target {target!r}: expected one of {', '.join(TARGETS)}")
+    from irbridge.formats import check_complete
+
+    check_complete(model, "onnx")  # an incomplete Dynamo capture is not the model
     proto, payloads = _build(model, opset, optimize, fold_batch_norm, stream=stream,
                              allow_custom_ops=allow_custom_ops, target=target)
     if not check:

@@ -26,6 +26,7 @@ from .capture import (
     capture_mode,
     has_lazy_parameters,
     keep_buffers,
+    keep_global_modes,
     one_line,
     run_capture,
     warm_up,
@@ -124,7 +125,7 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
     # warm-up did is undone when capture() returns, successful or not.
     entry_state = ModuleState(model)
     try:
-        with keep_buffers(model):
+        with keep_global_modes(), keep_buffers(model, (args, kwargs)):
             return _capture(model, args, kwargs, frontend=frontend, weights=weights,
                             dynamic=dynamic, decompose=decompose, strict=strict,
                             warmup=warmup, copy_weights=copy_weights, adaptive=adaptive,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import keyword
+import operator
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ class Capture:
 def warm_up(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
     """One eager forward pass, so lazily initialised state (YOLO's anchors and strides,
     lazy modules) exists before tracing."""
-    with torch.no_grad(), keep_buffers(model):
+    with torch.no_grad(), keep_buffers(model, (args, kwargs)):
         model(*args, **kwargs)
 
 
@@ -120,8 +121,11 @@ class ModuleState:
     In-place updates of buffers are not state changes: `keep_buffers` undoes those."""
 
     def __init__(self, model: torch.nn.Module) -> None:
+        # TorchScript modules keep their state in C++ (their `_parameters` & co. are
+        # read-through wrappers, not dicts) and Python tracing cannot assign to them
         self.saved = [(m, dict(vars(m)), dict(m._parameters), dict(m._buffers),
-                       dict(m._modules)) for m in model.modules()]
+                       dict(m._modules)) for m in model.modules()
+                      if not isinstance(m, torch.jit.ScriptModule)]
         self.types = {id(m): type(m) for m, *_ in self.saved}
         self.contents = {id(value): (value, _contents(value))
                          for _, attrs, _, _, _ in self.saved for value in attrs.values()
@@ -234,18 +238,68 @@ def _same(a: Any, b: Any, depth: int = 0) -> bool:
 
 
 @contextlib.contextmanager
-def keep_buffers(model: torch.nn.Module) -> Iterator[None]:
+def keep_buffers(model: torch.nn.Module, inputs: Any = None) -> Iterator[None]:
     """Undo what running the model does to its buffers (batch-norm statistics of a model
-    in training mode), so that capturing leaves the model as it was."""
+    in training mode) and, given `inputs` (args and kwargs, any nesting), to the input
+    tensors (a forward that updates an input in place, `x.add_(1)`), so that capturing
+    leaves the model and its inputs as they were: a later run of the IR on the inputs
+    then computes what the model computed."""
     saved = [(b, b.detach().clone()) for b in model.buffers()
              if not b.is_meta and b.numel() <= 1 << 24]
+    # the one torch.nn layer whose forward rewrites a parameter: an embedding with
+    # max_norm renormalises the rows it looks up in place
+    saved += [(m.weight, m.weight.detach().clone()) for m in model.modules()
+              if isinstance(m, torch.nn.Embedding | torch.nn.EmbeddingBag)
+              and m.max_norm is not None and not m.weight.is_meta]
+    saved += [(t, t.detach().clone()) for t in _input_leaves(inputs)]
     try:
         yield
     finally:
         with torch.no_grad():
             for buffer, value in saved:
-                if buffer.shape == value.shape:
+                if buffer.shape == value.shape and not torch.equal(buffer, value):
                     buffer.copy_(value)
+
+
+def _input_leaves(inputs: Any) -> list[torch.Tensor]:
+    """The input tensors a forward could update in place: real tensors that track their
+    version (inference-mode tensors cannot be updated outside inference mode)."""
+    from torch._subclasses.fake_tensor import is_fake
+
+    found: list[torch.Tensor] = []
+    for leaf in pytree.tree_leaves(inputs):
+        if not isinstance(leaf, torch.Tensor) or leaf.is_meta or leaf.is_inference():
+            continue
+        if any(leaf is t for t in found) or is_fake(leaf):
+            continue
+        found.append(leaf)
+    return found
+
+
+@contextlib.contextmanager
+def keep_global_modes() -> Iterator[None]:
+    """Put torch's process-wide modes back as found: grad mode and, per device type,
+    whether autocast is on and its dtype. A capture must not leave them changed (a
+    graph that enters autocast, run or re-traced halfway, would leave every later eager
+    computation of the process in bfloat16)."""
+    devices = [d for d in ("cpu", "cuda") if _autocast_known(d)]
+    saved = [(d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in devices]
+    grad = torch.is_grad_enabled()
+    try:
+        yield
+    finally:
+        for device, enabled, dtype in saved:
+            torch.set_autocast_enabled(device, enabled)
+            torch.set_autocast_dtype(device, dtype)
+        torch.set_grad_enabled(grad)
+
+
+def _autocast_known(device: str) -> bool:
+    try:
+        torch.is_autocast_enabled(device)
+    except (RuntimeError, TypeError):
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -410,8 +464,14 @@ class _Tracer(torch.fx.Tracer):
         self.root_params = list(root_params) if root_params is not None else None
 
     def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
-        return type(m) in self.leaf_classes or super().is_leaf_module(m,
-                                                                      module_qualified_name)
+        if type(m) in self.leaf_classes:  # re-traced by calling the module: hooks run
+            return True
+        if has_forward_hooks(m):
+            # a torch.nn leaf becomes one call_module node that the lowering maps to the
+            # layer's op alone: traced into instead, the hooks (which may change the
+            # inputs or the output) are part of the graph
+            return False
+        return super().is_leaf_module(m, module_qualified_name)
 
     def create_args_for_root(self, root_fn: Callable[..., Any], is_module: bool,
                              concrete_args: Any = None) -> tuple[Any, list[Any]]:
@@ -428,6 +488,14 @@ class _Tracer(torch.fx.Tracer):
         return traceback.StackSummary.from_list(
             [f for f in frames[first:] if not _in_torch_internals(f.filename)
              and f.filename != _ROOT_FILE])
+
+
+def has_forward_hooks(module: torch.nn.Module) -> bool:
+    """Whether calling `module` runs forward hooks or pre-hooks (its own or torch's
+    global ones) besides its forward."""
+    return bool(module._forward_hooks or module._forward_pre_hooks
+                or _module_mod._global_forward_hooks
+                or _module_mod._global_forward_pre_hooks)
 
 
 def _in_torch_internals(filename: str) -> bool:
@@ -473,10 +541,26 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
         values.append(value)
         if not any(isinstance(leaf, torch.Tensor) for leaf in pytree.tree_leaves(value)):
             concrete[p.name] = value
+    if has_forward_hooks(model):
+        # symbolic tracing calls the root's forward itself, not the module: its hooks
+        # would be missing from the graph
+        raise CaptureError("fx capture skips the model's own forward hooks and pre-hooks "
+                           "(symbolic tracing calls forward directly); use "
+                           "frontend='export' or 'dynamo'")
     own = set(vars(model))
+    versions = _versions(model)
     try:
-        tracer, graph = _trace_with_leaves(model, params, concrete, leaf_fallback)
+        with _no_autocast_regions():
+            tracer, graph = _trace_with_leaves(model, params, concrete, leaf_fallback)
         gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+        updated = [name for name, version in _versions(model).items()
+                   if versions.get(name) != version]
+        if updated:
+            # an in-place op on a real tensor (`self.ema.mul_(m)`) runs while tracing
+            # instead of being recorded: the graph would miss the update
+            raise CaptureError(
+                f"fx capture: forward updates {', '.join(sorted(updated)[:3])} in place, "
+                "which symbolic tracing runs instead of recording; use frontend='export'")
     finally:
         # the tracer stores tensor constants of forward on the root (`_tensor_constant0`);
         # the GraphModule has its own reference, the model need not keep them
@@ -495,7 +579,7 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
             slots.append(Slot("unused", p.name, value))
         else:
             slots.append(Slot("input", p.name, value))  # pytree of tensors
-    with capture_mode(), keep_buffers(model):
+    with capture_mode(), keep_buffers(model, values):
         _RecordingInterpreter(gm).run(*values)
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     # an output node may stand for a structure (a leaf module returning a tuple): count
@@ -511,6 +595,37 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
         result.metadata[FX_LEAF_CLASSES] = ", ".join(
             sorted(c.__name__ for c in tracer.leaf_classes))
     return result
+
+
+@contextlib.contextmanager
+def _no_autocast_regions() -> Iterator[None]:
+    """fx symbolic tracing runs `with torch.autocast(...)` as Python instead of recording
+    it: the graph would compute in full precision what eager computes in bfloat16/float16.
+    Entering one while tracing fails the fx attempt."""
+    autocast = torch.amp.autocast_mode.autocast
+    original = autocast.__enter__
+
+    def refuse(self: Any) -> Any:
+        if getattr(self, "_enabled", True):
+            raise CaptureError("fx capture cannot record torch.autocast regions (their "
+                               "casts happen at dispatch); use frontend='export'")
+        return original(self)
+
+    autocast.__enter__ = refuse  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        autocast.__enter__ = original  # type: ignore[method-assign]
+
+
+def _versions(model: torch.nn.Module) -> dict[str, int]:
+    """Version counters of the model's parameters and buffers (in-place updates bump
+    them), by name."""
+    found: dict[str, int] = {}
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if not t.is_inference():
+            found[name] = t._version
+    return found
 
 
 FX_LEAF_CLASSES = "fx.leaf_classes"
@@ -551,9 +666,11 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
                                  strict=strict)
         if decompose:
             ep = ep.run_decompositions(_decomposition_table())
-        elif _mutates_views(ep.graph_module):
+        elif mutates_views(ep.graph_module) or _has_autocast(ep.graph_module):
             # in-place updates of views (x[:, 0] += 1) write through to the base tensor;
-            # functionalizing (no decomposition) turns them into explicit scatters
+            # functionalizing (no decomposition) turns them into explicit scatters.
+            # torch.autocast regions are kept as wrap_with_autocast ops whose bodies hold
+            # no casts (autocast casts at dispatch): the same pass writes them out
             ep = ep.run_decompositions({})
     gm = ep.graph_module
     names = input_names(model, args, kwargs)
@@ -603,7 +720,7 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
     return capture
 
 
-def _mutates_views(gm: torch.fx.GraphModule) -> bool:
+def mutates_views(gm: torch.fx.GraphModule) -> bool:
     """Whether an ATen op writes into a tensor that another op produced as a view."""
     for node in gm.graph.nodes:
         target = node.target
@@ -614,12 +731,23 @@ def _mutates_views(gm: torch.fx.GraphModule) -> bool:
                 and schema_args[0].alias_info.is_write):
             continue
         base = node.args[0] if node.args else None
+        if isinstance(base, torch.fx.Node) and base.target is operator.getitem \
+                and isinstance(base.args[0], torch.fx.Node):
+            base = base.args[0]  # one of the views split / chunk / unbind return
         producer = base.target if isinstance(base, torch.fx.Node) else None
         if isinstance(producer, torch._ops.OpOverload):
             returns = producer._schema.returns
             if returns and returns[0].alias_info is not None:
                 return True
     return False
+
+
+def _has_autocast(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph (or a graph nested in it) holds a torch.autocast region."""
+    hop = getattr(torch.ops.higher_order, "wrap_with_autocast", None)
+    return hop is not None and any(
+        node.target is hop for sub in gm.modules() if isinstance(sub, torch.fx.GraphModule)
+        for node in sub.graph.nodes)
 
 
 def _dims_of(dynamic: DynamicSpec) -> list[tuple[int, str, int, int]]:
@@ -741,7 +869,7 @@ def capture_dynamo(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
         marked = _mark_dynamic(args, kwargs, dynamic, ranges)
         compiled_model = torch.compile(model, backend=backend, fullgraph=False,
                                        dynamic=None if dynamic else False)
-        with capture_mode(), keep_buffers(model):
+        with capture_mode(), keep_buffers(model, (args, kwargs)):
             result = compiled_model(*args, **kwargs)
     finally:
         torch._dynamo.reset()

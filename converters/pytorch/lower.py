@@ -58,6 +58,12 @@ class Unsupported(Exception):
     or, failing that, emits an opaque node."""
 
 
+class Refused(CaptureError):
+    """Raised by a handler for a node the IR must not stand for at all, not even as an
+    opaque node (an active dropout: eager draws a random mask, the IR would not): the
+    capture attempt fails with this one-line reason."""
+
+
 @dataclass
 class Sym:
     """A runtime integer (a symbolic size) held as an i64 scalar IR value."""
@@ -312,6 +318,11 @@ class GraphLowerer:
         self.graph = graph
         self.index = index
         self.env: dict[torch.fx.Node, Any] = {}
+        # in-place ops: the fx nodes that name one tensor (the tensor an op updated, the
+        # op's own result, which aliases it, and get_attr nodes of the same attribute),
+        # so that a later reader of any of them sees the newest value (`_rebind`)
+        self.aliases: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+        self.updated_attrs: dict[str, list[torch.fx.Node]] = {}  # get_attr target -> group
         self.parent = parent
         self.fixed_provenance = provenance
         self.depth = depth
@@ -326,6 +337,7 @@ class GraphLowerer:
             raise CaptureError(f"graph {self.index}: {len(placeholders)} placeholders but "
                                f"{len(self.cg.slots)} input descriptions")
         slots = dict(zip(placeholders, self.cg.slots, strict=True))
+        self._check_view_writes(gm)
         for node in gm.graph.nodes:
             if node.op == "placeholder":
                 self.env[node] = self._placeholder(node, slots[node])
@@ -334,6 +346,16 @@ class GraphLowerer:
             else:
                 self.env[node] = self.lower_node(node, gm)
         self._drop_unused_sizes()
+
+    def _check_view_writes(self, gm: torch.fx.GraphModule) -> None:
+        """Refuse a graph where an in-place op writes into a view of a tensor that is
+        read afterwards (`view_write_conflict`). fx and Dynamo graphs hold such writes
+        as they are; torch.export's are functionalized first (`capture.mutates_views`)."""
+        conflict = view_write_conflict(gm)
+        if conflict:
+            method = self.owner.capture.method
+            raise CaptureError(conflict + ("; use frontend='export'" if method != "export"
+                                           else ""))
 
     def _drop_unused_sizes(self) -> None:
         """Remove the size reads (aten.sym_size) nothing uses: torch.export reads every
@@ -462,6 +484,11 @@ class GraphLowerer:
         from . import handlers as H
 
         if node.op == "get_attr":
+            group = self.updated_attrs.get(str(node.target))
+            if group is not None:  # read after an in-place update
+                group.append(node)
+                self.aliases[node] = group
+                return self.env[group[0]]
             return self._get_attr(node, gm)
         em = Emitter(self, node, self.provenance(node, gm), gm)
         handler = H.lookup(node, gm)
@@ -474,7 +501,7 @@ class GraphLowerer:
         except Unsupported as exc:
             self._rollback(mark)
             result = self.fallback(em, str(exc))
-        except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError):
+        except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError, Refused):
             raise
         except Exception as exc:
             # a case the handler did not foresee (ZeroDivisionError on a zero-size dim, an
@@ -490,8 +517,22 @@ class GraphLowerer:
                 if isinstance(v, Value)]
         mutated = H.mutated_input(node, gm)
         if mutated is not None and isinstance(result, Value):
-            self.env[mutated] = result  # later readers of the input see the new value
+            self._rebind(mutated, node, result)
         return result
+
+    def _rebind(self, mutated: torch.fx.Node, node: torch.fx.Node, result: Value) -> None:
+        """`node` updated `mutated` in place: every fx node that names the same tensor
+        (earlier updates of it, whose results alias it: `b.mul_(2).add_(1)`; the get_attr
+        nodes of a buffer, which fx repeats per read) stands for `result` from now on."""
+        group = self.aliases.get(mutated)
+        if group is None:
+            group = self.aliases[mutated] = [mutated]
+        group.append(node)
+        self.aliases[node] = group
+        for alias in group:
+            self.env[alias] = result
+            if alias.op == "get_attr":
+                self.updated_attrs[str(alias.target)] = group
 
     def _rollback(self, mark: int) -> None:
         """Remove the nodes a failed handler emitted (newest first)."""
@@ -562,7 +603,7 @@ class GraphLowerer:
         if self.depth < 2 and _retraceable(node):
             try:
                 result = self.retrace(em)
-            except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError):
+            except (KeyboardInterrupt, SystemExit, MemoryError, RecursionError, Refused):
                 raise
             except Exception as exc:
                 reason = f"{reason}; re-trace: {exc}"
@@ -651,6 +692,10 @@ class GraphLowerer:
         if isinstance(target, torch._ops.OpOverload) and any(
                 n.op == "call_function" and n.target is target for n in sub.graph.nodes):
             raise _RetraceFailed("the op does not decompose")
+        if view_write_conflict(sub):
+            # functionalize does not reach below composite ops (F.pad's circular mode
+            # copies into slices of an empty tensor): the lowering would drop the writes
+            raise _RetraceFailed("the re-traced graph writes into views")
         nested = GraphLowerer(self.owner, None, self.graph, self.index, parent=self,
                               provenance=em.provenance, depth=self.depth + 1)
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
@@ -751,6 +796,103 @@ def _remap(path: str, mapping: Mapping[str, str]) -> str:
         if path == old or path.startswith(old + "."):
             return new + path[len(old):]
     return path
+
+
+def view_write_conflict(gm: torch.fx.GraphModule) -> str:
+    """Why the lowering cannot follow the graph's in-place writes ("" when it can): an
+    op writes into a view of a tensor that is read afterwards (`y[:, :2].relu_()` then
+    `y * 2`), and the lowering rebinds only the view it wrote, not the tensor behind it.
+    `x[i] += v` (the view stored back by setitem before any read) is followed."""
+    from . import handlers as H
+
+    nodes = list(gm.graph.nodes)
+    position = {n: i for i, n in enumerate(nodes)}
+    for node in nodes:
+        written = H.mutated_input(node, gm)
+        base, disjoint = written, set()
+        while base is not None and _is_view(base):
+            source = base.args[0]
+            if base.target is operator.getitem and isinstance(source, torch.fx.Node) \
+                    and _returns_several(source):  # the other pieces of a split
+                disjoint |= {u for u in source.users if u.args[1:] != base.args[1:]}
+            base = source if isinstance(source, torch.fx.Node) else None
+        if written is None or base is None or base is written:
+            continue
+        family = _views_of(base, disjoint) - {written, node}
+        late = sorted((user for member in family for user in member.users
+                       if position.get(user, -1) > position[node]), key=position.__getitem__)
+        if late and late[0].target is operator.setitem and late[0].args[0] is base \
+                and late[0].args[2] in (node, written):
+            continue  # `x[i] += v`: the written view is stored back into x first
+        if late:
+            return (f"{node.name} writes in place into a view of {base.name} that "
+                    f"{late[0].name} reads afterwards: the lowering does not carry writes "
+                    "through views")
+    return ""
+
+
+_VIEW_NAMES = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "t", "transpose", "permute", "narrow",
+    "select", "diagonal", "expand", "expand_as", "unsqueeze", "squeeze", "flatten",
+    "unflatten", "unfold", "movedim", "moveaxis", "swapaxes", "swapdims", "as_strided",
+    "detach", "split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "real",
+    "imag", "view_as_real", "view_as_complex", "contiguous", "T", "mT", "H", "mH",
+    "__getitem__", "getitem"})
+"""fx-level calls whose result may share memory with their first argument."""
+
+
+def _is_view(node: torch.fx.Node) -> bool:
+    """Whether `node` (a call in an fx or Dynamo graph) may return a view of its first
+    argument, or one of the views a split-like call returned."""
+    if node.op not in ("call_function", "call_method") or not node.args \
+            or not isinstance(node.args[0], torch.fx.Node):
+        return False
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        returns = target._schema.returns
+        return bool(returns) and returns[0].alias_info is not None \
+            and not returns[0].alias_info.is_write
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if target is operator.getitem:  # indexing a tensor, or picking one of split's views
+        source = node.args[0]
+        return not (source.op in ("call_function", "call_method")
+                    and not _is_view(source) and _returns_several(source))
+    return name in _VIEW_NAMES
+
+
+def _returns_several(node: torch.fx.Node) -> bool:
+    """Whether the call returns a tuple or list (that getitem picks from)."""
+    value = node.meta.get("val", node.meta.get("example_value"))
+    if value is not None:
+        return isinstance(value, tuple | list)
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload):
+        returns = target._schema.returns
+        return len(returns) > 1 or (len(returns) == 1
+                                    and isinstance(returns[0].type, torch.ListType))
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return name in ("split", "chunk", "unbind", "tensor_split", "hsplit", "vsplit")
+
+
+def _views_of(base: torch.fx.Node, disjoint: set[torch.fx.Node]) -> set[torch.fx.Node]:
+    """`base` and every node that may alias it (views of views, in-place results), but
+    for the `disjoint` views and what derives from them."""
+    family = {base}
+    pending = [base]
+    while pending:
+        for user in pending.pop().users:
+            if user not in family and user not in disjoint \
+                    and (_is_view(user) or _writes_first(user)):
+                family.add(user)
+                pending.append(user)
+    return family
+
+
+def _writes_first(node: torch.fx.Node) -> bool:
+    from .handlers._base import mutated_input
+
+    return node.op in ("call_function", "call_method") and node.graph.owning_module is not None \
+        and mutated_input(node, node.graph.owning_module) is not None
 
 
 class _RetraceFailed(Exception):

@@ -56,7 +56,7 @@ def verify(result: CaptureResult, eager_module: torch.nn.Module, *,
     start = time.perf_counter()
     from .capture import keep_buffers
 
-    with torch.no_grad(), keep_buffers(eager_module):
+    with torch.no_grad(), keep_buffers(eager_module, (result.args, result.kwargs)):
         expected = tensor_leaves(eager_module(*result.args, **result.kwargs))
     feeds = {name: tensor_to_numpy(t) for name, t in result.inputs.items()}
     try:
@@ -131,7 +131,7 @@ def first_divergence(result: CaptureResult, *, rtol: float = 1e-3) -> Divergence
         recorder = _Recorder(cg.gm)
         from .capture import keep_buffers
 
-        with torch.no_grad(), keep_buffers(capture.root):
+        with torch.no_grad(), keep_buffers(capture.root, [s.value for s in cg.slots]):
             recorder.run(*[s.value for s in cg.slots])
         values = recorder.values
         for node in cg.gm.graph.nodes:

@@ -247,6 +247,9 @@ def export_stablehlo(model: Model, path: str | os.PathLike[str], *,
                      target_version: str | None = None, weights_as_args: bool = False) -> Path:
     """Write `model` as StableHLO: text for `.mlir`, a portable artifact for `.mlirbc`
     (and any other suffix). The write is atomic (irbridge.atomic)."""
+    from irbridge.formats import check_complete
+
+    check_complete(model, "stablehlo")  # an incomplete Dynamo capture is not the model
     out = Path(path)
     version = check_target_version(target_version)
     text = out.suffix == ".mlir"

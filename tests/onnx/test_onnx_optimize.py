@@ -113,6 +113,22 @@ def test_graph_outputs_and_subgraph_reads_are_kept() -> None:
         assert_close(ort_run(proto, {"x": x, "flag": np.array(flag)}), [want])
 
 
+def test_cancelling_transposes_that_produce_a_graph_output() -> None:
+    """Two Transposes that cancel, the second producing a graph output (Dynamo's capture
+    of a batch_first nn.MultiheadAttention ends so): the second must stay, and so must
+    the first, which it reads. The pass used to drop the first while the second stayed
+    (it is pinned), so the file failed the checker ('not topologically sorted')."""
+    nodes = [helper.make_node("Neg", ["x"], ["n"]),
+             helper.make_node("Transpose", ["n"], ["t1"], perm=[1, 0, 2]),
+             helper.make_node("Transpose", ["t1"], ["y"], perm=[1, 0, 2])]
+    proto = onnx_model(nodes, [tensor("x", F, [2, 3, 4])], [tensor("y", F, [2, 3, 4])])
+    optimize(proto)
+    onnx.checker.check_model(proto, full_check=True)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    assert_close(ort_run(proto, {"x": x}), [-x])
+    assert _ops(proto) == ["Neg", "Transpose"]
+
+
 def test_cli_export_options(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

@@ -15,7 +15,7 @@ from irbridge.dtypes import DType
 from irbridge.ir import Value
 
 from .._util import to_dtype, to_torch_dtype
-from ..lower import Deferred, Emitter, Sym, Unsupported
+from ..lower import Deferred, Emitter, Refused, Sym, Unsupported
 
 aten = torch.ops.aten
 Args = dict[str, Any]
@@ -280,6 +280,23 @@ def _expand_to(em: Emitter, x: Value, sizes: Sequence[Any]) -> Value:
     if isinstance(shape, tuple):
         return em.op("expand", [x], shape=shape)
     return em.op("expand", [x, shape])
+
+
+def dropout(em: Emitter, x: Any, p: Any, training: Any) -> Value:
+    """Dropout in eval mode (or with p = 0): the identity. An active one (training mode,
+    p > 0) draws a random mask in eager torch that no IR computation reproduces: the
+    capture is refused, naming the node, rather than written as something else."""
+    if training is not False and p != 0:
+        node = em.node.name if em.node is not None else "?"
+        where = em.provenance.module_path
+        root = em.lowerer.owner.capture.root
+        hint = ("call model.eval() before capturing" if root.training else
+                "the model is in eval mode but F.dropout's training argument defaults to "
+                "True: pass training=self.training")
+        raise Refused(f"dropout {node}{f' in {where}' if where else ''} (p={p}) is active "
+                      "(training mode): eager torch zeroes random elements and the IR would "
+                      f"not; {hint}")
+    return em.value(x)
 
 
 def mutated_input(node: torch.fx.Node, gm: torch.fx.GraphModule) -> torch.fx.Node | None:

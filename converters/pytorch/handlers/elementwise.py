@@ -11,7 +11,7 @@ import torch.fx
 from irbridge.dtypes import DType
 from irbridge.ir import Value
 
-from ..lower import Deferred, Emitter, Sym, Unsupported
+from ..lower import Deferred, Emitter, Refused, Sym, Unsupported
 from ._base import (
     ATEN,
     Args,
@@ -28,6 +28,7 @@ from ._base import (
     _reshape_to,
     _schema_handler,
     aten,
+    dropout,
 )
 
 # -- elementwise: unary ---------------------------------------------------------------
@@ -89,6 +90,22 @@ def _hardsigmoid(em: Emitter, a: Args) -> Value:
 @_aten_fn(aten.leaky_relu.default, aten.leaky_relu_.default)
 def _leaky_relu(em: Emitter, a: Args) -> Value:
     return em.op("leaky_relu", [em.value(a["self"])], alpha=float(a["negative_slope"]))
+
+
+@_aten_fn(aten.rrelu.default, _op("rrelu_"), aten.rrelu_with_noise.default,
+          _op("rrelu_with_noise_"), _op("rrelu_with_noise_functional"))
+def _rrelu(em: Emitter, a: Args) -> Any:
+    """Randomized leaky ReLU: in eval mode the fixed slope (lower + upper) / 2; in
+    training mode each element draws its slope, which the IR cannot reproduce."""
+    lower, upper = float(a["lower"]), float(a["upper"])
+    if a["training"] and lower != upper:
+        raise Refused(f"rrelu {em.node.name if em.node is not None else ''} is in training "
+                      "mode: eager torch draws a random slope per element and the IR would "
+                      "not; call model.eval() before capturing")
+    y = em.op("leaky_relu", [em.value(a["self"])], alpha=(lower + upper) / 2)
+    if a.get("__op__") is _op("rrelu_with_noise_functional"):
+        return (y, a["noise"])
+    return y
 
 
 @_aten_fn(aten.elu.default, aten.elu_.default)
@@ -503,9 +520,7 @@ def _to(em: Emitter, a: Args) -> Value:
 
 @_aten_fn(aten.clone.default, aten.alias.default, aten.detach.default, aten.detach_.default,
           aten.lift_fresh_copy.default, aten.contiguous.default, _op("lift_fresh"),
-          aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,
-          aten.alpha_dropout.default, aten.feature_alpha_dropout.default,
-          _op("feature_dropout_"), _op("alpha_dropout_"), aten.positive.default,
+          aten.positive.default,
           aten.resolve_conj.default, aten.resolve_neg.default, _op("_conj"),
           aten.view_as.default if hasattr(aten, "view_as") else None)
 def _no_op(em: Emitter, a: Args) -> Value:
@@ -516,9 +531,16 @@ def _no_op(em: Emitter, a: Args) -> Value:
     return v
 
 
+@_aten_fn(aten.dropout.default, aten.dropout_.default, aten.feature_dropout.default,
+          aten.alpha_dropout.default, aten.feature_alpha_dropout.default,
+          _op("feature_dropout_"), _op("alpha_dropout_"))
+def _dropout(em: Emitter, a: Args) -> Value:
+    return dropout(em, a["input"], a["p"], a["train"])
+
+
 @_aten_fn(aten.native_dropout.default)
 def _native_dropout(em: Emitter, a: Args) -> Any:
-    x = em.value(a["input"])
+    x = dropout(em, a["input"], a["p"], a["train"])  # train=None: training
     mask = Deferred(lambda: em.op("full", [], shape=em.static_shape(x), value=1.0,
                                   dtype=DType.BOOL))
     return (x, mask)

@@ -144,3 +144,47 @@ def _convolution(em: Emitter, a: Args) -> Value:
 def _conv_transpose(em: Emitter, a: Args) -> Value:
     return conv(em, a["input"], a["weight"], a["bias"], a["stride"], a["padding"],
                 a["dilation"], a["groups"], True, a["output_padding"])
+
+
+# -- recurrent cells ----------------------------------------------------------------------
+
+
+@_aten_fn(aten.gru_cell.default)
+def _gru_cell(em: Emitter, a: Args) -> Value:
+    def bias(name: str) -> Value | None:
+        return None if a[name] is None else em.value(a[name])
+
+    return gru_cell(em, em.value(a["input"]), em.value(a["hx"]), em.value(a["w_ih"]),
+                    em.value(a["w_hh"]), bias("b_ih"), bias("b_hh"))
+
+
+def gru_cell(em: Emitter, x: Value, h: Value, w_ih: Value, w_hh: Value, b_ih: Value | None,
+             b_hh: Value | None) -> Value:
+    """One GRU step (nn.GRUCell), as torch computes it: the input and hidden projections
+    split into reset, update and new gates, h' = n + z * (h - n)."""
+    size = em.static_shape(w_hh)[1]
+
+    def project(v: Value, weight: Value, bias: Value | None) -> list[Value]:
+        y = em.op("linear", [v, weight, bias])
+        axis = em.rank(y) - 1
+        return [em.op("slice", [y], starts=(k * size,), ends=((k + 1) * size,), axes=(axis,))
+                for k in range(3)]
+
+    (i_r, i_z, i_n), (h_r, h_z, h_n) = project(x, w_ih, b_ih), project(h, w_hh, b_hh)
+    r = em.op("sigmoid", [em.op("add", [i_r, h_r])])
+    z = em.op("sigmoid", [em.op("add", [i_z, h_z])])
+    n = em.op("tanh", [em.op("add", [i_n, em.op("mul", [r, h_n])])])
+    return em.op("add", [n, em.op("mul", [z, em.op("sub", [h, n])])])
+
+
+def bilinear(em: Emitter, x1: Value, x2: Value, weight: Value, bias: Value | None) -> Value:
+    """y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] + b[o] (nn.Bilinear): one
+    matmul with W laid out (i, o * j), then the product with x2 summed over j."""
+    out, left, right = em.static_shape(weight)
+    w = em.op("reshape", [em.op("permute", [weight], perm=(1, 0, 2))], shape=(left, out * right))
+    t = em.op("matmul", [x1, w])
+    rank = em.rank(t)
+    t = em.op("reshape", [t], shape=(*([0] * (rank - 1)), out, right))
+    y = em.op("reduce_sum", [em.op("mul", [t, em.op("unsqueeze", [x2], axes=(rank - 1,))])],
+              axes=(rank,), keepdims=False)
+    return y if bias is None else em.op("add", [y, bias])

@@ -13,6 +13,7 @@ from ..lower import Emitter, Unsupported
 from ._base import (
     _module,
     _pick,
+    dropout,
 )
 from .attention import (
     multi_head_attention,
@@ -21,7 +22,9 @@ from .elementwise import (
     _prelu,
 )
 from .linear import (
+    bilinear,
     conv,
+    gru_cell,
 )
 from .norm import (
     _rms_norm,
@@ -158,7 +161,9 @@ def _m_softmax(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any
 @_module(nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
          nn.FeatureAlphaDropout, nn.Identity)
 def _m_identity(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return em.value(_input(args, kwargs))
+    if isinstance(m, nn.Identity):
+        return em.value(_input(args, kwargs))
+    return dropout(em, _input(args, kwargs), m.p, m.training)
 
 
 @_module(nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d)
@@ -220,14 +225,39 @@ def _m_embedding(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, A
 
 @_module(nn.ZeroPad1d, nn.ZeroPad2d, nn.ZeroPad3d, nn.ConstantPad1d, nn.ConstantPad2d,
          nn.ConstantPad3d, nn.ReflectionPad1d, nn.ReflectionPad2d, nn.ReflectionPad3d,
-         nn.ReplicationPad1d, nn.ReplicationPad2d, nn.ReplicationPad3d)
+         nn.ReplicationPad1d, nn.ReplicationPad2d, nn.ReplicationPad3d, nn.CircularPad1d,
+         nn.CircularPad2d, nn.CircularPad3d)
 def _m_pad(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     mode = "constant"
     if isinstance(m, nn.ReflectionPad1d | nn.ReflectionPad2d | nn.ReflectionPad3d):
         mode = "reflect"
     elif isinstance(m, nn.ReplicationPad1d | nn.ReplicationPad2d | nn.ReplicationPad3d):
         mode = "edge"
+    elif isinstance(m, nn.CircularPad1d | nn.CircularPad2d | nn.CircularPad3d):
+        mode = "wrap"
     return pad(em, _input(args, kwargs), list(m.padding), mode, getattr(m, "value", 0.0))
+
+
+@_module(nn.Bilinear)
+def _m_bilinear(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x1, x2 = _pick(args, kwargs, 0, "input1", None), _pick(args, kwargs, 1, "input2", None)
+    weight = _mparam(em, m, "weight")
+    assert weight is not None
+    return bilinear(em, em.value(x1), em.value(x2), weight, _mparam(em, m, "bias"))
+
+
+@_module(nn.GRUCell)
+def _m_gru_cell(em: Emitter, m: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x = em.value(_input(args, kwargs))
+    hx = _pick(args, kwargs, 1, "hx", None)
+    if em.rank(x) != 2:
+        raise Unsupported("unbatched GRUCell")
+    h = em.value(hx) if hx is not None else em.op(
+        "full", [], shape=(em.static_shape(x)[0], m.hidden_size), value=0.0,
+        dtype=em.type(x).dtype)
+    w_ih, w_hh = _mparam(em, m, "weight_ih"), _mparam(em, m, "weight_hh")
+    assert w_ih is not None and w_hh is not None
+    return gru_cell(em, x, h, w_ih, w_hh, _mparam(em, m, "bias_ih"), _mparam(em, m, "bias_hh"))
 
 
 @_module(nn.MultiheadAttention)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from irbridge.dtypes import DType
 from irbridge.ir import Value
 
-from ..lower import Deferred, Emitter, Sym, Unsupported
+from ..lower import Deferred, Emitter, Refused, Sym, Unsupported
 from ._base import (
     FUNCTIONS,
     INT64_MAX,
@@ -32,6 +32,7 @@ from ._base import (
     _pick,
     _reshape_to,
     aten,
+    dropout,
 )
 from .attention import (
     multi_head_attention,
@@ -46,6 +47,7 @@ from .elementwise import (
     _pow,
     _scaled,
 )
+from .linear import bilinear
 from .norm import (
     _rms_norm,
     batch_norm,
@@ -491,7 +493,10 @@ def _py_softmax(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
 @_fn(F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout,
      F.feature_alpha_dropout, torch.dropout)
 def _py_dropout(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return em.value(args[0] if args else kwargs["input"])
+    names = ("input", "p", "train" if em.node is not None and em.node.target is torch.dropout
+             else "training")
+    a = {**dict(zip(names, args, strict=False)), **kwargs}
+    return dropout(em, a["input"], a.get("p", 0.5), a.get(names[2], True))
 
 
 @_fn(F.batch_norm)
@@ -699,6 +704,75 @@ for _hop_name, _position in (("wrap_with_set_grad_enabled", 1), ("wrap_with_auto
         FUNCTIONS[_hop_op] = _hop(_position)
 
 
+@_fn(F.bilinear, torch.bilinear)
+def _py_bilinear(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    x1, x2, weight = (em.value(_pick(args, kwargs, i, n, None))
+                      for i, n in enumerate(("input1", "input2", "weight")))
+    bias = _pick(args, kwargs, 3, "bias", None)
+    return bilinear(em, x1, x2, weight, None if bias is None else em.value(bias))
+
+
+def _shape_in_place(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`y.unsqueeze_(0)` & co. change a tensor's shape in place. Dynamo's example
+    values are the tensors after the change (its fake tensors ran the op), so a re-trace
+    would apply it twice: refused. fx (real values per node) re-traces it right."""
+    if em.lowerer.owner.capture.method == "dynamo":
+        node = em.node
+        raise Refused(f"{node.name if node is not None else 'a node'}: an in-place shape "
+                      f"change ({node.target if node is not None else ''}) in a Dynamo "
+                      "graph; use frontend='export' or 'fx'")
+    raise Unsupported("in-place shape change")
+
+
+for _name in ("unsqueeze_", "squeeze_", "transpose_", "t_", "swapaxes_", "swapdims_",
+              "resize_", "resize_as_", "as_strided_"):
+    METHODS[_name] = _shape_in_place
+
+
+def _cond(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """torch.cond(pred, on_true, on_false, operands): both branches (torch requires them
+    to return the same structure, shapes and dtypes, and to have no side effects) computed
+    and each output chosen with `where` on the 0-d predicate. A Python bool predicate
+    keeps its branch only."""
+    pred, on_true, on_false, operands = args[:4]
+    if not (isinstance(on_true, torch.fx.GraphModule)
+            and isinstance(on_false, torch.fx.GraphModule)):
+        raise Unsupported("torch.cond without branch graphs")
+    if isinstance(pred, bool):
+        return em.lowerer.inline(on_true if pred else on_false, tuple(operands))
+    cond = em.value(pred)
+    if em.type(cond).dtype != DType.BOOL or em.rank(cond) != 0:
+        raise Unsupported("torch.cond predicate that is not a 0-d bool tensor")
+    taken, other = (em.lowerer.inline(g, tuple(operands)) for g in (on_true, on_false))
+    if not isinstance(taken, tuple | list) or not isinstance(other, tuple | list) \
+            or len(taken) != len(other):
+        raise Unsupported("torch.cond branches with different outputs")
+    return tuple(em.op("where", [cond, em.value(a), em.value(b)])
+                 for a, b in zip(taken, other, strict=True))
+
+
+def _enter_autocast(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Dynamo writes `with torch.autocast(...)` as enter/exit calls around ops that hold
+    no casts (autocast casts at dispatch): a region that is switched on is refused, one
+    switched off (`enabled=False`, full precision: what the IR computes) is nothing."""
+    enabled = _pick(args, kwargs, 2, "enabled", True)
+    if enabled:
+        raise Refused("torch.autocast region: Dynamo's graph does not hold its casts to "
+                      f"{_pick(args, kwargs, 1, 'dtype', None)}; use frontend='export'")
+
+
+def _exit_autocast(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    return None
+
+
+FUNCTIONS[torch.amp.autocast_mode._enter_autocast] = _enter_autocast
+FUNCTIONS[torch.amp.autocast_mode._exit_autocast] = _exit_autocast
+
+
+if getattr(torch.ops.higher_order, "cond", None) is not None:
+    FUNCTIONS[torch.ops.higher_order.cond] = _cond
+
+
 @_aten_fn(aten.diff.default)
 def _diff(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
@@ -718,6 +792,7 @@ def _diff(em: Emitter, a: Args) -> Value:
 
 
 _alias(torch.diff, aten.diff.default)
+_alias(torch.gru_cell, aten.gru_cell.default)
 _alias(torch.swapaxes, aten.swapaxes.default)
 _alias(torch.swapdims, aten.swapdims.default)
 _alias("swapaxes", aten.swapaxes.default)
@@ -732,11 +807,8 @@ def _register_torchvision() -> None:
         return
 
     def _stochastic_depth(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        training = _pick(args, kwargs, 3, "training", True)
-        p = float(_pick(args, kwargs, 1, "p", 0.0))
-        if training and p > 0.0:
-            raise Unsupported("stochastic depth in training mode (random)")
-        return em.value(_pick(args, kwargs, 0, "input"))
+        return dropout(em, _pick(args, kwargs, 0, "input"), float(_pick(args, kwargs, 1, "p", 0.0)),
+                       _pick(args, kwargs, 3, "training", True))
 
     FUNCTIONS[stochastic_depth] = _stochastic_depth
 

@@ -209,8 +209,12 @@ def _select_index(em: Emitter, x: Value, dim: int, index: int) -> Value:
 def _cat(em: Emitter, a: Args) -> Value:
     tensors = [em.value(t) for t in a["tensors"]]
     out = em.out_dtype()
+    # torch skips 1-D empty tensors among tensors of another rank (an empty cache that a
+    # first step concatenates to: torch.cat([torch.tensor([]), k], dim=-2)), wherever
+    # they stand in the list
+    other_rank = any(em.rank(t) != 1 for t in tensors)
     kept = [em.cast(t, out) for t in tensors
-            if not (em.type(t).shape == (0,) and em.rank(tensors[0]) != 1)]
+            if not (em.type(t).shape == (0,) and other_rank)]
     rank = em.rank(kept[0])
     axis = _axis(int(a["dim"]), rank)
     if len(kept) == 1:

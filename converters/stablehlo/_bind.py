@@ -11,7 +11,7 @@ quoting JAX's message).
 
 A `?` dim gets its name from that specification (a symbol like `b`, or an expression of
 symbols such as `2*b + 1`, evaluated with + - * on integers); a program that carries no
-specification names its dims `arg<i>.<j>` (argument i, dim j).
+specification names its dims `arg<i>_<j>` (argument i, dim j).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def symbolic_dims(module: ir.Module) -> list[tuple[int, int, str]]:
         spec = specs.get(index, [])
         for j, size in enumerate(rt.shape):
             if size is None:
-                name = spec[j] if j < len(spec) and spec[j] else f"arg{index}.{j}"
+                name = spec[j] if j < len(spec) and spec[j] else f"arg{index}_{j}"
                 dims.append((index, j, name))
     return dims
 

@@ -90,3 +90,16 @@ def test_cli_bind(files: dict[str, Path], tmp_path: Path) -> None:
     refused = runner.invoke(app, ["convert", str(files["mlir"]), "-o", str(tmp_path / "x.irb")])
     assert refused.exit_code == 2 and refused.stderr.count("\n") == 1
     assert "--bind NAME=SIZE" in refused.stderr and not (tmp_path / "x.irb").exists()
+
+
+def test_a_program_without_jax_specification_names_dims_by_position(tmp_path: Path) -> None:
+    path = tmp_path / "plain.mlir"
+    path.write_text("func.func @main(%arg0: tensor<?x4xf32>) -> tensor<?x4xf32> {\n"
+                    "  %0 = stablehlo.exponential %arg0 : tensor<?x4xf32>\n"
+                    "  return %0 : tensor<?x4xf32>\n}\n")
+    with pytest.raises(IrbridgeError, match="symbolic dims with --bind NAME=SIZE") as info:
+        import_stablehlo(path)
+    assert str(info.value).endswith(": arg0_0")
+    model = import_stablehlo(path, dims={"arg0_0": 3})
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(run_model(model, [x])[0], np.exp(x), rtol=1e-6)

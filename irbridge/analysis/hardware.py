@@ -234,6 +234,34 @@ MAX_TARGET_BYTES = 1 << 20
 """A target file describes one chip in a few KB; bigger files are refused unread."""
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing a mapping that names a key twice (PyYAML keeps the
+    last one silently: a target with two `memory_bandwidth:` lines would be read with the
+    second). Keys a `<<` merge brings in may still be overridden, as YAML allows."""
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            repeated = key in seen
+        except TypeError:  # an unhashable key: construct_mapping says so
+            continue
+        if repeated:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping", node.start_mark, f"duplicate key {key!r}",
+                key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _unique_mapping)
+
+
 def load_target_file(path: str | Path) -> Target:
     """Read and check a target file; errors name the file."""
     shown = str(path)
@@ -252,11 +280,13 @@ def load_target_file(path: str | Path) -> Target:
     except UnicodeDecodeError:
         raise IrbridgeError(f"{shown}: not UTF-8 text") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no Python tags
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark is not None else ""
-        raise IrbridgeError(f"{shown}: not valid YAML{line}") from None
+        problem = getattr(exc, "problem", None)
+        duplicate = f" ({problem})" if problem and problem.startswith("duplicate") else ""
+        raise IrbridgeError(f"{shown}: not valid YAML{line}{duplicate}") from None
     except (ValueError, RecursionError) as exc:  # a 5,000-digit number, deep nesting
         raise IrbridgeError(f"{shown}: not a usable YAML file ({type(exc).__name__}: "
                             f"{str(exc)[:120]})") from None

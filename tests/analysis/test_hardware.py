@@ -124,6 +124,12 @@ def test_a_user_target_loads(tmp_path: Path) -> None:
     (("title: My NPU", "titel: My NPU"), "my.yaml: unknown field 'titel'"),
     (("name: my-npu", "name: My NPU"), "my.yaml: name must be lowercase"),
     (("peaks: {", "peaks: {{"), "my.yaml: not valid YAML at line"),
+    # PyYAML keeps the last of two equal keys: the file would silently say 2 TB/s
+    (("memory_bandwidth: {value: 1, unit: TB/s}\n",
+      "memory_bandwidth: {value: 1, unit: TB/s}\nmemory_bandwidth: {value: 2, unit: TB/s}\n"),
+     "my.yaml: not valid YAML at line 8 (duplicate key 'memory_bandwidth')"),
+    (("bf16: 100", "bf16: 100, bf16: 200"),
+     "my.yaml: not valid YAML at line 6 (duplicate key 'bf16')"),
 ])
 def test_bad_target_files_give_one_clear_error(tmp_path: Path, edit: tuple[str, str],
                                                message: str) -> None:
@@ -134,6 +140,15 @@ def test_bad_target_files_give_one_clear_error(tmp_path: Path, edit: tuple[str, 
         load_target_file(path)
     assert str(info.value).startswith(str(path.parent / message)) or \
         str(info.value).startswith(message.replace("my.yaml", str(path)))
+
+
+def test_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
+    """YAML's `<<` merge brings keys in that the mapping may override: not a duplicate."""
+    text = GOOD.replace("efficiency: {compute: 0.5, memory: 0.8}",
+                        "base: &b {compute: 0.5, memory: 0.9}\n"
+                        "efficiency: {<<: *b, memory: 0.8}")
+    with pytest.raises(IrbridgeError, match="unknown field 'base'"):
+        load_target_file(_write(tmp_path, text))  # parsed: only the field is unknown
 
 
 def test_missing_and_empty_files(tmp_path: Path) -> None:

@@ -47,6 +47,7 @@ from onnx import (
 from irbridge._gc import gc_paused
 from irbridge.builder import GraphBuilder
 from irbridge.converters._budget import inline_budget
+from irbridge.converters._dims import check_bindings
 from irbridge.converters.onnx import _ort_schemas  # noqa: F401  (onnxruntime's ONNX-domain ops)
 from irbridge.converters.onnx._common import (
     META_ATTRS,
@@ -260,14 +261,8 @@ def _bind_input_dims(proto: ModelProto, dims: Mapping[str, int],
     error."""
     named = {d.dim_param for value in proto.graph.input
              for d in value.type.tensor_type.shape.dim if d.dim_param}
-    for name, size in dims.items():
-        if name not in named:
-            listed = ", ".join(sorted(named)) or "none"
-            raise FileFormatError(f"{source}: cannot bind {name!r}: no graph input dim is "
-                                  f"named so (its symbolic input dims: {listed})")
-        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size < 2**62:
-            raise FileFormatError(f"{source}: cannot bind {name!r} to {size!r}: a size must "
-                                  "be an integer of at least 1")
+    check_bindings(dims, named, source, dim="graph input dim",
+                   dims_named="symbolic input dims")
     changed = []
     for value in proto.graph.input:
         for d in value.type.tensor_type.shape.dim:

@@ -25,6 +25,7 @@ from torch_mlir._mlir_libs import _stablehlo
 
 from irbridge.errors import CaptureError, FileFormatError
 
+from .._dims import check_bindings
 from ._mlir import ranked_type
 
 _SPEC = re.compile(r"args\[(\d+)\]\.shape = \(")
@@ -32,7 +33,8 @@ _TOKEN = re.compile(r"\s*(\d+|[A-Za-z_][A-Za-z0-9_]*|[-+*()])")
 _passes_registered = False
 
 
-def _main(module: ir.Module) -> Any:
+def main_function(module: ir.Module) -> Any:
+    """The program's entry: `@main`, else its one public function (None when neither)."""
     funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
     named = [op for op in funcs if ir.StringAttr(op.attributes["sym_name"]).value == "main"]
     if named:
@@ -79,7 +81,7 @@ def _specs(module: ir.Module) -> dict[int, list[str]]:
 
 def symbolic_dims(module: ir.Module) -> list[tuple[int, int, str]]:
     """(argument index, dim index, name or expression) of every `?` dim of `@main`."""
-    main = _main(module)
+    main = main_function(module)
     if main is None:
         return []
     specs = _specs(module)
@@ -153,7 +155,7 @@ def require_static(module: ir.Module, source: str) -> None:
     dims = symbolic_dims(module)
     if dims:
         index = dims[0][0]
-        main = _main(module)
+        main = main_function(module)
         t = main.regions[0].blocks[0].arguments[index].type
         names = sorted({s for _, _, spec in dims for s in _symbols(spec)} or
                        {spec for _, _, spec in dims})
@@ -168,19 +170,13 @@ def bind_main(module: ir.Module, sizes: Mapping[str, int], source: str) -> None:
     global _passes_registered
     dims = symbolic_dims(module)
     known = sorted({s for _, _, spec in dims for s in _symbols(spec)})
-    listed = ", ".join(known) or "none"
-    for name, size in sizes.items():
-        if name not in known:
-            raise FileFormatError(f"{source}: cannot bind {name!r}: no dynamic dim of @main "
-                                  f"is named so (its symbolic dims: {listed})")
-        if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size < 2**62:
-            raise FileFormatError(f"{source}: cannot bind {name!r} to {size!r}: a size must "
-                                  "be an integer of at least 1")
+    check_bindings(sizes, known, source, dim="dynamic dim of @main",
+                   dims_named="symbolic dims")
     missing = sorted({s for s in known if s not in sizes})
     if missing:
         raise FileFormatError(f"{source}: bind every symbolic dim of @main: "
                               f"{', '.join(missing)} not given")
-    main = _main(module)
+    main = main_function(module)
     args = list(main.regions[0].blocks[0].arguments)
     concrete = {}
     for index, j, spec in dims:

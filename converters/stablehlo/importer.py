@@ -57,7 +57,7 @@ from irbridge.ir import (
 from irbridge.ops import registry
 
 from .._budget import inline_budget as _inline_budget
-from ._bind import bind_main, require_static
+from ._bind import bind_main, main_function, require_static
 from ._chlo import legalize_chlo, uses_chlo
 from ._jax_exported import MAX_SERIALIZATION_VERSION, NotExported, read_exported
 from ._mlir import (
@@ -418,15 +418,13 @@ class _Importer:
         for op in self.module.body.operations:
             if op.operation.name == "func.func":
                 self.funcs[_symbol(op)] = op
-        main = self.funcs.get("main")
+        main = main_function(self.module)
         if main is None:
             public = [op for op in self.funcs.values()
                       if "sym_visibility" not in op.attributes
                       or _str(op.attributes["sym_visibility"]) == "public"]
-            if len(public) != 1:
-                raise FileFormatError(f"{self.source}: the module has no @main function (and "
-                                      f"{len(public)} public functions)")
-            main = public[0]
+            raise FileFormatError(f"{self.source}: the module has no @main function (and "
+                                  f"{len(public)} public functions)")
         self.check_program(_symbol(main))
         module_op = self.module.operation
         if "sym_name" in module_op.attributes:

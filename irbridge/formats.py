@@ -5,6 +5,7 @@ PyTorch front-ends; outputs are written by format name or suffix."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -155,6 +156,25 @@ WEIGHTED_FORMATS = ("irb", "onnx", "stablehlo")
 _BY_SUFFIX = {**dict.fromkeys(IR_SUFFIXES, "irb"), **dict.fromkeys(ONNX_SUFFIXES, "onnx"),
               ".mlir": "stablehlo", ".mlirbc": "stablehlo", ".dot": "dot", ".gv": "dot",
               ".svg": "svg", ".png": "png", ".html": "html"}
+
+
+FOLDER_FORMATS = ("chakra", "scalesim", "timeloop")
+"""The formats whose output is a folder (one file per rank or layer); the others write
+one file."""
+
+
+def output_path(raw: str, fmt: str | None = None) -> Path:
+    """The path of `-o RAW` for format `fmt` (None: the suffix's). pathlib drops a trailing
+    separator, so `-o out/` would write a file named `out`: a name spelled as a folder is
+    refused unless the format writes a folder."""
+    path = Path(raw)
+    if raw.endswith(("/", os.sep)):
+        fmt = fmt or _BY_SUFFIX.get(path.suffix)
+        if fmt not in FOLDER_FORMATS:
+            what = f"{fmt} output" if fmt else "this output"
+            raise IrbridgeError(f"{raw}: ends with '/', so it names a folder, but {what} is "
+                                "one file: give the file's name")
+    return path
 
 
 def output_format(path: Path, fmt: str | None) -> str:

@@ -166,3 +166,30 @@ def test_serde_save_full_disk_keeps_the_old_model(small_fs: Path) -> None:
         serde.save(big, path, weights="external")
     assert path.read_bytes() == before
     assert serde.load(path).name == "small"
+
+
+@pytest.mark.parametrize("args", [
+    ["convert", "{src}", "-o", "{out}/"],
+    ["convert", "{src}", "-o", "{out}.irb/"],
+    ["convert", "{src}", "--to", "onnx", "-o", "{out}/"],
+    ["export", "{src}", "--to", "onnx", "-o", "{out}/"],
+    ["export", "{src}", "--to", "stablehlo", "-o", "{out}.mlir/"],
+    ["export", "{src}", "--to", "html", "-o", "{out}/"],
+    ["analyze", "{src}", "-o", "{out}/"],
+])
+def test_a_file_output_spelled_as_a_folder_is_refused(onnx_model: Path, tmp_path: Path,
+                                                      args: list[str]) -> None:
+    """`-o out/` names a folder: a writer of one file must not write a file named `out`
+    (pathlib drops the separator)."""
+    out = tmp_path / "out"
+    result = run([a.format(src=onnx_model, out=out) for a in args])
+    one_line_error(result, "ends with '/', so it names a folder")
+    assert not list(tmp_path.glob("out*"))
+
+
+@pytest.mark.parametrize("fmt", ["chakra", "scalesim", "timeloop"])
+def test_folder_outputs_may_end_with_a_separator(onnx_model: Path, tmp_path: Path,
+                                                 fmt: str) -> None:
+    result = run(["export", str(onnx_model), "--to", fmt, "-o", f"{tmp_path / 'out'}/"])
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out").is_dir() and any((tmp_path / "out").iterdir())

@@ -163,6 +163,8 @@ def render(state: Path, cases: int, repro: Path) -> dict[str, Any]:
         "the command documents it (`validate` found errors, `compare` found differences);",
         "never a crash signal, a hang or a memory blow-up. An `error: internal error: ...`",
         "line is an unexpected exception dressed as an error and counts as a failure.",
+        "Usage errors (an unknown option, a value that does not parse, a missing argument)",
+        "are one `error: ...` line too, exit 2 (`tests/test_cli_usage.py`).",
         "",
         "## Totals per format",
         "",
@@ -216,7 +218,7 @@ def render(state: Path, cases: int, repro: Path) -> dict[str, Any]:
         "  literals such as `dense<1.0> : tensor<1000000000xf32>`, op names, SSA names, deep",
         "  nesting of `stablehlo.if` or graph attributes, duplicated and deleted lines).",
         "- Commands: " + ", ".join(f"`{' '.join(v)}`" for v in F.COMMANDS.values()) + "; "
-        "`info`, `show` and `validate` for `.irb`/`.irbt` only. Case i runs command",
+        "every command for every format. Case i runs command",
         "  `i mod n` of its format's list, so every command sees about 1/n of the files.",
         "- Each case runs the real CLI in a forked child of a warm server (`fuzzlib.Runner`)",
         f"  with RLIMIT_AS = {F.MEMORY_LIMIT >> 30} GiB and a {F.CASE_TIMEOUT:.0f} s wall-clock",

@@ -12,7 +12,7 @@ import typer
 from irbridge import serde
 from irbridge.cli.render import console
 from irbridge.errors import IrbridgeError
-from irbridge.formats import load_model
+from irbridge.formats import load_model, output_path
 from irbridge.ir import Model
 from irbridge.sanitize import clean
 
@@ -93,7 +93,7 @@ def analyze(
     by_module: Annotated[int | None, typer.Option(
         "--by-module", metavar="DEPTH",
         help="Per-module rollup down to DEPTH levels of module paths.")] = None,
-    output: Annotated[Path | None, typer.Option(
+    output_arg: Annotated[str | None, typer.Option(
         "-o", "--output", help="Write the IR annotated with costs, partitions and estimates.")
     ] = None,
     phase: Annotated[str | None, typer.Option(
@@ -115,6 +115,7 @@ def analyze(
     from irbridge.analysis import driver, report
     from irbridge.analysis.hardware import resolve_targets
 
+    output = output_path(output_arg, "irb") if output_arg is not None else None
     targets = resolve_targets(hardware)
     batches = parse_batches(batch)
     tps = _parse_tp(tp)

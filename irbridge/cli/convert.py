@@ -20,6 +20,7 @@ from irbridge.formats import (
     is_model_file,
     load_model,
     output_format,
+    output_path,
     read_file,
     write_model,
 )
@@ -39,7 +40,7 @@ def convert(
     model: Annotated[str, typer.Argument(
         help="A zoo name (see `irbridge models`), path/to/file.py:Name, package.module:factory, "
              "a .pt checkpoint (with --trust-checkpoint) or a .yaml ultralytics config.")],
-    output: Annotated[Path | None, typer.Option(
+    output_arg: Annotated[str | None, typer.Option(
         "-o", "--output", help="File to write: .irb (binary IR), .irbt (text IR), or another "
                                "format with --to or its suffix (.onnx, .mlir, .mlirbc). "
                                "Without it, only the summary is printed.")] = None,
@@ -110,6 +111,7 @@ def convert(
     file, or another format with --to, and print its summary. With --verify, the output is
     written only when verification passes."""
     is_file = is_model_file(model)
+    output = output_path(output_arg, to) if output_arg is not None else None
     dims = parse_bindings(bind)
     if dims and not is_file:
         raise IrbridgeError("--bind applies to model files (.irb, .onnx, .mlir); capture a "
@@ -361,7 +363,7 @@ def export(
     to: Annotated[str, typer.Option("--to", help=(
         "Output format: irb, onnx, stablehlo; simulators: chakra, scalesim, timeloop; "
         "viewers: model-explorer, dot, svg, png, html."))],
-    output: Annotated[Path, typer.Option("-o", "--output", help=(
+    output_arg: Annotated[str, typer.Option("-o", "--output", help=(
         "File to write (a folder for chakra, scalesim and timeloop)."))],
     opset: Annotated[int | None, typer.Option(
         help="ONNX opset (default: the lowest that represents the model, at least an ONNX "
@@ -411,6 +413,7 @@ def export(
 ) -> None:
     """Export a model to another format. With --verify (ONNX), the output is written only
     when onnxruntime's results match the IR's."""
+    output = output_path(output_arg, to)
     fmt = output_format(output, to)
     dims = parse_bindings(bind)
     parallel = {"dp": dp, "tp": tp, "pp": pp, "microbatches": microbatches, "zero": zero}

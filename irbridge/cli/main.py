@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 the command ran and found a problem (validation errors, a
 failed --verify); 2 bad usage or bad input (unknown option, unreadable file, a model that
 cannot be captured). Errors print one line, `error: ...`, with a hint where one helps;
-`--debug` shows the traceback instead.
+`--debug` shows the traceback instead. Usage errors (an unknown option, a value that
+does not parse, a missing argument) are one line too, naming the command's `--help`.
 
 The guard in `_Group.invoke` is the one place that turns exceptions into that line:
 irbridge errors print their message; OS errors (read-only folder, full disk, permission,
@@ -87,6 +88,20 @@ def _is_cli_framework(exc: Exception) -> bool:
     return type(exc).__module__.split(".")[0] in ("typer", "click", "_typer")
 
 
+def _usage_line(exc: Exception) -> str | None:
+    """The one line for a usage error of typer's or click's (an unknown option, a value
+    that does not parse, a missing argument), which they would print as a usage block;
+    None for anything else (their exits included, and the help a command given no
+    arguments prints)."""
+    if not _is_cli_framework(exc) or not hasattr(exc, "format_message") \
+            or getattr(exc, "exit_code", None) != EXIT_BAD_INPUT \
+            or type(exc).__name__ == "NoArgsIsHelpError":
+        return None
+    ctx = getattr(exc, "ctx", None)
+    where = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+    return one_line(f"{exc.format_message().rstrip('.')}{where}")
+
+
 class _Group(TyperGroup):
     """Turns every exception a command raises into one line: exit 2 (130 on Ctrl-C)."""
 
@@ -103,6 +118,10 @@ class _Group(TyperGroup):
                 raise typer.Exit(130) from None
             except Exception as exc:
                 debug = (ctx.obj or {}).get("debug")
+                usage = None if debug else _usage_line(exc)
+                if usage is not None:
+                    typer.echo(f"error: {usage}", err=True)
+                    raise typer.Exit(EXIT_BAD_INPUT) from None
                 if _is_cli_framework(exc) or debug:
                     _print_warnings(caught)
                     raise
@@ -119,7 +138,14 @@ class _Group(TyperGroup):
 
     def parse_args(self, ctx: Any, args: list[str]) -> Any:
         lean_params(self, ctx)  # start-up: no pydantic where a value needs no schema
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except Exception as exc:  # the group's own options (`irbridge --bogus`)
+            usage = _usage_line(exc)
+            if usage is None:
+                raise
+            typer.echo(f"error: {usage}", err=True)
+            raise typer.Exit(EXIT_BAD_INPUT) from None
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)

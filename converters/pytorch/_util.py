@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import ml_dtypes
@@ -13,6 +14,29 @@ import torch.fx
 
 from irbridge.dtypes import DType
 from irbridge.ir import SourceLocation, Tensor, TensorType
+
+
+@contextlib.contextmanager
+def ieee_float32() -> Iterator[None]:
+    """Eager float32 arithmetic in IEEE float32 inside the block: no TF32 convolutions
+    (cuDNN's default on GPUs since Ampere) and no reduced-precision float32 matmuls.
+    `verify` compares the IR, whose float32 is IEEE, with an eager reference run under it:
+    a GPU model's TF32 convolutions differ from float32 by ~1e-3 and would fail a correct
+    capture. torch's settings are restored after."""
+    cudnn = torch.backends.cudnn
+    try:
+        saved = (cudnn.allow_tf32, torch.get_float32_matmul_precision())
+    except RuntimeError:  # torch refuses the legacy flag after its fp32_precision API was used
+        yield
+        return
+    cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32, precision = saved
+        torch.set_float32_matmul_precision(precision)
+
 
 _TORCH_TO_DTYPE: dict[torch.dtype, DType] = {
     torch.float32: DType.FLOAT32,

@@ -49,6 +49,7 @@ from irbridge.dtypes import DType
 from irbridge.errors import CaptureError
 from irbridge.ir import Model, Node, Value
 
+from ._util import ieee_float32
 from .capture import Capture, CapturedGraph, ModuleState, Slot, input_names, keep_buffers, one_line
 from .lower import LoweringStats, lower_capture
 
@@ -618,6 +619,7 @@ def _grouped_conv_backward_flop(grad_out_shape: Any, x_shape: Any, w_shape: Any,
     return total
 
 
+@ieee_float32()
 def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
                grads: list[np.ndarray] | None = None, *, float64: bool = False
                ) -> tuple[list[tuple[str, str, torch.Tensor]], int]:

@@ -37,7 +37,7 @@ from irbridge.executor import run_graph, run_graphs
 from irbridge.tolerance import EXACT, TOLERANCES, OutputCheck, VerifyReport
 from irbridge.tolerance import compare_output as _compare
 
-from ._util import tensor_leaves, tensor_to_numpy
+from ._util import ieee_float32, tensor_leaves, tensor_to_numpy
 
 if TYPE_CHECKING:
     from . import CaptureResult
@@ -56,7 +56,8 @@ def verify(result: CaptureResult, eager_module: torch.nn.Module, *,
     start = time.perf_counter()
     from .capture import keep_buffers
 
-    with torch.no_grad(), keep_buffers(eager_module, (result.args, result.kwargs)):
+    with torch.no_grad(), keep_buffers(eager_module, (result.args, result.kwargs)), \
+            ieee_float32():
         expected = tensor_leaves(eager_module(*result.args, **result.kwargs))
     feeds = {name: tensor_to_numpy(t) for name, t in result.inputs.items()}
     try:
@@ -131,7 +132,8 @@ def first_divergence(result: CaptureResult, *, rtol: float = 1e-3) -> Divergence
         recorder = _Recorder(cg.gm)
         from .capture import keep_buffers
 
-        with torch.no_grad(), keep_buffers(capture.root, [s.value for s in cg.slots]):
+        with torch.no_grad(), keep_buffers(capture.root, [s.value for s in cg.slots]), \
+                ieee_float32():
             recorder.run(*[s.value for s in cg.slots])
         values = recorder.values
         for node in cg.gm.graph.nodes:

@@ -17,7 +17,31 @@ from irbridge.ir import Value
 from .._util import to_dtype, to_torch_dtype
 from ..lower import Deferred, Emitter, Refused, Sym, Unsupported
 
-aten = torch.ops.aten
+
+class _AtenOps:
+    """`torch.ops.aten`, where an op or overload this torch build lacks reads as None
+    (the tables skip it) instead of failing the import: the tables name ops of the pinned
+    torch, and an older build then lowers everything it has."""
+
+    def __getattr__(self, name: str) -> Any:
+        packet = getattr(torch.ops.aten, name, None)
+        return _AbsentPacket() if packet is None else _Packet(packet)
+
+
+class _Packet:
+    def __init__(self, packet: Any) -> None:
+        self._packet = packet
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._packet, name, None)
+
+
+class _AbsentPacket:
+    def __getattr__(self, name: str) -> None:
+        return None
+
+
+aten: Any = _AtenOps()
 Args = dict[str, Any]
 Handler = Callable[[Emitter, tuple[Any, ...], dict[str, Any]], Any]
 AtenFn = Callable[[Emitter, Args], Any]

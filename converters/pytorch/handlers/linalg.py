@@ -30,7 +30,7 @@ from irbridge.dtypes import DType
 from irbridge.ir import Value
 
 from ..lower import Deferred, Emitter, Unsupported
-from ._base import Args, _aten_fn, _expand_to, aten
+from ._base import Args, _aten_fn, _expand_to, _op, aten
 
 
 def _float(em: Emitter, a: Args, key: str) -> Value:
@@ -333,7 +333,7 @@ def _pinv(em: Emitter, a: Args) -> Value:
     return em.op("matmul", [scaled, right])
 
 
-@_aten_fn(aten.linalg_polar.default)
+@_aten_fn(_op("linalg_polar"))  # torch 2.14+
 def _polar(em: Emitter, a: Args) -> Any:
     """A = U H from the SVD A = W S Vh (m >= n): U = W Vh, H = Vh^T S Vh; both products
     are the same whatever signs the singular vectors have."""

@@ -65,3 +65,19 @@ def test_flash_attention_cpu_log_sum_exp(decompose: bool, causal: bool) -> None:
     report = verify(result, module)
     assert report.passed, report.summary()
     assert [o.shape for o in report.outputs] == [(2, 3, 4, 6), (2, 3, 4)]
+
+
+def test_the_aten_tables_skip_ops_this_torch_lacks() -> None:
+    """The handler tables name ops of the pinned torch; under a torch build without one
+    (seen: torch 2.11 lacks aten.linalg_polar) the name reads as None and the table skips
+    it, where `torch.ops.aten` raises and every capture failed on importing the tables."""
+    import torch
+
+    from irbridge.converters.pytorch.handlers._base import ATEN, _aten, aten
+
+    assert aten.no_such_op_in_any_torch.default is None
+    assert aten.relu.no_such_overload is None
+    assert aten.relu.default is torch.ops.aten.relu.default
+    before = dict(ATEN)
+    _aten(aten.no_such_op_in_any_torch.default)(lambda em, args: None)
+    assert before == ATEN

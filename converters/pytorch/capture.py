@@ -23,6 +23,7 @@ import contextlib
 import inspect
 import keyword
 import operator
+import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -655,11 +656,26 @@ def _decomposition_table() -> Any:
     return table
 
 
+def _export_hf_caches() -> None:
+    """Hugging Face causal LMs return their KV cache (`DynamicCache`) by default, which
+    torch.export cannot flatten until transformers registers it as a pytree node (as its
+    own exporters do); once registered, the cache's key and value tensors are outputs of
+    the graph. Only when the model's code has imported transformers."""
+    if "transformers" not in sys.modules:
+        return
+    try:
+        from transformers.integrations.executorch import register_dynamic_cache_export_support
+    except ImportError:  # a transformers without it: torch.export refuses as before
+        return
+    register_dynamic_cache_export_support()
+
+
 def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],
                    *, dynamic: DynamicSpec | None = None, strict: bool = False,
                    decompose: bool = False) -> Capture:
     from torch.export.graph_signature import InputKind, OutputKind
 
+    _export_hf_caches()
     dynamic_shapes, marked = _export_dynamic_shapes(model, args, kwargs, dynamic)
     with capture_mode():
         ep = torch.export.export(model, args, dict(kwargs), dynamic_shapes=dynamic_shapes,

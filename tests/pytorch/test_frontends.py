@@ -101,3 +101,23 @@ def test_in_place_updates_of_views(frontend: str) -> None:
     model = ViewUpdates()
     result = capture(model, (torch.randn(4, 6),), frontend=frontend)
     check(result, model)
+
+
+def test_export_captures_a_hugging_face_kv_cache_output() -> None:
+    """A Hugging Face causal LM with its default config returns its KV cache
+    (`DynamicCache`), which torch.export refused ("not a known type") until transformers
+    registers it as a pytree node: the export front-end captures it, with the cache's key
+    and value tensors as graph outputs checked against eager."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=32, vocab_size=64,
+                                       n_positions=32, bos_token_id=0,
+                                       eos_token_id=0)).eval()
+    assert model.config.use_cache
+    ids = torch.randint(0, 64, (1, 8))
+    result = capture(model, (ids,), frontend="export")
+    outputs = result.model.graph.outputs
+    assert len(outputs) == 1 + 2 * 2  # logits, then a key and a value per layer
+    assert [tuple(v.type.shape) for v in outputs[1:]] == [(1, 2, 8, 16)] * 4
+    check(result, model)

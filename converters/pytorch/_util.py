@@ -38,6 +38,18 @@ def ieee_float32() -> Iterator[None]:
         torch.set_float32_matmul_precision(precision)
 
 
+def uncompiled(model: torch.nn.Module) -> torch.nn.Module:
+    """The module a `torch.compile(module)` wrapper (OptimizedModule) compiles: capture
+    traces the user's module, not the wrapper (whose forward is `*args, **kwargs`, and
+    whose eager run would compile with inductor)."""
+    while type(model).__name__ == "OptimizedModule":
+        inner = getattr(model, "_orig_mod", None)
+        if not isinstance(inner, torch.nn.Module):
+            break
+        model = inner
+    return model
+
+
 _TORCH_TO_DTYPE: dict[torch.dtype, DType] = {
     torch.float32: DType.FLOAT32,
     torch.float16: DType.FLOAT16,

@@ -121,3 +121,24 @@ def test_export_captures_a_hugging_face_kv_cache_output() -> None:
     assert len(outputs) == 1 + 2 * 2  # logits, then a key and a value per layer
     assert [tuple(v.type.shape) for v in outputs[1:]] == [(1, 2, 8, 16)] * 4
     check(result, model)
+
+
+@pytest.mark.parametrize("frontend", FRONTENDS)
+def test_a_torch_compiled_module_is_captured_as_the_module_it_wraps(frontend: str) -> None:
+    """`torch.compile(model)` wraps the model in an OptimizedModule whose forward takes
+    `*args, **kwargs` (the fx front-end refused it) and whose eager run compiles with
+    inductor: capture and verify use the wrapped module; the training step too."""
+    from irbridge.converters.pytorch.train import TrainSpec, capture_train, verify_train
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 4))
+    compiled = torch.compile(model)
+    x = torch.randn(2, 8)
+    result = capture(compiled, (x,), frontend=frontend)
+    assert [n.op for n in result.model.graph.nodes] == ["linear", "relu", "linear"]
+    check(result, compiled)
+    assert result.model.graph.inputs[0].name == "input"
+    if frontend == "fx":
+        step = capture_train(compiled, (x,), train=TrainSpec(loss="mse"))
+        assert verify_train(step, compiled).passed

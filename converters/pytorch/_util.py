@@ -38,12 +38,19 @@ def ieee_float32() -> Iterator[None]:
         torch.set_float32_matmul_precision(precision)
 
 
-def uncompiled(model: torch.nn.Module) -> torch.nn.Module:
-    """The module a `torch.compile(module)` wrapper (OptimizedModule) compiles: capture
-    traces the user's module, not the wrapper (whose forward is `*args, **kwargs`, and
-    whose eager run would compile with inductor)."""
-    while type(model).__name__ == "OptimizedModule":
-        inner = getattr(model, "_orig_mod", None)
+_WRAPPERS = {"OptimizedModule": "_orig_mod", "DataParallel": "module",
+             "DistributedDataParallel": "module"}
+"""Wrapper classes (by name, so that torch._dynamo and torch.distributed need not be
+imported) and the attribute holding the module they wrap."""
+
+
+def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
+    """The user's module inside `torch.compile(module)` (OptimizedModule) and
+    `nn.DataParallel` / `DistributedDataParallel` wrappers: capture traces that module,
+    not the wrapper (whose forward takes `*args, **kwargs`, runs a compiled or replicated
+    copy, and under DistributedDataParallel needs a process group)."""
+    while (attr := _WRAPPERS.get(type(model).__name__)) is not None:
+        inner = getattr(model, attr, None)
         if not isinstance(inner, torch.nn.Module):
             break
         model = inner

@@ -49,7 +49,7 @@ from irbridge.dtypes import DType
 from irbridge.errors import CaptureError
 from irbridge.ir import Model, Node, Value
 
-from ._util import ieee_float32, uncompiled
+from ._util import ieee_float32, unwrapped
 from .capture import Capture, CapturedGraph, ModuleState, Slot, input_names, keep_buffers, one_line
 from .lower import LoweringStats, lower_capture
 
@@ -255,7 +255,7 @@ def capture_train(module: torch.nn.Module, args: tuple[Any, ...] | Any,
                   weights: bool = True) -> TrainCaptureResult:
     """Capture one training step of `module(*args, **kwargs)` (see the module docstring).
     The module is left as it was found."""
-    module = uncompiled(module)
+    module = unwrapped(module)
     spec = train or TrainSpec()
     spec.check()
     if spec.loss == "auto":
@@ -635,7 +635,7 @@ def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
     from torch.utils.flop_counter import FlopCounterMode
 
     spec = result.spec
-    ref = copy.deepcopy(uncompiled(module))
+    ref = copy.deepcopy(unwrapped(module))
     args, kwargs, target = result.args, result.kwargs, result.target
     if float64:
         def wide(t: Any) -> Any:

@@ -37,7 +37,7 @@ from irbridge.executor import run_graph, run_graphs
 from irbridge.tolerance import EXACT, TOLERANCES, OutputCheck, VerifyReport
 from irbridge.tolerance import compare_output as _compare
 
-from ._util import ieee_float32, tensor_leaves, tensor_to_numpy, uncompiled
+from ._util import ieee_float32, tensor_leaves, tensor_to_numpy, unwrapped
 
 if TYPE_CHECKING:
     from . import CaptureResult
@@ -50,7 +50,7 @@ def verify(result: CaptureResult, eager_module: torch.nn.Module, *,
     """Compare the IR's outputs with `eager_module(*result.args, **result.kwargs)`."""
     from irbridge.errors import IrbridgeError
 
-    eager_module = uncompiled(eager_module)  # the reference is eager, not inductor's
+    eager_module = unwrapped(eager_module)  # eager, not inductor's nor a replica's
     table = dict(TOLERANCES)
     table.update(tolerances or {})
     report = VerifyReport()

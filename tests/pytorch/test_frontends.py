@@ -123,17 +123,24 @@ def test_export_captures_a_hugging_face_kv_cache_output() -> None:
     check(result, model)
 
 
+@pytest.mark.parametrize("wrapper", ["compile", "DataParallel", "both"])
 @pytest.mark.parametrize("frontend", FRONTENDS)
-def test_a_torch_compiled_module_is_captured_as_the_module_it_wraps(frontend: str) -> None:
+def test_a_wrapped_module_is_captured_as_the_module_it_wraps(frontend: str,
+                                                              wrapper: str) -> None:
     """`torch.compile(model)` wraps the model in an OptimizedModule whose forward takes
     `*args, **kwargs` (the fx front-end refused it) and whose eager run compiles with
-    inductor: capture and verify use the wrapped module; the training step too."""
+    inductor; `nn.DataParallel` likewise: capture and verify use the wrapped module; the
+    training step too."""
     from irbridge.converters.pytorch.train import TrainSpec, capture_train, verify_train
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
                                 torch.nn.Linear(16, 4))
-    compiled = torch.compile(model)
+    compiled: torch.nn.Module = model
+    if wrapper in ("DataParallel", "both"):
+        compiled = torch.nn.DataParallel(compiled)
+    if wrapper in ("compile", "both"):
+        compiled = torch.compile(compiled)  # type: ignore[assignment]
     x = torch.randn(2, 8)
     result = capture(compiled, (x,), frontend=frontend)
     assert [n.op for n in result.model.graph.nodes] == ["linear", "relu", "linear"]

@@ -18,7 +18,7 @@ import torch
 from irbridge.errors import CaptureError, IrbridgeError
 from irbridge.ir import Model
 
-from ._util import unwrapped
+from ._util import torchscript_problem, unwrapped
 from .capture import (
     FX_LEAF_CLASSES,
     Capture,
@@ -115,6 +115,9 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
         raise CaptureError(f"unknown PyTorch front-end {frontend!r}; choose one of "
                            f"{', '.join(FRONTENDS)}")
     model = unwrapped(model)
+    problem = torchscript_problem(model)
+    if problem is not None:
+        raise CaptureError(problem)
     on_meta = _on_meta(model)
     # warm-up policy: True always, False never, None (default) only when needed: the model
     # has lazy (uninitialised) parameters, or a capture attempt ran code that builds state

@@ -57,6 +57,18 @@ def unwrapped(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def torchscript_problem(module: Any) -> str | None:
+    """Why a TorchScript module (torch.jit.script, trace or load) cannot be captured, or
+    None for any other object: the front-ends trace Python `forward` code, which a
+    compiled TorchScript module no longer runs."""
+    if not isinstance(module, torch.jit.ScriptModule):
+        return None
+    return (f"{type(module).__name__} is a TorchScript module (torch.jit.script, trace or "
+            "load): irbridge captures a Python nn.Module (fx, torch.export, Dynamo), and "
+            "TorchScript has no Python forward left to trace; capture the nn.Module it was "
+            "scripted from")
+
+
 _TORCH_TO_DTYPE: dict[torch.dtype, DType] = {
     torch.float32: DType.FLOAT32,
     torch.float16: DType.FLOAT16,

@@ -149,3 +149,17 @@ def test_a_wrapped_module_is_captured_as_the_module_it_wraps(frontend: str,
     if frontend == "fx":
         step = capture_train(compiled, (x,), train=TrainSpec(loss="mse"))
         assert verify_train(step, compiled).passed
+
+
+@pytest.mark.parametrize("how", ["script", "trace"])
+def test_a_torchscript_module_is_refused_in_one_line(how: str) -> None:
+    """TorchScript has no Python forward to trace: one clear refusal naming the remedy,
+    where the three front-ends failed with three unrelated messages."""
+    from irbridge.errors import CaptureError
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU()).eval()
+    x = torch.randn(2, 4)
+    scripted = torch.jit.script(model) if how == "script" else torch.jit.trace(model, x)
+    with pytest.raises(CaptureError, match=r"is a TorchScript module .* capture the nn\.Module "
+                                           r"it was scripted from"):
+        capture(scripted, (x,))

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .._util import torchscript_problem
 from .common import (
     DEFAULT_BATCH,
     DEFAULT_FRAMES,
@@ -239,6 +240,9 @@ def _plan_inputs(
     frames: int | None,
     float_dtype: torch.dtype,
 ) -> list[InputSpec]:
+    problem = torchscript_problem(module)
+    if problem is not None:
+        raise ZooError(f"{model_name}: {problem}")
     try:
         signature = inspect.signature(module.forward)
     except (TypeError, ValueError) as exc:

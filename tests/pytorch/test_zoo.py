@@ -686,3 +686,29 @@ def test_hf_auto_architecture_builds() -> None:
 def test_every_yolo_size_builds(name: str) -> None:
     built = zoo.build(name, input_shape=(1, 3, 256, 256))
     zoo.check_inputs(built)
+
+
+def test_input_shape_serves_a_model_whose_first_layer_says_nothing(tmp_path: Path) -> None:
+    """--input-shape gives the main input's shape, so the first layer need not say what it
+    takes (a custom or quantized layer): the build used to fail asking for --input-shape
+    although it was given."""
+    path = tmp_path / "odd_first.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+
+        class Scale(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(16))
+
+            def forward(self, x):
+                return x * self.w
+
+        def make():
+            return torch.nn.Sequential(Scale(), torch.nn.ReLU())
+    """))
+    with pytest.raises(zoo.ZooError, match="pass --input-shape"):
+        zoo.build(f"{path}:make")
+    built = zoo.build(f"{path}:make", input_shape=(3, 16))
+    assert built.input_desc == "input: float32[3, 16]"
+    assert zoo.check_inputs(built).shape == (3, 16)

@@ -239,6 +239,7 @@ def _plan_inputs(
     image_size: int | None,
     frames: int | None,
     float_dtype: torch.dtype,
+    shape_given: bool = False,
 ) -> list[InputSpec]:
     problem = torchscript_problem(module)
     if problem is not None:
@@ -337,11 +338,15 @@ def _plan_inputs(
                     )
                 )
         else:
-            plans.append(
-                _structural(
-                    module, n, keyword, batch, seq_len, image_size, frames, float_dtype, model_name
-                )
-            )
+            try:
+                plans.append(_structural(module, n, keyword, batch, seq_len, image_size,
+                                         frames, float_dtype, model_name))
+            except ZooError:
+                if not shape_given or have_primary:
+                    raise
+                # --input-shape gives the primary input's shape (applied after planning):
+                # a float tensor, whatever the first layer is (a quantized Linear, say)
+                plans.append(InputSpec(n, "tensor", (), float_dtype, keyword, ()))
         if kind != "mask":
             have_primary = True
     # An attention mask only makes sense next to token ids.
@@ -448,6 +453,7 @@ def derive_inputs(
         image_size=image_size,
         frames=frames,
         float_dtype=float_dtype,
+        shape_given=input_shape is not None,
     )
     if input_shape is not None:
         plans = _apply_input_shape(plans, tuple(int(d) for d in input_shape), batch)

@@ -682,11 +682,13 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
                                  strict=strict)
         if decompose:
             ep = ep.run_decompositions(_decomposition_table())
-        elif mutates_views(ep.graph_module) or _has_autocast(ep.graph_module):
+        elif mutates_views(ep.graph_module) or _has_autocast(ep.graph_module) \
+                or _has_vmap(ep.graph_module):
             # in-place updates of views (x[:, 0] += 1) write through to the base tensor;
             # functionalizing (no decomposition) turns them into explicit scatters.
             # torch.autocast regions are kept as wrap_with_autocast ops whose bodies hold
-            # no casts (autocast casts at dispatch): the same pass writes them out
+            # no casts (autocast casts at dispatch), and torch.func.vmap as batch-dim
+            # markers around the per-example ops: the same pass writes both out
             ep = ep.run_decompositions({})
     gm = ep.graph_module
     names = input_names(model, args, kwargs)
@@ -764,6 +766,14 @@ def _has_autocast(gm: torch.fx.GraphModule) -> bool:
     return hop is not None and any(
         node.target is hop for sub in gm.modules() if isinstance(sub, torch.fx.GraphModule)
         for node in sub.graph.nodes)
+
+
+def _has_vmap(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph holds torch.func.vmap's pre-dispatch markers (batch dims added
+    and removed around the per-example ops), which only a decomposition pass batches."""
+    return any(getattr(node.target, "__module__", "") == "torch._functorch.predispatch"
+               for sub in gm.modules() if isinstance(sub, torch.fx.GraphModule)
+               for node in sub.graph.nodes if node.op == "call_function")
 
 
 def _dims_of(dynamic: DynamicSpec) -> list[tuple[int, str, int, int]]:

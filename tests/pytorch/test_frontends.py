@@ -163,3 +163,27 @@ def test_a_torchscript_module_is_refused_in_one_line(how: str) -> None:
     with pytest.raises(CaptureError, match=r"is a TorchScript module .* capture the nn\.Module "
                                            r"it was scripted from"):
         capture(scripted, (x,))
+
+
+def test_torch_func_vmap_in_forward() -> None:
+    """torch.func.vmap inside forward: torch.export keeps pre-dispatch batch-dim markers
+    (captured as opaque nodes before), which its decomposition pass batches; Dynamo's
+    graph is refused naming export; auto gets the batched graph."""
+    from irbridge.errors import CaptureError
+
+    class PerExample(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(4, 2))
+
+        def forward(self, xs: torch.Tensor) -> torch.Tensor:
+            return torch.func.vmap(lambda x: (x @ self.w).relu())(xs)
+
+    torch.manual_seed(0)
+    model, xs = PerExample(), torch.randn(5, 3, 4)
+    for frontend in ("export", "auto"):
+        result = capture(model, (xs,), frontend=frontend)
+        assert {n.op for n in result.model.graph.nodes} <= {"matmul", "relu", "reshape"}
+        check(result, model)
+    with pytest.raises(CaptureError, match=r"torch\.func\.vmap in a Dynamo graph"):
+        capture(model, (xs,), frontend="dynamo")

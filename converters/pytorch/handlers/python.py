@@ -773,6 +773,28 @@ if getattr(torch.ops.higher_order, "cond", None) is not None:
     FUNCTIONS[torch.ops.higher_order.cond] = _cond
 
 
+def _vmap_marker(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """torch.func.vmap in a Dynamo graph: batch-dim markers around the per-example ops,
+    which only torch.export's decomposition pass batches."""
+    raise Refused("torch.func.vmap in a Dynamo graph (batch-dim markers around per-example "
+                  "ops); use frontend='export', which batches them")
+
+
+def _register_vmap_markers() -> None:
+    try:
+        from torch._functorch import predispatch
+    except ImportError:  # a torch without it has no such markers either
+        return
+    for name in ("lazy_load_decompositions", "_vmap_increment_nesting", "_add_batch_dim",
+                 "_remove_batch_dim", "_vmap_decrement_nesting"):
+        marker = getattr(predispatch, name, None)
+        if marker is not None:
+            FUNCTIONS[marker] = _vmap_marker
+
+
+_register_vmap_markers()
+
+
 @_aten_fn(aten.diff.default)
 def _diff(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import ml_dtypes
@@ -22,20 +22,30 @@ def ieee_float32() -> Iterator[None]:
     (cuDNN's default on GPUs since Ampere) and no reduced-precision float32 matmuls.
     `verify` compares the IR, whose float32 is IEEE, with an eager reference run under it:
     a GPU model's TF32 convolutions differ from float32 by ~1e-3 and would fail a correct
-    capture. torch's settings are restored after."""
+    capture. torch's settings are restored after; a setting torch refuses to change (its
+    global flags locked with `disable_global_flags`, as torch's own test harness does, or
+    the legacy flag after its fp32_precision API was used) is left as it is."""
     cudnn = torch.backends.cudnn
+    restore: list[Callable[[], None]] = []
     try:
-        saved = (cudnn.allow_tf32, torch.get_float32_matmul_precision())
-    except RuntimeError:  # torch refuses the legacy flag after its fp32_precision API was used
-        yield
-        return
-    cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+        tf32 = cudnn.allow_tf32
+        if tf32:
+            cudnn.allow_tf32 = False
+            restore.append(lambda: setattr(cudnn, "allow_tf32", tf32))
+    except RuntimeError:
+        pass
+    precision = torch.get_float32_matmul_precision()
+    if precision != "highest":
+        try:
+            torch.set_float32_matmul_precision("highest")
+            restore.append(lambda: torch.set_float32_matmul_precision(precision))
+        except RuntimeError:
+            pass
     try:
         yield
     finally:
-        cudnn.allow_tf32, precision = saved
-        torch.set_float32_matmul_precision(precision)
+        for undo in reversed(restore):
+            undo()
 
 
 _WRAPPERS = {"OptimizedModule": "_orig_mod", "DataParallel": "module",

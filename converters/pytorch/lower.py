@@ -131,6 +131,15 @@ class ModelLowerer:
             GraphLowerer(self, cg, graph, index).run()
             self.model.graphs.append(graph)
             next_id = max((n.id for _, n in _walk(graph)), default=next_id - 1) + 1
+        if any(node.subgraphs() for graph in self.model.graphs for node in graph.nodes):
+            # a loop body is built with its own ids while the graph around it is: number
+            # every node of the model again, subgraphs included, so that ids are unique
+            next_id = 0
+            for _, node in self.model.all_nodes():
+                node.id = next_id
+                next_id += 1
+            for graph in self.model.graphs:
+                graph.reserve_ids(next_id)
         return self.model
 
     # -- tensors ------------------------------------------------------------------------

@@ -773,6 +773,58 @@ if getattr(torch.ops.higher_order, "cond", None) is not None:
     FUNCTIONS[torch.ops.higher_order.cond] = _cond
 
 
+def _while_loop(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """torch while_loop(cond_fn, body_fn, carried, additional) as the IR's `loop`: the
+    condition is evaluated once before the loop and again at the end of each body (as
+    StableHLO's while is imported); the additional inputs (lifted parameters, captured
+    tensors) are read from the enclosing graph."""
+    from irbridge.ir import Graph, TensorType
+
+    from ..lower import GraphLowerer
+
+    cond_fn, body_fn = args[0], args[1]
+    carried, extra = tuple(args[2]), tuple(args[3]) if len(args) > 3 else ()
+    if not (isinstance(cond_fn, torch.fx.GraphModule)
+            and isinstance(body_fn, torch.fx.GraphModule)):
+        raise Unsupported("while_loop without cond and body graphs")
+    if not all(isinstance(x, Value) for x in (*carried, *extra)):
+        raise Unsupported("while_loop with a carried value that is not a tensor")
+    outer = em.lowerer
+    first = outer.inline(cond_fn, (*carried, *extra))
+    keep_going = em.op("reshape", [em.value(_single(first))], shape=())
+    body = Graph("while_body")
+    body.add_input("iteration", TensorType(DType.INT64, ()))
+    body.add_input("cond_in", TensorType(DType.BOOL, ()))
+    state = [body.add_input(f"carried_{i}", em.type(v)) for i, v in enumerate(carried)]
+    inner = GraphLowerer(outer.owner, None, body, outer.index, parent=outer,
+                         provenance=em.provenance, depth=outer.depth + 1)
+    new_state = inner.inline(body_fn, (*state, *extra))
+    new_state = list(new_state) if isinstance(new_state, tuple | list) else [new_state]
+    if len(new_state) != len(carried):
+        raise Unsupported("while_loop body returns a different number of values")
+    again = inner.inline(cond_fn, (*new_state, *extra))
+    inner_em = Emitter(inner, None, em.provenance)
+    outputs = [inner_em.op("reshape", [inner_em.value(_single(again))], shape=()),
+               *(inner_em.value(v) for v in new_state)]
+    outputs = [v if v.producer is not None and v.producer in body.nodes
+               else inner_em.op("identity", [v]) for v in outputs]
+    body.set_outputs(outputs)
+    return tuple(em.ops("loop", [None, keep_going, *carried], count=len(carried), body=body))
+
+
+def _single(result: Any) -> Any:
+    """The one value a condition graph returns (fx wraps it in a tuple or list)."""
+    while isinstance(result, tuple | list):
+        if len(result) != 1:
+            raise Unsupported("a while_loop condition with several results")
+        result = result[0]
+    return result
+
+
+if getattr(torch.ops.higher_order, "while_loop", None) is not None:
+    FUNCTIONS[torch.ops.higher_order.while_loop] = _while_loop
+
+
 def _vmap_marker(em: Emitter, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """torch.func.vmap in a Dynamo graph: batch-dim markers around the per-example ops,
     which only torch.export's decomposition pass batches."""

@@ -82,6 +82,19 @@ class AttrSpec:
     default: Any = REQUIRED
     doc: str = ""
     choices: tuple[str, ...] = ()
+    empty_means: int | None = None
+    """INTS whose empty default stands for this value in every position (strides: 1)."""
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Whether two resolved values mean the same: equal, or one empty and the other
+        `empty_means` in every position (an ONNX dilations [1,1] and StableHLO's none)."""
+        if a == b:
+            return True
+        if self.empty_means is None or not isinstance(a, tuple) or not isinstance(b, tuple):
+            return False
+        if a and b:
+            return False
+        return all(v == self.empty_means for v in a or b)
 
     def check(self, value: AttrValue, where: str) -> AttrValue:
         ok = {
@@ -112,8 +125,8 @@ class AttrSpec:
 
 
 def attr(name: str, kind: AttrKind, default: Any = REQUIRED, doc: str = "",
-         choices: Sequence[str] = ()) -> AttrSpec:
-    return AttrSpec(name, kind, default, doc, tuple(choices))
+         choices: Sequence[str] = (), empty_means: int | None = None) -> AttrSpec:
+    return AttrSpec(name, kind, default, doc, tuple(choices), empty_means)
 
 
 @dataclass(frozen=True)

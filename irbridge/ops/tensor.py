@@ -703,7 +703,7 @@ define("slice", Category.DATA_MOVEMENT, inputs=inputs("x", "starts?", "ends?", "
        attrs=(attr("starts", AttrKind.INTS, (), "used when input `starts` is absent"),
               attr("ends", AttrKind.INTS, (), "used when input `ends` is absent"),
               attr("axes", AttrKind.INTS, (), "empty = 0..len(starts)-1"),
-              attr("steps", AttrKind.INTS, (), "empty = all 1")),
+              attr("steps", AttrKind.INTS, (), "empty = all 1", empty_means=1)),
        infer=_slice_infer, cost=_no_flops, cost_doc="0 (bytes only)",
        reference=_slice_ref,
        doc="Python/ONNX slicing per axis: negative indices count from the back, bounds "

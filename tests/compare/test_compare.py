@@ -72,6 +72,32 @@ def test_extra_activation_is_the_only_difference() -> None:
     assert result.matching.compute_match_ratio("right") == 1.0
 
 
+def test_default_spelled_attributes_are_not_a_change() -> None:
+    # ONNX files spell dilations [1,1] and strides [1,1]; StableHLO (JAX, torch-mlir) leaves
+    # them out: the same convolution, which must not be flagged as a changed layer
+    model, x = base_cnn(), cnn_input()
+    right = side(model, x)
+    convs = [n for n in right.model.graphs[0].nodes if n.op == "conv"]
+    assert [n.attrs["dilations"] for n in convs] == [(1, 1), (1, 1)]
+    for node in convs:
+        node.attrs["dilations"] = ()
+        node.attrs["strides"] = ()
+    result = compare_models(side(model, x), right)
+    assert result.differences == []
+    # a value other than the default is still a difference
+    convs[1].attrs["dilations"] = (2, 2)
+    changed = compare_models(side(model, x), right, numerics=False).differences
+    assert {d.module for d in changed} == {"conv2"}
+    assert "dilations [1,1] vs [2,2]" in next(d for d in changed if d.kind == "changed").message
+    from irbridge.ops import registry
+
+    spec = next(a for a in registry.get("conv").attrs if a.name == "dilations")
+    assert spec.same((1, 1), ()) and spec.same((), (1, 1, 1)) and spec.same((), ())
+    assert not spec.same((2, 1), ()) and not spec.same((1, 1), (1, 2))
+    pads = next(a for a in registry.get("conv").attrs if a.name == "pads")
+    assert pads.same((0, 0, 0, 0), ()) and not pads.same((1, 1, 1, 1), ())
+
+
 def test_irbridge_onnx_round_trip_matches_by_structure_without_provenance(
         tmp_path: Path) -> None:
     model, x = base_cnn(), cnn_input()

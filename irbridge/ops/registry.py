@@ -201,6 +201,9 @@ class Flops:
     macs: int = 0
     other: int = 0
     reads: tuple[int | None, ...] = ()
+    repeats: int | None = None
+    """Control flow: how many times the bodies run, where the op knows it statically (a
+    loop with a constant trip count and no cond); None: unknown, each body counted once."""
 
 
 @dataclass
@@ -386,6 +389,13 @@ def node_cost(node: Node) -> Cost:
     params = sum(n for v, n in zip(node.inputs, reads, strict=True)
                  if v is not None and v.is_parameter)
     return Cost(flops.macs, 2 * flops.macs, flops.other, read, written, params)
+
+
+def body_repeats(node: Node) -> int | None:
+    """How many times the bodies of a control-flow node run, when static (`Flops.repeats`)."""
+    if node.is_opaque:
+        return None
+    return get(node.op).cost(context_for(node)).repeats
 
 
 def input_reads(node: Node) -> list[int]:

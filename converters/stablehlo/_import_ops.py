@@ -1731,8 +1731,7 @@ def _counted_trips(first: Value, again: Value, carried: Sequence[Value],
         return None
     k, limit = found
     start, step = registry_constant(carried[k]), new_state[k].producer
-    dtype = carried[k].type.dtype if carried[k].type is not None else None
-    if start is None or start.size != 1 or dtype is None or not dtype.is_integer or \
+    if start is None or start.size != 1 or start.dtype.kind not in "iu" or \
             step is None or step.op != "add" or step.is_opaque:
         return None
     x, y = step.inputs

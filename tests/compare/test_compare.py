@@ -191,6 +191,40 @@ def test_cli_json_and_markdown(toy_files: tuple[Path, Path], tmp_path: Path) -> 
     assert table.exit_code == 1 and "changed conv2" in table.stdout
 
 
+def test_cli_bind_applies_to_the_file_that_has_the_dim(tmp_path: Path) -> None:
+    # the same matmul exported with a dynamic batch and with batch 2: one --bind serves
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "w")
+    paths = []
+    for name, batch in (("dynamic", "batch"), ("static", 2)):
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["y"])], name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])], [w])
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        paths.append(str(path))
+    runner = CliRunner()
+    for pair in (paths, paths[::-1]):
+        run = runner.invoke(app, ["compare", *pair, "--bind", "batch=2", "--format", "json"])
+        assert run.exit_code == 0, run.output
+        data = json.loads(run.stdout)
+        assert data["differences"] == []
+    # an IR file binds on its value types: the same
+    dynamic_ir = tmp_path / "dynamic.irb"
+    serde.save(import_onnx(paths[0]), dynamic_ir)
+    run = runner.invoke(app, ["compare", str(dynamic_ir), paths[1], "--bind", "batch=2"])
+    assert run.exit_code == 0, run.output
+    # a name neither file has is still refused, in one line naming both
+    run = runner.invoke(app, ["compare", *paths, "--bind", "seq=2"])
+    assert run.exit_code == 2
+    [line] = run.output.strip().splitlines()
+    assert line == (f"error: cannot bind 'seq': no symbolic dim of {paths[0]} or {paths[1]} "
+                    "is named so")
+
+
 def test_cli_bad_input_is_one_line(toy_files: tuple[Path, Path]) -> None:
     base, _ = toy_files
     runner = CliRunner()

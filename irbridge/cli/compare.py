@@ -70,6 +70,11 @@ def compare(
     if output is not None and output.suffix not in (".html", ".htm", ".json", ".md"):
         raise IrbridgeError(f"{output}: cannot tell the report format from suffix "
                             f"{output.suffix!r}; use .html, .json or .md")
+    from irbridge.atomic import check_output
+
+    for path in (output, html_path):  # before the report is printed, not after
+        if path is not None:
+            check_output(path)
     dims = parse_bindings(bind)
     sides = load_sides(left, right if right is not None else left, left_how, right_how,
                        dims=dims)

@@ -228,6 +228,11 @@ def test_cli_bind_applies_to_the_file_that_has_the_dim(tmp_path: Path) -> None:
 def test_cli_bad_input_is_one_line(toy_files: tuple[Path, Path]) -> None:
     base, _ = toy_files
     runner = CliRunner()
+    for option in ("-o", "--html"):  # refused before the report is printed
+        target = base.parent / "missing" / "report.json"
+        run = runner.invoke(app, ["compare", str(base), str(base), option, str(target)])
+        assert run.exit_code == 2 and run.stdout == "", run.output
+        assert run.stderr == f"error: {target}: folder {target.parent} does not exist\n"
     run = runner.invoke(app, ["compare", str(base), str(base), "--left", "dynamo"])
     assert run.exit_code == 2
     assert "is a model file; --left dynamo applies to a model name only" in run.output

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graphs import F32, at, conv_bn, llama_model, new_model, resnet_block_model
+from graphs import F32, at, conv_bn, llama_model, new_model, resnet_block_model, weight
 
 from irbridge.analysis.binding import bound, model_compute_dtype, parse_compute_dtype
 from irbridge.analysis.cost import cost_model, module_table
@@ -231,3 +231,23 @@ def test_loop_bodies_cost_times_a_static_trip_count() -> None:
     # a cond input: the count depends on data, each body node is counted once
     [nc] = cost_model(_onnx_loop(4, cond_input=True)).nodes
     assert nc.cost.other_flops == 6 and "each counted once" in nc.note
+
+
+def test_sub_byte_weights_count_packed_bytes() -> None:
+    # an int4 weight [64, 32] (2048 elements) dequantized then used by a matmul: it moves
+    # 1024 bytes (two a byte), not 2048 (one a byte, as tensor data holds it)
+    model, graph, b = new_model("int4")
+    x = graph.add_input("x", TensorType(F32, (2, 64)))
+    w = weight(b, "w", 64, 32, dtype=DType.INT4)
+    deq = b.op("mul", [b.op("cast", [w], {"dtype": DType.FLOAT32}),
+                       b.constant(0.05, dtype=DType.FLOAT32)])
+    graph.set_outputs([b.op("matmul", [x, deq])])
+    costs = cost_model(model)
+    cast = next(nc for nc in costs.nodes if nc.node.op == "cast")
+    assert cast.cost.bytes_read == cast.cost.param_bytes == 1024
+    assert cast.cost.bytes_written == 2048 * 4
+    assert costs.weight_bytes == 1024
+    # an odd count rounds up to whole bytes
+    assert TensorType(DType.UINT4, (3,)).nbytes() == 2
+    assert TensorType(DType.INT2, (5,)).nbytes() == 2
+    assert TensorType(DType.FLOAT8_E4M3FN, (5,)).nbytes() == 5

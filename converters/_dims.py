@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from irbridge.errors import FileFormatError
+from irbridge.errors import FileFormatError, UnknownDimError
 
 
 def check_bindings(dims: Mapping[str, int], known: Collection[str], source: str, *,
@@ -16,8 +16,8 @@ def check_bindings(dims: Mapping[str, int], known: Collection[str], source: str,
     listed = ", ".join(sorted(known)) or "none"
     for name, size in dims.items():
         if name not in known:
-            raise FileFormatError(f"{source}: cannot bind {name!r}: no {dim} is named so "
-                                  f"(its {dims_named}: {listed})")
+            raise UnknownDimError(f"{source}: cannot bind {name!r}: no {dim} is named so "
+                                  f"(its {dims_named}: {listed})", tuple(sorted(known)))
         if not isinstance(size, int) or isinstance(size, bool) or not 1 <= size < 2**62:
             raise FileFormatError(f"{source}: cannot bind {name!r} to {size!r}: a size must "
                                   "be an integer of at least 1")

@@ -172,8 +172,12 @@ def _shape(node: Node, value: Value | None, what: str) -> tuple[int, ...]:
                             hint="capture the model with shapes (not an untyped file)")
     if not t.is_static:
         symbols = ", ".join(str(d) for d in t.shape if not isinstance(d, int))
-        raise IrbridgeError(f"{where}: {what} {t} is not static ({symbols})",
-                            hint="bind the symbol, e.g. symbols={'s1': 128}")
+        # a dim may be an expression of symbols (2*s): name the symbols to bind
+        names = sorted({n for d in t.shape if isinstance(d, SymDim)
+                        for n in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", d.name)})
+        hint = f"bind it, e.g. --bind {names[0]}=128" if names else \
+            "capture the model with static shapes"
+        raise IrbridgeError(f"{where}: {what} {t} is not static ({symbols})", hint=hint)
     return t.static_shape()
 
 

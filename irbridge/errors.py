@@ -23,6 +23,14 @@ class FileFormatError(IrbridgeError):
     """A file is truncated, corrupt, of an unknown kind or of a newer IR version."""
 
 
+class UnknownDimError(FileFormatError):
+    """`--bind` names a dim the file does not have; `known` lists the dims it has."""
+
+    def __init__(self, message: str, known: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.known = known
+
+
 class VerificationError(IrbridgeError):
     """An IR graph breaks a structural rule; the message names the node and value."""
 

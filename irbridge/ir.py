@@ -74,8 +74,10 @@ class TensorType:
         return count
 
     def nbytes(self) -> int | None:
+        """Bytes the tensor moves, as costs count them: sub-byte elements packed (two int4
+        a byte), though tensor data holds one a byte (docs/ir-spec.md)."""
         n = self.numel()
-        return None if n is None else n * self.dtype.itemsize
+        return None if n is None else (n * self.dtype.bits + 7) // 8
 
     def __str__(self) -> str:
         return f"{self.dtype.short}{format_shape(self.shape)}"

@@ -166,7 +166,8 @@ def plan(model: Model, target: Target, *, devices: int = 1, dtype: str | None = 
         raise IrbridgeError(
             f"{source}: {len(unshaped)} node(s) have no static shapes (first: #{first.id} "
             f"{first.qualified_op}); a Chakra trace needs every FLOP and byte",
-            hint="capture with static input shapes")
+            hint="bind its symbolic dims with --bind NAME=SIZE, or capture with static input "
+                 "shapes")
     mapping = run.mappings[0]
     kernels = [r for r in mapping.estimates if not r.partition.free]
     order, reads = _kernel_order(model, kernels, run.partitioning.of_node)

@@ -37,7 +37,8 @@ def write(model: Model, path: str | os.PathLike[str], *, hardware: str,
     if not any(n.metrics.known for n in view.nodes if n.kind == "op"):
         raise ExportError(f"{path}: no node of {view.name} has known shapes, so there is no "
                           f"latency, FLOPs or bound to overlay",
-                          hint="export a model captured with shapes")
+                          hint="bind its symbolic dims with --bind NAME=SIZE, or export a "
+                               "model captured with shapes")
     files = render(view)
     if path.suffix.lower() == ".json":
         names = {"graph": path.name, **{k: f"{path.stem}.{k}.json" for k in OVERLAYS}}

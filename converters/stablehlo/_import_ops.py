@@ -1712,8 +1712,47 @@ def _while(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> li
     outputs = [v if v.producer is not None and v.producer in graph.nodes
                else builder.op("identity", [v]) for v in outputs]
     graph.set_outputs(outputs)
+    trips = _counted_trips(keep_going, again[0], carried, state, new_state)
+    if trips is not None:  # a for loop: the cond input goes, the trip count says it all
+        count = scope.builder.constant(np.asarray(trips, np.int64), "trips")
+        return list(scope.builder.op_multi("loop", [count, None, *carried], {"body": graph},
+                                           num_outputs=len(carried)))
     return list(scope.builder.op_multi("loop", [None, keep_going, *carried], {"body": graph},
                                        num_outputs=len(carried)))
+
+
+def _counted_trips(first: Value, again: Value, carried: Sequence[Value],
+                   state: Sequence[Value], new_state: Sequence[Value]) -> int | None:
+    """The trip count of a while that counts (JAX's scan and fori_loop): its cond is `i < N`
+    for a constant N and a carried integer i that starts at a constant and that the body
+    adds 1 to; None for any other while (the loop then keeps its cond)."""
+    found = _less_than_constant(first, carried)
+    if found is None or _less_than_constant(again, new_state) != found:
+        return None
+    k, limit = found
+    start, step = registry_constant(carried[k]), new_state[k].producer
+    if start is None or start.size != 1 or start.dtype.kind not in "iu" or \
+            step is None or step.op != "add" or step.is_opaque:
+        return None
+    x, y = step.inputs
+    one = y if x is state[k] else x if y is state[k] else None
+    data = registry_constant(one) if one is not None else None
+    if data is None or data.size != 1 or int(data.reshape(-1)[0]) != 1:
+        return None
+    return max(limit - int(start.reshape(-1)[0]), 0)
+
+
+def _less_than_constant(cond: Value, counters: Sequence[Value]) -> tuple[int, int] | None:
+    """(k, N) when `cond` is `counters[k] < N` for a one-element integer constant N."""
+    node = cond.producer
+    if node is None or node.op != "less" or node.is_opaque or len(node.inputs) != 2:
+        return None
+    a, b = node.inputs
+    limit = registry_constant(b) if b is not None else None
+    if a is None or limit is None or limit.size != 1 or limit.dtype.kind not in "iu":
+        return None
+    k = next((i for i, c in enumerate(counters) if c is a), None)
+    return None if k is None else (k, int(limit.reshape(-1)[0]))
 
 
 def _region_values(imp: _Importer, scope: Scope, region: Any, args: Sequence[Value]

@@ -16,8 +16,9 @@ Special nodes:
   maximum for a worst case);
 - nodes with dims unknown even after binding (no name, `?`) keep the registry's cost of
   their static parts and are reported as partial (lower bounds);
-- control-flow nodes (`if`, `loop`) carry the cost of their bodies, each body node once
-  (trip counts are unknown; both branches of an `if` are counted).
+- control-flow nodes (`if`, `loop`) carry the cost of their bodies, each body node once,
+  or times the trip count where the op knows it statically (`Flops.repeats`: a loop with a
+  constant trip count and no cond input); both branches of an `if` are counted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 
 from irbridge.analysis.binding import Binding, node_symbols
 from irbridge.errors import IrbridgeError
-from irbridge.ir import Cost, Model, Node, SymDim, walk_nodes
+from irbridge.ir import Cost, Model, Node, SymDim
 from irbridge.ops import registry
 
 
@@ -123,18 +124,14 @@ def cost_model(model: Model, binding: Binding | None = None) -> CostReport:
             nc = cost_node(node, graph_index)
             by_node[id(node)] = nc
             _record(report, nc)
-            bodies = 0
             own = nc.cost
-            for sub in node.subgraphs():
-                for _, inner in walk_nodes(sub):
-                    inner_cost = cost_node(inner, graph_index)
-                    by_node[id(inner)] = inner_cost
-                    _record(report, inner_cost)
-                    nc.cost = nc.cost + inner_cost.cost
-                    bodies += 1
+            body, bodies = _bodies(node, graph_index, report)
             if bodies:
+                nc.cost = own + body
                 nc.own = own
-                nc.note = f"includes {bodies} body nodes, each counted once"
+                repeats = _repeats(node)
+                nc.note = f"includes {bodies} body nodes, " + (
+                    "each counted once" if repeats is None else f"run {repeats} times")
                 report.body_nodes += bodies
             nodes.append(nc)
             total = total + nc.cost
@@ -146,6 +143,31 @@ def cost_model(model: Model, binding: Binding | None = None) -> CostReport:
                 weights[value.tensor.name] = value.type.nbytes() or 0
     report.weight_bytes = sum(weights.values())
     return report
+
+
+def _repeats(node: Node) -> int | None:
+    try:
+        return registry.body_repeats(node)
+    except IrbridgeError:  # the node's own cost failed: reported with it
+        return None
+
+
+def _bodies(node: Node, graph_index: int, report: CostReport) -> tuple[Cost, int]:
+    """Cost of the bodies of a control-flow node (nested bodies included), each node times
+    the runs of the loops around it where they are static; and how many body nodes."""
+    total, count = Cost(), 0
+    for sub in node.subgraphs():
+        for inner in sub.nodes:
+            inner_cost = cost_node(inner, graph_index)
+            report.by_node[id(inner)] = inner_cost
+            _record(report, inner_cost)
+            nested, nested_count = _bodies(inner, graph_index, report)
+            total = total + inner_cost.cost + nested
+            count += 1 + nested_count
+    repeats = _repeats(node)
+    if repeats is not None and count:
+        total = Cost(*(getattr(total, f) * repeats for f in Cost.__slots__))
+    return total, count
 
 
 def _record(report: CostReport, nc: NodeCost) -> None:

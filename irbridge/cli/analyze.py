@@ -134,6 +134,7 @@ def analyze(
         raise IrbridgeError(f"--by-module must be at least 1, got {by_module}")
     if top < 0:
         raise IrbridgeError(f"--top must be at least 0, got {top}")
+    _check_outputs(output, plot)
     if phase is not None:
         from irbridge.formats import is_model_file
 
@@ -228,6 +229,22 @@ def _own_dtype(model: Model) -> str:
     from irbridge.analysis.binding import model_compute_dtype
 
     return model_compute_dtype(model)
+
+
+def _check_outputs(output: Path | None, plot: Path | None) -> None:
+    """Refuse an output that cannot be written before the analysis prints its report: a
+    failure after it would exit 2 with a whole report on stdout."""
+    from irbridge.atomic import check_output
+
+    if output is not None:
+        check_output(output)
+    if plot is not None:
+        from irbridge.analysis.plot import plot_paths
+
+        for path in plot_paths(plot):
+            if not path.parent.is_dir():
+                raise IrbridgeError(f"--plot {plot}: folder {path.parent} does not exist")
+            check_output(path)
 
 
 def _print_serving(rows: list) -> None:

@@ -53,7 +53,8 @@ def compare(
     bind: Annotated[list[str] | None, typer.Option(
         "--bind", help="A symbolic dim of the files, NAME=SIZE (repeatable): an ONNX file's "
                        "input dims are bound before its shapes are inferred, so numbers "
-                       "can be compared on a model with dynamic axes.")] = None,
+                       "can be compared on a model with dynamic axes; each file binds the "
+                       "names it has (a dynamic export against a static one).")] = None,
 ) -> None:
     """Match the nodes of two captures, compare their costs and numbers; exit 1 when
     something is flagged (a failed capture, a changed layer, a divergence ...); exit 2
@@ -69,16 +70,25 @@ def compare(
     if output is not None and output.suffix not in (".html", ".htm", ".json", ".md"):
         raise IrbridgeError(f"{output}: cannot tell the report format from suffix "
                             f"{output.suffix!r}; use .html, .json or .md")
+    from irbridge.atomic import check_output
+
+    for path in (output, html_path):  # before the report is printed, not after
+        if path is not None:
+            check_output(path)
     dims = parse_bindings(bind)
     sides = load_sides(left, right if right is not None else left, left_how, right_how,
                        dims=dims)
     for loaded in sides:   # a file that cannot be read is bad input, not a difference
         if loaded.how == "file" and not loaded.ok:
             raise IrbridgeError(loaded.error)
+    for name in dims:  # each side binds the dims it has; a name neither has is a typo
+        if all(name not in loaded.bound for loaded in sides):
+            raise IrbridgeError(f"cannot bind {name!r}: no symbolic dim of "
+                                f"{' or '.join(dict.fromkeys(s.spec for s in sides))} is named so")
     with contextlib.ExitStack() as stack:
-        for loaded in sides:  # IR and StableHLO files: bound on their value types
+        for loaded in sides:  # IR files: bound on their value types
             if loaded.model is not None:
-                stack.enter_context(bound_dims(loaded.model, loaded.spec, dims))
+                stack.enter_context(bound_dims(loaded.model, loaded.spec, loaded.bound))
         result = compare_models(*sides, target=hardware, depth=depth, numerics=numerics,
                                 rtol=rtol, atol=atol)
     if fmt is Format.json:

@@ -462,9 +462,9 @@ def _attr_differences(a: NodeRef, b: NodeRef) -> list[str]:
             right_attrs = schema.resolve_attrs(b.node.attrs, registry.node_where(b.node))
         except IrbridgeError:
             return problems
-        for name in sorted(set(left_attrs) | set(right_attrs)):
-            lv, rv = left_attrs.get(name), right_attrs.get(name)
-            if _attr_text(lv) != _attr_text(rv):
+        for spec in sorted(schema.attrs, key=lambda s: s.name):
+            name, lv, rv = spec.name, left_attrs.get(spec.name), right_attrs.get(spec.name)
+            if not spec.same(lv, rv) and _attr_text(lv) != _attr_text(rv):
                 problems.append(f"{name} {_attr_text(lv)} vs {_attr_text(rv)}")
     return problems
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from irbridge.analysis.binding import model_symbols
 from irbridge.analysis.check import check_shapes, check_structure
-from irbridge.errors import IrbridgeError
-from irbridge.formats import is_model_file, read_file
+from irbridge.errors import IrbridgeError, UnknownDimError
+from irbridge.formats import binds_at_import, is_model_file, read_file
 from irbridge.ir import Model
 
 CAPTURE_FRONTENDS = ("fx", "dynamo", "export", "auto")
@@ -39,6 +40,8 @@ class Side:
     error: str = ""
     seconds: float = 0.0
     examples: dict[str, np.ndarray] = field(default_factory=dict)
+    bound: dict[str, int] = field(default_factory=dict)
+    """The `--bind` dims this file has (the others may be the other side's)."""
 
     @property
     def label(self) -> str:
@@ -88,7 +91,7 @@ def load_side(spec: str, how: str | None, built_cache: dict[str, Any] | None = N
     if is_model_file(spec):
         side = Side(spec, "file")
         try:
-            side.model = read_file(Path(spec), weights=True, dims=dims)
+            side.model, side.bound = _read_bound(Path(spec), dims or {})
             # shapes and structure the cost model and the executor can work with
             check_structure(side.model)
             check_shapes(side.model)
@@ -111,6 +114,20 @@ def load_side(spec: str, how: str | None, built_cache: dict[str, Any] | None = N
         side.error = _one_line(exc)
     side.seconds = time.perf_counter() - start
     return side
+
+
+def _read_bound(path: Path, dims: Mapping[str, int]) -> tuple[Model, dict[str, int]]:
+    """Read a file binding those of `dims` it has: one `--bind` serves a dynamic file
+    compared with a static one (a name neither side has is refused by the caller)."""
+    if not binds_at_import(str(path)):  # IR files: bound on their value types later
+        model = read_file(path, weights=True)
+        known = model_symbols(model)
+        return model, {name: size for name, size in dims.items() if name in known}
+    try:
+        return read_file(path, weights=True, dims=dims), dict(dims)
+    except UnknownDimError as exc:
+        mine = {name: size for name, size in dims.items() if name in exc.known}
+        return read_file(path, weights=True, dims=mine), mine
 
 
 def _bring_in(built: Any, how: str) -> Model:

@@ -391,9 +391,10 @@ class _Window:
 # -- convolution -------------------------------------------------------------------------------
 
 _CONV_ATTRS = (
-    attr("strides", AttrKind.INTS, (), "per spatial dim; empty = all 1"),
-    attr("pads", AttrKind.INTS, (), "all begins then all ends (ONNX order); empty = no padding"),
-    attr("dilations", AttrKind.INTS, (), "per spatial dim; empty = all 1"),
+    attr("strides", AttrKind.INTS, (), "per spatial dim; empty = all 1", empty_means=1),
+    attr("pads", AttrKind.INTS, (), "all begins then all ends (ONNX order); empty = no padding",
+         empty_means=0),
+    attr("dilations", AttrKind.INTS, (), "per spatial dim; empty = all 1", empty_means=1),
     attr("groups", AttrKind.INT, 1, "channel groups; groups = C is depthwise"),
 )
 
@@ -532,7 +533,7 @@ def _conv_transpose_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.nd
 define("conv_transpose", Category.CONV, inputs=inputs("x", "w", "b?"),
        attrs=(*_CONV_ATTRS,
               attr("output_padding", AttrKind.INTS, (),
-                   "extra size at the end of each spatial dim; empty = zeros")),
+                   "extra size at the end of each spatial dim; empty = zeros", empty_means=0)),
        infer=_conv_transpose_infer, cost=_conv_transpose_cost, reference=_conv_transpose_ref,
        cost_doc="macs = N * Cin * prod(in spatial) * (Cout / groups) * prod(kernel) (torch's "
                 "flop counter / 2); other = numel(y) for the bias add when b is present",
@@ -809,7 +810,8 @@ define("rms_norm", Category.NORM, inputs=inputs("x", "scale?"),
 _POOL_ATTRS = (
     attr("kernel", AttrKind.INTS, doc="window size per spatial dim"),
     attr("strides", AttrKind.INTS, (), "per spatial dim; empty = the kernel"),
-    attr("pads", AttrKind.INTS, (), "all begins then all ends (ONNX order); empty = none"),
+    attr("pads", AttrKind.INTS, (), "all begins then all ends (ONNX order); empty = none",
+         empty_means=0),
     attr("ceil_mode", AttrKind.BOOL, False,
          "round the output size up; the last window must start inside the input or the "
          "left padding (PyTorch)"),
@@ -848,7 +850,7 @@ def _max_pool_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]
 
 define("max_pool", Category.POOL, inputs=inputs("x"),
        attrs=(*_POOL_ATTRS, attr("dilations", AttrKind.INTS, (),
-                                 "per spatial dim; empty = all 1")),
+                                 "per spatial dim; empty = all 1", empty_means=1)),
        infer=_pool_infer, cost=_pool_cost, reference=_max_pool_ref,
        cost_doc="other = numel(y) * prod(kernel) (one comparison per window element)",
        doc="N-d max pooling of x [N, C, *spatial]; padding is -inf. Output size as conv, "
@@ -875,7 +877,8 @@ def _avg_pool_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]
 define("avg_pool", Category.POOL, inputs=inputs("x"),
        attrs=(*_POOL_ATTRS, attr("count_include_pad", AttrKind.BOOL, True,
                                  "whether padded elements count in the divisor"),
-              attr("dilations", AttrKind.INTS, (), "per spatial dim; empty = all 1")),
+              attr("dilations", AttrKind.INTS, (), "per spatial dim; empty = all 1",
+                   empty_means=1)),
        infer=_pool_infer, cost=_pool_cost, reference=_avg_pool_ref,
        cost_doc="other = numel(y) * prod(kernel) (adds and the divide)",
        doc="N-d average pooling of x [N, C, *spatial] with PyTorch's divisor: the number of "

@@ -82,6 +82,19 @@ class AttrSpec:
     default: Any = REQUIRED
     doc: str = ""
     choices: tuple[str, ...] = ()
+    empty_means: int | None = None
+    """INTS whose empty default stands for this value in every position (strides: 1)."""
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Whether two resolved values mean the same: equal, or one empty and the other
+        `empty_means` in every position (an ONNX dilations [1,1] and StableHLO's none)."""
+        if a == b:
+            return True
+        if self.empty_means is None or not isinstance(a, tuple) or not isinstance(b, tuple):
+            return False
+        if a and b:
+            return False
+        return all(v == self.empty_means for v in a or b)
 
     def check(self, value: AttrValue, where: str) -> AttrValue:
         ok = {
@@ -112,8 +125,8 @@ class AttrSpec:
 
 
 def attr(name: str, kind: AttrKind, default: Any = REQUIRED, doc: str = "",
-         choices: Sequence[str] = ()) -> AttrSpec:
-    return AttrSpec(name, kind, default, doc, tuple(choices))
+         choices: Sequence[str] = (), empty_means: int | None = None) -> AttrSpec:
+    return AttrSpec(name, kind, default, doc, tuple(choices), empty_means)
 
 
 @dataclass(frozen=True)
@@ -188,6 +201,9 @@ class Flops:
     macs: int = 0
     other: int = 0
     reads: tuple[int | None, ...] = ()
+    repeats: int | None = None
+    """Control flow: how many times the bodies run, where the op knows it statically (a
+    loop with a constant trip count and no cond); None: unknown, each body counted once."""
 
 
 @dataclass
@@ -373,6 +389,13 @@ def node_cost(node: Node) -> Cost:
     params = sum(n for v, n in zip(node.inputs, reads, strict=True)
                  if v is not None and v.is_parameter)
     return Cost(flops.macs, 2 * flops.macs, flops.other, read, written, params)
+
+
+def body_repeats(node: Node) -> int | None:
+    """How many times the bodies of a control-flow node run, when static (`Flops.repeats`)."""
+    if node.is_opaque:
+        return None
+    return get(node.op).cost(context_for(node)).repeats
 
 
 def input_reads(node: Node) -> list[int]:

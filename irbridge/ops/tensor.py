@@ -703,7 +703,7 @@ define("slice", Category.DATA_MOVEMENT, inputs=inputs("x", "starts?", "ends?", "
        attrs=(attr("starts", AttrKind.INTS, (), "used when input `starts` is absent"),
               attr("ends", AttrKind.INTS, (), "used when input `ends` is absent"),
               attr("axes", AttrKind.INTS, (), "empty = 0..len(starts)-1"),
-              attr("steps", AttrKind.INTS, (), "empty = all 1")),
+              attr("steps", AttrKind.INTS, (), "empty = all 1", empty_means=1)),
        infer=_slice_infer, cost=_no_flops, cost_doc="0 (bytes only)",
        reference=_slice_ref,
        doc="Python/ONNX slicing per axis: negative indices count from the back, bounds "
@@ -1562,6 +1562,16 @@ def _loop_counts(body: Graph, carried: int, where: str) -> int:
     return len(body.outputs) - 1 - carried
 
 
+def _static_trips(ctx: OpContext) -> int | None:
+    """Iterations of a loop, static only for a constant trip count with no cond input."""
+    trips = ctx.constant(0)
+    return max(_scalar_int(trips), 0) if trips is not None and not ctx.has_input(1) else None
+
+
+def _loop_cost(ctx: OpContext) -> Flops:
+    return Flops(repeats=_static_trips(ctx))
+
+
 def _loop_infer(ctx: OpContext) -> list[TensorType]:
     where = _where(ctx)
     body: Graph = ctx.attrs["body"]
@@ -1575,10 +1585,7 @@ def _loop_infer(ctx: OpContext) -> list[TensorType]:
         raise ctx.fail(f"max_trip_count must be a one-element integer, got {ctx.input(0)}")
     if ctx.has_input(1):
         _check_condition(ctx, 1, "cond")
-    trips = ctx.constant(0)
-    # the iteration count is static only for a constant trip count with no cond input
-    count: Dim = max(_scalar_int(trips), 0) if trips is not None and not ctx.has_input(1) \
-        else None
+    count: Dim = _static_trips(ctx)
     finals = [_join_types(ctx.input(2 + i), body.outputs[1 + i].type, where,
                           f"carried value {i}") for i in range(carried)]
     stacked = []
@@ -1629,7 +1636,9 @@ define("loop", Category.CONTROL, inputs=inputs("max_trip_count?", "cond?", "carr
        attrs=(attr("body", AttrKind.GRAPH,
                    doc="inputs (iteration i64, cond bool, carried...), "
                        "outputs (cond, carried..., scans...)"),),
-       infer=_loop_infer, cost=_no_flops, cost_doc=_CONTROL_COST, reference=_loop_ref,
+       infer=_loop_infer, cost=_loop_cost, reference=_loop_ref,
+       cost_doc="0: the analysis backend costs the body, times a constant trip count with no "
+                "cond input (else once)",
        doc="ONNX Loop: run `body` while cond holds and fewer than max_trip_count iterations "
            "ran. Outputs: the final carried values, then each scan output stacked on a new "
            "axis 0. With a trip count and no cond input the body's cond is ignored.")

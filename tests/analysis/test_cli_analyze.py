@@ -144,6 +144,24 @@ def test_errors_are_one_line(block_file: Path, tmp_path: Path, args: list[str],
         assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_an_unwritable_output_fails_before_the_report(block_file: Path, tmp_path: Path,
+                                                        fmt: str) -> None:
+    # exit 2 must not come with a whole report on stdout (it was printed, then the write
+    # failed): the outputs are checked first
+    (tmp_path / "a.png").mkdir()
+    for args, message in (
+            (["-o", str(tmp_path / "no" / "x.irb")], f"folder {tmp_path / 'no'} does not exist"),
+            (["--plot", str(tmp_path / "no" / "roof")], "--plot"),
+            (["--plot", str(tmp_path / "a")], "a.png: is a folder")):
+        result = runner.invoke(app, ["analyze", str(block_file), "--format", fmt, *args])
+        assert result.exit_code == 2, result.output
+        assert result.stdout == ""
+        [line] = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and message in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "block.irb"]
+
+
 def test_bad_target_file(block_file: Path, tmp_path: Path) -> None:
     bad = tmp_path / "my.yaml"
     bad.write_text("name: mine\nsource: me\npeaks: {bf16: -5}\nmemory_bandwidth: 100\n")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from graphs import F32, at, conv_bn, llama_model, new_model, resnet_block_model
+from graphs import F32, at, conv_bn, llama_model, new_model, resnet_block_model, weight
 
 from irbridge.analysis.binding import bound, model_compute_dtype, parse_compute_dtype
 from irbridge.analysis.cost import cost_model, module_table
@@ -176,3 +176,78 @@ def test_control_flow_nodes_carry_their_bodies() -> None:
     bodies = node_cost(branches[0].nodes[0]) + node_cost(branches[1].nodes[0])
     assert nc.own_cost == node_cost(nc.node)
     assert nc.cost == nc.own_cost + bodies and bodies.other_flops > 0
+
+
+def _onnx_loop(trips: int, *, cond_input: bool = False, inner_trips: int | None = None
+               ) -> Model:
+    """ONNX Loop: acc += x (f32[2,3]) `trips` times, the add inside a second Loop of
+    `inner_trips` when given; with `cond_input` the loop also takes a cond (true)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from irbridge.converters.onnx.importer import from_onnx
+
+    def vi(name: str, elem: int, shape: list[int]) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, elem, shape)
+
+    def body(name: str, nodes: list[onnx.NodeProto], acc_out: str) -> onnx.GraphProto:
+        return helper.make_graph(
+            [helper.make_node("Identity", [f"{name}_cin"], [f"{name}_cout"]), *nodes], name,
+            [vi(f"{name}_i", TensorProto.INT64, []), vi(f"{name}_cin", TensorProto.BOOL, []),
+             vi(f"{name}_acc", TensorProto.FLOAT, [2, 3])],
+            [vi(f"{name}_cout", TensorProto.BOOL, []), vi(acc_out, TensorProto.FLOAT, [2, 3])])
+
+    add = helper.make_node("Add", ["inner_acc" if inner_trips else "outer_acc", "x"], ["sum"])
+    if inner_trips:
+        inner = body("inner", [add], "sum")
+        nodes = [helper.make_node("Loop", ["N", "", "outer_acc"], ["after"], body=inner)]
+        outer = body("outer", nodes, "after")
+    else:
+        outer = body("outer", [add], "sum")
+    inits = [numpy_helper.from_array(np.array(trips, np.int64), "M"),
+             numpy_helper.from_array(np.array(inner_trips or 1, np.int64), "N")]
+    inputs = [vi("x", TensorProto.FLOAT, [2, 3])]
+    if cond_input:
+        inputs.append(vi("c", TensorProto.BOOL, []))
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "c" if cond_input else "", "x"], ["y"], body=outer)],
+        "loop", inputs, [vi("y", TensorProto.FLOAT, [2, 3])], initializer=inits)
+    return from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))[0]
+
+
+def test_loop_bodies_cost_times_a_static_trip_count() -> None:
+    # per iteration: one add of f32[2,3] (6 FLOPs, writes 24 B) and the identity passing
+    # the bool cond on (1 B)
+    [nc] = cost_model(_onnx_loop(4)).nodes
+    assert nc.cost.other_flops == 4 * 6
+    assert nc.cost.bytes_written - nc.own_cost.bytes_written == 4 * (24 + 1)
+    assert "run 4 times" in nc.note
+    # nested: 3 outer iterations of 2 inner ones
+    costs = cost_model(_onnx_loop(3, inner_trips=2))
+    assert costs.total.other_flops == 3 * 2 * 6 and costs.body_nodes == 4
+    # zero iterations: the body never runs
+    assert cost_model(_onnx_loop(0)).total.other_flops == 0
+    # a cond input: the count depends on data, each body node is counted once
+    [nc] = cost_model(_onnx_loop(4, cond_input=True)).nodes
+    assert nc.cost.other_flops == 6 and "each counted once" in nc.note
+
+
+def test_sub_byte_weights_count_packed_bytes() -> None:
+    # an int4 weight [64, 32] (2048 elements) dequantized then used by a matmul: it moves
+    # 1024 bytes (two a byte), not 2048 (one a byte, as tensor data holds it)
+    model, graph, b = new_model("int4")
+    x = graph.add_input("x", TensorType(F32, (2, 64)))
+    w = weight(b, "w", 64, 32, dtype=DType.INT4)
+    deq = b.op("mul", [b.op("cast", [w], {"dtype": DType.FLOAT32}),
+                       b.constant(0.05, dtype=DType.FLOAT32)])
+    graph.set_outputs([b.op("matmul", [x, deq])])
+    costs = cost_model(model)
+    cast = next(nc for nc in costs.nodes if nc.node.op == "cast")
+    assert cast.cost.bytes_read == cast.cost.param_bytes == 1024
+    assert cast.cost.bytes_written == 2048 * 4
+    assert costs.weight_bytes == 1024
+    # an odd count rounds up to whole bytes
+    assert TensorType(DType.UINT4, (3,)).nbytes() == 2
+    assert TensorType(DType.INT2, (5,)).nbytes() == 2
+    assert TensorType(DType.FLOAT8_E4M3FN, (5,)).nbytes() == 5

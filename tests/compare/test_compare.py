@@ -72,6 +72,32 @@ def test_extra_activation_is_the_only_difference() -> None:
     assert result.matching.compute_match_ratio("right") == 1.0
 
 
+def test_default_spelled_attributes_are_not_a_change() -> None:
+    # ONNX files spell dilations [1,1] and strides [1,1]; StableHLO (JAX, torch-mlir) leaves
+    # them out: the same convolution, which must not be flagged as a changed layer
+    model, x = base_cnn(), cnn_input()
+    right = side(model, x)
+    convs = [n for n in right.model.graphs[0].nodes if n.op == "conv"]
+    assert [n.attrs["dilations"] for n in convs] == [(1, 1), (1, 1)]
+    for node in convs:
+        node.attrs["dilations"] = ()
+        node.attrs["strides"] = ()
+    result = compare_models(side(model, x), right)
+    assert result.differences == []
+    # a value other than the default is still a difference
+    convs[1].attrs["dilations"] = (2, 2)
+    changed = compare_models(side(model, x), right, numerics=False).differences
+    assert {d.module for d in changed} == {"conv2"}
+    assert "dilations [1,1] vs [2,2]" in next(d for d in changed if d.kind == "changed").message
+    from irbridge.ops import registry
+
+    spec = next(a for a in registry.get("conv").attrs if a.name == "dilations")
+    assert spec.same((1, 1), ()) and spec.same((), (1, 1, 1)) and spec.same((), ())
+    assert not spec.same((2, 1), ()) and not spec.same((1, 1), (1, 2))
+    pads = next(a for a in registry.get("conv").attrs if a.name == "pads")
+    assert pads.same((0, 0, 0, 0), ()) and not pads.same((1, 1, 1, 1), ())
+
+
 def test_irbridge_onnx_round_trip_matches_by_structure_without_provenance(
         tmp_path: Path) -> None:
     model, x = base_cnn(), cnn_input()
@@ -165,9 +191,48 @@ def test_cli_json_and_markdown(toy_files: tuple[Path, Path], tmp_path: Path) -> 
     assert table.exit_code == 1 and "changed conv2" in table.stdout
 
 
+def test_cli_bind_applies_to_the_file_that_has_the_dim(tmp_path: Path) -> None:
+    # the same matmul exported with a dynamic batch and with batch 2: one --bind serves
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "w")
+    paths = []
+    for name, batch in (("dynamic", "batch"), ("static", 2)):
+        graph = helper.make_graph(
+            [helper.make_node("MatMul", ["x", "w"], ["y"])], name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 4])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])], [w])
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+        paths.append(str(path))
+    runner = CliRunner()
+    for pair in (paths, paths[::-1]):
+        run = runner.invoke(app, ["compare", *pair, "--bind", "batch=2", "--format", "json"])
+        assert run.exit_code == 0, run.output
+        data = json.loads(run.stdout)
+        assert data["differences"] == []
+    # an IR file binds on its value types: the same
+    dynamic_ir = tmp_path / "dynamic.irb"
+    serde.save(import_onnx(paths[0]), dynamic_ir)
+    run = runner.invoke(app, ["compare", str(dynamic_ir), paths[1], "--bind", "batch=2"])
+    assert run.exit_code == 0, run.output
+    # a name neither file has is still refused, in one line naming both
+    run = runner.invoke(app, ["compare", *paths, "--bind", "seq=2"])
+    assert run.exit_code == 2
+    [line] = run.output.strip().splitlines()
+    assert line == (f"error: cannot bind 'seq': no symbolic dim of {paths[0]} or {paths[1]} "
+                    "is named so")
+
+
 def test_cli_bad_input_is_one_line(toy_files: tuple[Path, Path]) -> None:
     base, _ = toy_files
     runner = CliRunner()
+    for option in ("-o", "--html"):  # refused before the report is printed
+        target = base.parent / "missing" / "report.json"
+        run = runner.invoke(app, ["compare", str(base), str(base), option, str(target)])
+        assert run.exit_code == 2 and run.stdout == "", run.output
+        assert run.stderr == f"error: {target}: folder {target.parent} does not exist\n"
     run = runner.invoke(app, ["compare", str(base), str(base), "--left", "dynamo"])
     assert run.exit_code == 2
     assert "is a model file; --left dynamo applies to a model name only" in run.output

@@ -111,8 +111,14 @@ def test_bad_input(tmp_path: Path) -> None:
         TensorType(DType.FLOAT32, (1, SymDim("seq"), 16))]).outputs)
     with pytest.raises(IrbridgeError, match="unknown target 'nope'"):
         timeloop.write(model, tmp_path / "a", hardware="nope")
-    with pytest.raises(IrbridgeError, match=r"node #0 linear: input x .*not static \(seq\)"):
+    with pytest.raises(IrbridgeError, match=r"node #0 linear: input x .*not static \(seq\)"
+                       r" \(hint: bind it, e\.g\. --bind seq=128\)"):
         timeloop.write(model, tmp_path / "b")
+    # a dim that is an expression of symbols (an ONNX reshape's 2*seq): the symbol to bind
+    x.type = TensorType(DType.FLOAT32, (1, SymDim("2*seq"), 64))
+    with pytest.raises(IrbridgeError, match=r"not static \(2\*seq\) \(hint: .*--bind seq="):
+        timeloop.write(model, tmp_path / "b")
+    x.type = TensorType(DType.FLOAT32, (1, SymDim("seq"), 64))
     out = timeloop.write(model, tmp_path / "c", symbols={"seq": 128})
     assert yaml.safe_load((out / "000_linear.yaml").read_text())["problem"]["instance"] == {
         "M": 128, "N": 16, "K": 64}

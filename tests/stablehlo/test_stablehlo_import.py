@@ -97,6 +97,48 @@ def test_stablehlo_ir_stablehlo_round_trip(name: str, exported: dict[str, tuple]
         {n.op for _, n in first.all_nodes()} & compute
 
 
+def test_counted_while_loops_cost_their_trip_count() -> None:
+    """JAX's scan and fori_loop are whiles on `i < N` of a counter from a constant: they
+    import as loops of a constant trip count, so the analysis costs the body N times; a
+    while on data keeps its cond and is costed once."""
+    import jax
+    import jax.numpy as jnp
+
+    from irbridge.analysis.cost import cost_model
+
+    w = np.random.default_rng(3).standard_normal((8, 8)).astype(np.float32)
+    xs = np.random.default_rng(4).standard_normal((5, 8)).astype(np.float32)
+
+    def scan(xs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        def step(c: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+            c = jnp.tanh(c @ w + x)
+            return c, c * 2.0
+        return jax.lax.scan(step, jnp.zeros(8, jnp.float32), xs)
+
+    def fori(x: jax.Array) -> jax.Array:  # starts at 2: 7 - 2 = 5 iterations
+        return jax.lax.fori_loop(2, 7, lambda i, c: c @ w, x)
+
+    def data(x: jax.Array) -> jax.Array:
+        return jax.lax.while_loop(lambda c: c.sum() < 100.0, lambda c: c @ w + 1.0, x)
+
+    for fn, x in ((scan, xs), (fori, xs[0]), (data, np.abs(xs[0]))):
+        text = jax.jit(fn).lower(x).as_text()
+        model = from_mlir(text)
+        [loop] = [n for n in model.graph.nodes if n.op == "loop"]
+        expected = [np.asarray(e) for e in jax.tree_util.tree_leaves(jax.jit(fn)(x))]
+        assert_close(run_model(model, [x]), expected, rtol=1e-4, atol=1e-4)
+        assert_close(evaluate(build_module(model), [x]), expected, rtol=1e-4, atol=1e-4)
+        macs = cost_model(model).total.macs
+        if fn is data:  # data-dependent: cond kept, one [8] x [8,8] matmul counted
+            assert loop.inputs[0] is None and loop.inputs[1] is not None
+            assert macs == 64
+        else:  # 5 iterations of one [8] x [8,8] matmul
+            assert loop.inputs[1] is None
+            assert loop.inputs[0] is not None and loop.inputs[0].producer is not None
+            assert loop.inputs[0].producer.attrs["value"].data.item() == 5
+            assert macs == 5 * 64
+
+
 def test_import_files(tmp_path: Path, exported: dict[str, tuple]) -> None:
     text, artifact, expected = exported["mlp"]
     (tmp_path / "mlp.mlir").write_text(text)

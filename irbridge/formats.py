@@ -65,8 +65,19 @@ def load_model(spec: str, *, weights: bool = False, frontend: str = "auto",
         raise IrbridgeError(f"{spec}: is a folder; give a model file or a model name")
     from irbridge.converters.pytorch import capture, zoo
 
-    built = zoo.build(spec)
-    result = capture(built.module, built.args, built.kwargs, frontend=frontend, weights=weights)
+    repeat = False
+    try:
+        built = zoo.build(spec)
+    except zoo.ModelTooBig:
+        if weights:
+            raise
+        # shape-only: build on the meta device, where no weight is allocated (an LLM
+        # larger than memory is analysed from its graph alone), and trace a deep stack of
+        # alike layers short (`capture(repeat_blocks=True)`: the same nodes and costs)
+        built = zoo.build(spec, device="meta")
+        repeat = True
+    result = capture(built.module, built.args, built.kwargs, frontend=frontend, weights=weights,
+                     repeat_blocks=repeat)
     result.model.name = built.name
     return result.model
 

@@ -54,6 +54,7 @@ from .common import (
     BuiltModel,
     InputSpec,
     ModelEntry,
+    ModelTooBig,
     ZooError,
 )
 from .inputs import derive_inputs
@@ -80,6 +81,7 @@ __all__ = [
     "BuiltModel",
     "InputSpec",
     "ModelEntry",
+    "ModelTooBig",
     "ZooError",
     "build",
     "check_inputs",

@@ -59,6 +59,11 @@ class ZooError(CaptureError):
     """A model name, model file, weights file or input request the zoo cannot satisfy."""
 
 
+class ModelTooBig(ZooError):
+    """The model's weights would not fit in the memory available: build it on the meta
+    device (shape-only) instead."""
+
+
 # --------------------------------------------------------------------------------------------
 # Public data types
 # --------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from . import common
 from .common import (
     FAMILY_HF,
     ModelEntry,
+    ModelTooBig,
     ZooError,
     _first_line,
     _mem_available,
@@ -364,7 +365,7 @@ def _check_memory(name: str, num_params: int) -> None:
     need = num_params * dtype.itemsize
     avail = _mem_available()
     if avail is not None and need > 0.8 * avail:
-        raise ZooError(
+        raise ModelTooBig(
             f"{name} has {num_params / 1e9:.2f}e9 parameters ({need / 2**30:.1f} GiB in "
             f"{str(dtype).removeprefix('torch.')}), more than the {avail / 2**30:.1f} GiB of memory available",
             hint="build it with device='meta' (CLI --meta) to capture without weights",

@@ -40,6 +40,12 @@ ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = 0, 2, 7  # Chakra CollectiveCommType
 OPT_FLOPS = 12   # AdamW per parameter: two moment updates, bias-corrected step, decay
 OPT_BYTES = 28   # read w, g, m, v and write w, m, v, fp32 each
 BUCKET_BYTES = 25 * 1024 * 1024
+MAX_RANKS = 65_536
+"""Most ranks (D x T x P trace files) of one training step."""
+MAX_TRACE_NODES = 4_000_000
+"""Most compute nodes the traces of one training step may hold, all ranks together
+(D x T x M x 2 x the forward nodes; about 1 GB of traces and a minute to write): larger
+degrees are refused before anything is built instead of exhausting memory."""
 NON_TRAINABLE = ("running_mean", "running_var", "num_batches_tracked")
 
 
@@ -539,6 +545,15 @@ def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: i
     if pp > len(nodes):
         raise IrbridgeError(f"--pp {pp}: the model has only {len(nodes)} compute kernel(s) to "
                             "split into pipeline stages")
+    if dp * tp * pp > MAX_RANKS:
+        raise IrbridgeError(f"--dp {dp} --tp {tp} --pp {pp}: {dp * tp * pp:,} ranks (at most "
+                            f"{MAX_RANKS:,})")
+    # Every rank runs a forward and a backward node per node of its stage per micro-batch.
+    total = dp * tp * microbatches * 2 * len(nodes)
+    if total > MAX_TRACE_NODES:
+        raise IrbridgeError(f"--dp {dp} --tp {tp} --pp {pp} --microbatches {microbatches}: "
+                            f"the traces would hold {total:,} compute nodes (at most "
+                            f"{MAX_TRACE_NODES:,}); use smaller degrees")
     ctx = _Context(plan, dp, pp, microbatches, zero, nodes, [], {}, {}, [], [], tp=tp)
     if tp > 1:
         _tensor_parallel(ctx)

@@ -195,7 +195,13 @@ def test_cli_training_options(tmp_path: Path) -> None:
                         (["--dp", "2", "--devices", "2"], "--devices .* cannot be combined"),
                         (["--pp", "9"], "--pp 9: .*only 2 compute"),
                         (["--zero", "4"], "--zero 4: one of 0, 1, 2, 3"),
-                        (["--dp", "0"], "--dp 0: must be at least 1")):
+                        (["--dp", "0"], "--dp 0: must be at least 1"),
+                        # huge degrees are refused from their size, before anything is
+                        # built (this ran out of memory): 10^12 ranks or micro-batches
+                        (["--dp", str(10**12)], r"1,000,000,000,000 ranks \(at most"),
+                        (["--microbatches", str(10**12)], r"would hold 4,000,000,000,000 "),
+                        (["--tp", "70000", "--pp", "1"], r"70,000 ranks \(at most 65,536\)"),
+                        (["--dp", "200", "--tp", "200", "--pp", "2"], "80,000 ranks")):
         bad = CliRunner().invoke(app, ["export", str(src), "--to", "chakra", "-o",
                                        str(tmp_path / "bad"), *args])
         assert bad.exit_code == 2, bad.output

@@ -170,6 +170,24 @@ def test_phase_errors_are_one_line() -> None:
         phase_module(torch.nn.Linear(2, 2), "decode", kv_len=8)
 
 
+def test_encoders_and_encoder_decoders_are_refused() -> None:
+    """A KV-cache step of a bidirectional encoder is meaningless (BERT was costed as if it
+    decoded; its HF causal-LM head without is_decoder is still bidirectional)."""
+    bert = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=64, vocab_size=100)
+    for model in (transformers.BertModel(bert), transformers.BertLMHeadModel(bert)):
+        with pytest.raises(IrbridgeError, match=r"needs a causal LM; Bert\w+'s self-attention "
+                                                r"\(BertSelfAttention\) is bidirectional"):
+            phase_module(model, "decode", kv_len=8)
+    t5 = transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=2,
+                               vocab_size=100)
+    with pytest.raises(IrbridgeError, match="T5ForConditionalGeneration is an encoder-decoder"):
+        phase_module(transformers.T5ForConditionalGeneration(t5), "prefill", kv_len=8)
+    # a decoder configured as one (BERT with is_decoder) is causal: accepted
+    decoder = transformers.BertConfig(**{**bert.to_dict(), "is_decoder": True})
+    assert phase_module(transformers.BertLMHeadModel(decoder), "decode", kv_len=8).kv_len == 8
+
+
 # -- CLI -------------------------------------------------------------------------------------
 
 def _invoke(*args: str) -> Any:

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from irbridge.analysis.roofline import Roof
+from irbridge.analysis.serving import check_heads
 from irbridge.converters.chakra.plan import ComputeNode, Plan, min_bytes, split_balanced
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Node, Value
@@ -532,6 +533,41 @@ def shard_forward(plan: Plan, tp: int) -> tuple[list[ShardedKernel], dict[str, i
     return out, dict(ctx.divisor)
 
 
+def _check_splits(ctx: _Context) -> None:
+    """Refuse a TP degree the split nodes cannot take: attention heads (query and KV)
+    split evenly, as the serving analysis requires (`check_heads`), and no weight split
+    along a dimension with fewer rows than ranks (a 64-channel conv over 128 ranks)."""
+    for n in ctx.nodes:
+        kind = ctx.split.get(n.index, "rep")
+        if kind == "rep":
+            continue
+        for m in (m for p in n.partitions for m in p.nodes):
+            category = _category(m.op)
+            if category is None or not category.matmul_like:
+                continue
+            shapes = [v.type.shape if v is not None and v.type is not None else None
+                      for v in m.inputs[:2]]
+            if category == Category.ATTENTION:
+                q, k = shapes
+                if q is not None and k is not None and len(q) >= 3 and len(k) >= 3 \
+                        and isinstance(q[-3], int) and isinstance(k[-3], int):
+                    check_heads(q[-3], k[-3], ctx.tp, n.main.label())
+                continue
+            if kind not in ("col", "row") or not m.outputs or shapes[0] is None:
+                continue
+            # the split dimension: output features (column), input features (row)
+            across = m.outputs[0].type.shape if kind == "col" and m.outputs[0].type else \
+                shapes[0]
+            for w in (v for v in m.inputs if v is not None and trainable(v)):
+                assert w.tensor is not None
+                dims = [d for d in w.tensor.shape[:2] if across and d in across[1:]]
+                if len(w.tensor.shape) >= 2 and dims and min(dims) < ctx.tp:
+                    raise IrbridgeError(
+                        f"--tp {ctx.tp}: {n.main.label()} splits {w.tensor.name} "
+                        f"{list(w.tensor.shape)} {ctx.tp} ways along a dimension of "
+                        f"{min(dims)}; use --tp {min(dims)} or less")
+
+
 def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: int = 1,
            zero: int = 0, bucket_bytes: int = BUCKET_BYTES) -> Layout:
     """Every rank's ops of one training step (see the module docstring)."""
@@ -557,6 +593,7 @@ def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: i
     ctx = _Context(plan, dp, pp, microbatches, zero, nodes, [], {}, {}, [], [], tp=tp)
     if tp > 1:
         _tensor_parallel(ctx)
+        _check_splits(ctx)
     ctx.bwd = {n.index: backward_cost(n) for n in nodes}
     ctx.stages = split_balanced([n.latency_seconds + ctx.roof(*ctx.bwd[n.index])
                                  for n in nodes], pp)

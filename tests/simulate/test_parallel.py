@@ -276,3 +276,64 @@ def test_tensor_parallel_megatron_mlp(tmp_path: Path, tp: int, dp: int) -> None:
             [ar] = [n for n in nodes if attrs(n)["phase"][1] == "dp"]
             assert attrs(ar)["comm_size"][1] == 2 * 2 * (4 * width * width) * 4 // tp
             assert groups[attrs(ar)["pg_name"][1]] == [rank % tp + d * tp for d in range(dp)]
+
+
+def _attention_model(heads: int, kv_heads: int) -> Model:
+    """One attention block of `heads` query heads and `kv_heads` KV heads (head dim 8),
+    captured from torch."""
+    import torch
+    from torch.nn import functional as F
+
+    from irbridge.converters.pytorch import capture
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q = torch.nn.Linear(8 * heads, 8 * heads)
+            self.kv = torch.nn.Linear(8 * heads, 16 * kv_heads)
+            self.out = torch.nn.Linear(8 * heads, 8 * heads)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, s, _ = x.shape
+            q = self.q(x).view(b, s, heads, 8).transpose(1, 2)
+            k, v = self.kv(x).view(b, s, 2, kv_heads, 8).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
+            return self.out(y.transpose(1, 2).reshape(b, s, 8 * heads))
+
+    model = capture(Block(), (torch.zeros(2, 16, 8 * heads),), weights=False).model
+    model.name = "attn"
+    return model
+
+
+def test_tensor_parallel_degrees_the_split_nodes_cannot_take_are_refused(tmp_path: Path) -> None:
+    """Heads split evenly (the serving analysis' rule: T divides the query heads, T and the
+    KV heads divide one another), and no weight is split over more ranks than it has rows:
+    --tp 5 on 12 heads and --tp 64 on a 32-row weight were written as even 1/T splits."""
+    from irbridge.converters.chakra import layout, plan
+
+    target = resolve_target("h100")
+    p = plan(_attention_model(12, 12), target)
+    for tp in (2, 3, 4, 6, 12):
+        assert layout(p, tp=tp).world == tp
+    for tp in (5, 8, 24):
+        with pytest.raises(IrbridgeError, match=rf"^--tp {tp}: .*\[attention\] has 12 attention "
+                                                r"heads and 12 KV heads; .*use one of 1, 2, "
+                                                r"3, 4, 6, 12$"):
+            layout(p, tp=tp)
+    gqa = plan(_attention_model(8, 2), target)
+    assert layout(gqa, tp=4).world == 4  # KV heads replicated in pairs
+    with pytest.raises(IrbridgeError, match="has 8 attention heads and 2 KV heads"):
+        layout(gqa, tp=3)
+    mlp = plan(megatron_mlp(width=8), target)  # fc1 [32, 8]: 32 output rows
+    assert layout(mlp, tp=32).world == 32
+    with pytest.raises(IrbridgeError, match=r"^--tp 64: b0.fc1 .* splits b0.up \[32, 8\] 64 ways "
+                                            r"along a dimension of 32; use --tp 32 or less$"):
+        layout(mlp, tp=64)
+    src = tmp_path / "attn.irb"
+    from irbridge import serde
+
+    serde.save(_attention_model(12, 12), src, weights="none")
+    bad = CliRunner().invoke(app, ["export", str(src), "--to", "chakra", "-o",
+                                   str(tmp_path / "bad"), "--tp", "5"])
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "12 attention heads" in bad.stderr
+    assert not (tmp_path / "bad").exists()

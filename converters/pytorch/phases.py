@@ -139,6 +139,14 @@ def phase_module(model: nn.Module, phase: str, *, kv_len: int) -> PhaseModule:
     _check_causal(model)
     if kv_len < 1:
         raise IrbridgeError(f"--kv-len must be at least 1, got {kv_len}")
+    config = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") \
+        else config
+    max_pos = getattr(text, "max_position_embeddings", None)
+    if isinstance(max_pos, int) and kv_len > max_pos:
+        # the cache holds positions 0..kv_len-1: beyond the model's position table or range
+        raise IrbridgeError(f"--kv-len {kv_len} exceeds the {max_pos} positions "
+                            f"{type(model).__name__} supports")
     if _has_experts(model):
         # Mixture of experts: the batched form (every token's top-k experts gathered and
         # applied with batched matmuls) is a static graph; the default loops over the

@@ -150,11 +150,11 @@ def test_attention_cost_counts_the_cached_length(name: str, phase: str, seq: int
 def test_kv_cache_bytes_formula() -> None:
     shape = CacheShape.of(_llama())
     assert shape == CacheShape(layers=2, kv_heads=2, head_dim=16, heads=4)
-    module = phase_module(transformers.LlamaForCausalLM(_llama()), "decode", kv_len=1024)
+    module = phase_module(transformers.LlamaForCausalLM(_llama()), "decode", kv_len=512)
     info = phase_info(module, example_inputs(module, batch=4, seq_len=1, device="meta"))
-    assert (info.phase, info.batch, info.tokens, info.kv_len) == ("decode", 4, 1, 1024)
-    assert info.kv_cache_bytes(2) == 2 * 2 * 4 * 2 * 1024 * 16 * 2
-    assert info.kv_cache_bytes(2, tp=2) == 2 * 2 * 4 * 1 * 1024 * 16 * 2  # 1 KV head each
+    assert (info.phase, info.batch, info.tokens, info.kv_len) == ("decode", 4, 1, 512)
+    assert info.kv_cache_bytes(2) == 2 * 2 * 4 * 2 * 512 * 16 * 2
+    assert info.kv_cache_bytes(2, tp=2) == 2 * 2 * 4 * 1 * 512 * 16 * 2  # 1 KV head each
     assert info.kv_cache_bytes(2, tp=4) == info.kv_cache_bytes(2, tp=2)  # heads replicated
 
 
@@ -164,6 +164,13 @@ def test_phase_errors_are_one_line() -> None:
         phase_module(model, "train", kv_len=8)
     with pytest.raises(IrbridgeError, match="--kv-len must be at least 1"):
         phase_module(model, "decode", kv_len=0)
+    # positions past the model's table (gpt2's wpe; 10^12 was costed as a 15 s TPOT)
+    with pytest.raises(IrbridgeError, match="^--kv-len 513 exceeds the 512 positions "
+                                            "LlamaForCausalLM supports$"):
+        phase_module(model, "decode", kv_len=513)
+    assert phase_module(model, "decode", kv_len=512).kv_len == 512
+    with pytest.raises(IrbridgeError, match="--kv-len 129 exceeds the 128 positions"):
+        phase_module(_model("gpt2"), "prefill", kv_len=129)
     with pytest.raises(IrbridgeError, match="longer than --kv-len"):
         example_inputs(phase_module(model, "prefill", kv_len=4), batch=1, seq_len=8)
     with pytest.raises(IrbridgeError, match="Hugging Face causal LM"):

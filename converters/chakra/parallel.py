@@ -47,7 +47,9 @@ MAX_TRACE_NODES = 4_000_000
 """Most compute nodes the traces of one training step may hold, all ranks together
 (D x T x M x 2 x the forward nodes; about 1 GB of traces and a minute to write): larger
 degrees are refused before anything is built instead of exhausting memory."""
-NON_TRAINABLE = ("running_mean", "running_var", "num_batches_tracked")
+NON_TRAINABLE = ("running_mean", "running_var", "num_batches_tracked", "inv_freq")
+"""Buffers (batch-norm statistics, rotary embeddings' frequencies) by their PyTorch names:
+the IR does not mark which model tensors are parameters."""
 
 
 @dataclass
@@ -218,7 +220,7 @@ class _Stage:
         done: dict[int, int] = {}
         recv_at: dict[int, list[int]] = {}
         for t, (value, src_node, a, b, _) in enumerate(ctx.transfers):
-            if a == s:  # the gradient of a tensor this stage sent
+            if a == s and t in ctx.graded:  # the gradient of a tensor this stage sent
                 recv_at.setdefault(src_node, []).append(self.add(Op(
                     f"recv grad {value.name} mb{mb} from stage {b}", "recv",
                     size=ctx.value_bytes(value), phase="pp", src=self.rank(b), dst=self.rank(s),
@@ -248,7 +250,7 @@ class _Stage:
                                       comm_type=REDUCE_SCATTER, group=self.tp_group,
                                       microbatch=mb))
             for t, (value, _, a, b, readers) in enumerate(ctx.transfers):
-                if b == s and i == min(readers):
+                if b == s and i == min(readers) and t in ctx.graded:
                     self.add(Op(f"send grad {value.name} mb{mb} to stage {a}", "send",
                                 deps=sorted(done[r] for r in readers),
                                 size=ctx.value_bytes(value), phase="pp", src=self.rank(s),
@@ -318,6 +320,7 @@ class _Context:
     split: dict[int, str] = field(default_factory=dict)  # node -> col|row|split|gather|rep
     sharded: set[int] = field(default_factory=set)  # id(value) of values split over TP
     divisor: dict[str, int] = field(default_factory=dict)  # param -> TP ways it is split
+    graded: set[int] = field(default_factory=set)  # transfers whose gradient flows back
 
     tp_in_bytes: dict[int, int] = field(default_factory=dict)
     tp_out_bytes: dict[int, int] = field(default_factory=dict)
@@ -396,6 +399,36 @@ def _crossing(nodes: list[ComputeNode], stage_of: dict[int, int]
             if a != b:
                 found.setdefault((vid, b), (value, producer[vid], a, b, set()))[4].add(n.index)
     return list(found.values())
+
+
+def _graded(transfers: list[tuple[Value, int, int, int, set[int]]]) -> set[int]:
+    """The transfers whose gradient is sent back: float tensors computed from a trainable
+    parameter. Masks and indices (bool, integer) have no gradient, nor have tensors made
+    from the inputs alone (a causal mask, rotary tables): autograd sends nothing for them."""
+    memo: dict[int, bool] = {}
+
+    def weighted(root: Value) -> bool:
+        stack = [root]
+        while stack:  # iterative post-order over the producers (graphs can be deep)
+            value = stack[-1]
+            if id(value) in memo:
+                stack.pop()
+                continue
+            if trainable(value) or value.producer is None:
+                memo[id(value)] = trainable(value)
+                stack.pop()
+                continue
+            ins = [v for v in value.producer.inputs if v is not None]
+            todo = [v for v in ins if id(v) not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            memo[id(value)] = any(memo[id(v)] for v in ins)
+            stack.pop()
+        return memo[id(root)]
+
+    return {t for t, (value, _, _, _, _) in enumerate(transfers)
+            if _is_activation(value) and weighted(value)}
 
 
 def _category(op: str) -> Category | None:
@@ -603,6 +636,7 @@ def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: i
         for d in n.deps:
             ctx.users[d].add(n.index)
     ctx.transfers = _crossing(nodes, stage_of)
+    ctx.graded = _graded(ctx.transfers)
     owned = params_of(nodes)
     ctx.buckets = [_buckets(members, owned, bucket_bytes) for members in ctx.stages]
     groups = ctx.groups()

@@ -337,3 +337,37 @@ def test_tensor_parallel_degrees_the_split_nodes_cannot_take_are_refused(tmp_pat
                                    str(tmp_path / "bad"), "--tp", "5"])
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "12 attention heads" in bad.stderr
     assert not (tmp_path / "bad").exists()
+
+
+def test_pipeline_sends_gradients_only_of_tensors_made_from_parameters(tmp_path: Path) -> None:
+    """A mask (bool) and a float tensor computed from the input alone cross the pipeline
+    cut with the activation; autograd sends back only the activation's gradient (a
+    gradient of the bool mask was sent)."""
+    import torch
+
+    from irbridge.converters.pytorch import capture
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(256, 256) for _ in range(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mask, scale = x > 0, torch.cos(x)
+            for layer in self.layers:
+                x = layer(x)
+            return torch.where(mask, x, 0.0) * scale
+
+    model = capture(Net(), (torch.zeros(64, 256),), weights=False).model
+    model.name = "net"
+    out = chakra.write(model, tmp_path / "t", hardware="h100", pp=2, microbatches=2)
+    first, second = traces(out, "net", 2)
+    sent = {n.name.split(" mb")[0].removeprefix("send ") for n in first
+            if n.type == et.COMM_SEND_NODE}
+    graded = {n.name.split(" mb")[0].removeprefix("send grad ") for n in second
+              if n.type == et.COMM_SEND_NODE}
+    received = {n.name.split(" mb")[0].removeprefix("recv grad ") for n in first
+                if n.type == et.COMM_RECV_NODE}
+    assert graded == received
+    # of the three, only the second layer's output carries a gradient
+    assert sent == {"gt", "cos", "layers_1"} and graded == {"layers_1"}

@@ -19,8 +19,9 @@ x tensor parallelism, analysed cell by cell (`irbridge sweep`).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -304,11 +305,14 @@ def _ray(groups: list[Group], jobs: int, address: str | None
         return
     started = not ray.is_initialized()
     if started:
+        if address is not None:
+            _probe(address)
         try:
-            if address is None:
-                ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=address, log_to_driver=False)
+            with _quiet_stderr():  # Ray's C++ client logs each failed retry on fd 2
+                if address is None:
+                    ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+                else:
+                    ray.init(address=address, log_to_driver=False)
         except Exception as exc:
             raise IrbridgeError(f"--engine ray: cannot start or reach the cluster "
                                 f"({_one_line(exc)})") from None
@@ -321,6 +325,49 @@ def _ray(groups: list[Group], jobs: int, address: str | None
     finally:
         if started:
             ray.shutdown()
+
+
+PROBE_SECONDS = 10.0
+"""How long `--address HOST:PORT` may take to accept a TCP connection: Ray itself retries
+an unreachable cluster for minutes."""
+
+
+def _probe(address: str) -> None:
+    """Refuse an --address whose HOST:PORT does not accept a connection, in bounded time
+    (`auto` and other forms without a port are left to Ray)."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS):
+            pass
+    except (OSError, ValueError, OverflowError) as exc:
+        raise IrbridgeError(f"--engine ray: cannot reach the cluster at {address} "
+                            f"({_one_line(exc)})") from None
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send what is written on file descriptor 2 (C++ logs) to /dev/null meanwhile."""
+    import os
+    import sys
+
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # captured (tests): nothing to redirect
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
 
 
 # -- result set ------------------------------------------------------------------------------

@@ -79,3 +79,29 @@ def test_bad_input_is_refused_up_front(tmp_path: Path) -> None:
         assert result.exit_code == 2, result.output
         assert message in result.output and "Traceback" not in result.output
     assert not_parquet.read_text() == "not parquet"  # nothing overwritten
+
+
+def test_ray_unreachable_address_fails_fast_in_one_line(tmp_path: Path) -> None:
+    """A HOST:PORT nothing listens on: Ray retried it for minutes (over 200 s), printing a
+    C++ log line per retry; now refused before any capture, in bounded time."""
+    import socket
+    import time
+
+    from hostile_cli import run_cli
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    out = run_cli("sweep", "--models", "llama-tiny", "-o", tmp_path / "r.parquet", "--engine",
+                  "ray", "--address", f"127.0.0.1:{port}", cwd=tmp_path, timeout=120,
+                  memory_cap=1 << 40)
+    assert time.monotonic() - start < 60
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]  # progress: \r
+    assert lines[-1] == (f"error: --engine ray: cannot reach the cluster at 127.0.0.1:{port} "
+                         "(ConnectionRefusedError: [Errno 111] Connection refused)")
+    assert lines[0].startswith("sweep: 1 cells") and len(lines) <= 3, out.stderr
+    assert not list(tmp_path.glob("r.*"))  # nothing written
+    with pytest.raises(IrbridgeError, match="cannot reach the cluster at nohost.invalid:6379"):
+        sw.run(_grid(), tmp_path / "x.parquet", engine="ray", address="nohost.invalid:6379")

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
@@ -288,10 +290,25 @@ def _local(groups: list[Group], jobs: int, address: str | None
 
     # spawn: torch's threads do not survive a fork safely.
     with ProcessPoolExecutor(max_workers=min(jobs, len(groups)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(run_group, g) for g in groups]
         for future in as_completed(futures):
             yield future.result()
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker ends when the sweep is killed (kill -9 leaves no orphan capturing on for
+    minutes; the result set keeps the groups finished so far and resumes from them)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before prctl
+        os._exit(1)
 
 
 def _ray(groups: list[Group], jobs: int, address: str | None
@@ -351,8 +368,6 @@ def _probe(address: str) -> None:
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
     """Send what is written on file descriptor 2 (C++ logs) to /dev/null meanwhile."""
-    import os
-    import sys
 
     try:
         fd = sys.stderr.fileno()

@@ -105,3 +105,65 @@ def test_ray_unreachable_address_fails_fast_in_one_line(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("r.*"))  # nothing written
     with pytest.raises(IrbridgeError, match="cannot reach the cluster at nohost.invalid:6379"):
         sw.run(_grid(), tmp_path / "x.parquet", engine="ray", address="nohost.invalid:6379")
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is `pid` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_kill_9_mid_run_leaves_a_result_set_that_resumes(tmp_path: Path) -> None:
+    """kill -9 of a sweep after its first group: the result set holds the finished groups
+    (written atomically), its worker processes end with it (they went on capturing as
+    orphans), and a resume has only the killed group left to run (resuming itself:
+    test_local_and_ray_agree_and_resume)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "r.parquet"
+    # llama-tiny lands first; llama-3-70b (80 layers) is still being captured when killed
+    args = dict(models="llama-tiny,llama-3-70b", hardware="h100", batch="1", seq_len="16",
+                phase="decode", dtype="bf16", tp="1")
+    proc = subprocess.Popen([sys.executable, "-c", "from irbridge.cli.main import app; app()",
+                             "sweep", "--jobs", "2", "-o", str(out),
+                             *(x for k, v in args.items()
+                               for x in (f"--{k.replace('_', '-')}", v))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        workers = _children(proc.pid)
+        assert workers
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + 5  # the 70b capture alone takes longer than this
+    while any(Path(f"/proc/{w}").exists() and "Z" not in
+              Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0]
+              for w in workers if Path(f"/proc/{w}/stat").exists()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert time.monotonic() < deadline, "workers outlived the killed sweep"
+    first = pq.read_table(out).to_pylist()
+    assert [(r["model"], r["status"]) for r in first] == [("llama-tiny", "ok")]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary left
+    # what a resume starts from: the finished cell done, the killed one still to run
+    grid = sw.parse_grid(**args)
+    done = {sw._key(r) for r in first}
+    assert [g.model for g in grid.groups(done=done)] == ["llama-3-70b"]

@@ -103,7 +103,7 @@ def test_ray_unreachable_address_fails_fast_in_one_line(tmp_path: Path) -> None:
                          "(ConnectionRefusedError: [Errno 111] Connection refused)")
     assert lines[0].startswith("sweep: 1 cells") and len(lines) <= 3, out.stderr
     assert not list(tmp_path.glob("r.*"))  # nothing written
-    with pytest.raises(IrbridgeError, match="cannot reach the cluster at nohost.invalid:6379"):
+    with pytest.raises(IrbridgeError, match=r"cannot reach the cluster at nohost\.invalid:6379"):
         sw.run(_grid(), tmp_path / "x.parquet", engine="ray", address="nohost.invalid:6379")
 
 

@@ -139,7 +139,7 @@ def phase_module(model: nn.Module, phase: str, *, kv_len: int) -> PhaseModule:
     _check_causal(model)
     if kv_len < 1:
         raise IrbridgeError(f"--kv-len must be at least 1, got {kv_len}")
-    config = model.config
+    config: Any = model.config
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") \
         else config
     max_pos = getattr(text, "max_position_embeddings", None)

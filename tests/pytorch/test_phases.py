@@ -165,8 +165,8 @@ def test_phase_errors_are_one_line() -> None:
     with pytest.raises(IrbridgeError, match="--kv-len must be at least 1"):
         phase_module(model, "decode", kv_len=0)
     # positions past the model's table (gpt2's wpe; 10^12 was costed as a 15 s TPOT)
-    with pytest.raises(IrbridgeError, match="^--kv-len 513 exceeds the 512 positions "
-                                            "LlamaForCausalLM supports$"):
+    with pytest.raises(IrbridgeError, match=r"^--kv-len 513 exceeds the 512 positions "
+                                            r"LlamaForCausalLM supports$"):
         phase_module(model, "decode", kv_len=513)
     assert phase_module(model, "decode", kv_len=512).kv_len == 512
     with pytest.raises(IrbridgeError, match="--kv-len 129 exceeds the 128 positions"):

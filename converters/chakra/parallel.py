@@ -462,10 +462,13 @@ def _tensor_parallel(ctx: _Context, units: Sequence[_Unit] | None = None) -> Non
     for n in units:
         members = n.members
         weighted = [m for m in members if (cat := _category(m.op)) is not None
-                    and cat.matmul_like and any(v is not None and trainable(v)
-                                                for v in m.inputs)]
+                    and cat.matmul_like and any(weight_of(v) is not None for v in m.inputs)]
+        # a lookup: rows of a trainable table picked by integer indices (a slice or a
+        # transpose of a weight feeding a matmul is that matmul's weight, not a table)
         table = [m for m in members if _category(m.op) == Category.DATA_MOVEMENT
-                 and any(v is not None and trainable(v) for v in m.inputs)]
+                 and any(v is not None and trainable(v) for v in m.inputs)
+                 and any(v is not None and v.type is not None and not v.type.dtype.is_float
+                         for v in m.inputs)]
         reads = list(n.reads.values())
         split_in = [v for v in reads if id(v) in ctx.sharded]
         whole_in = [v for v in reads if id(v) not in ctx.sharded]
@@ -476,8 +479,8 @@ def _tensor_parallel(ctx: _Context, units: Sequence[_Unit] | None = None) -> Non
             kind = "row" if (split_mm or (table and not weighted)) else "col"
             for m in weighted + table:
                 for v in m.inputs:
-                    if v is not None and trainable(v):
-                        ctx.divisor[_name(v)] = ctx.tp
+                    if (w := weight_of(v)) is not None:
+                        ctx.divisor[_name(w)] = ctx.tp
         elif split_in:
             largest = max(_value_bytes(v) for v in split_in) / ctx.tp
             kind = "gather" if any(_value_bytes(v) >= largest * ctx.tp and producer.get(id(v))
@@ -580,7 +583,11 @@ def _check_splits(ctx: _Context) -> None:
                 continue
             shapes = [v.type.shape if v is not None and v.type is not None else None
                       for v in m.inputs[:2]]
-            if category == Category.ATTENTION:
+            unweighted = all(weight_of(v) is None for v in m.inputs)
+            if category == Category.ATTENTION or (unweighted and all(
+                    shape is not None and len(shape) >= 4 for shape in shapes)):
+                # attention, or a product of two activations [B, H, ., .] (its
+                # decomposed form): dim -3 is the heads
                 q, k = shapes
                 if q is not None and k is not None and len(q) >= 3 and len(k) >= 3 \
                         and isinstance(q[-3], int) and isinstance(k[-3], int):
@@ -591,13 +598,17 @@ def _check_splits(ctx: _Context) -> None:
             # the split dimension: output features (column), input features (row)
             across = m.outputs[0].type.shape if kind == "col" and m.outputs[0].type else \
                 shapes[0]
-            for w in (v for v in m.inputs if v is not None and trainable(v)):
-                assert w.tensor is not None
-                dims = [d for d in w.tensor.shape[:2] if across and d in across[1:]]
-                if len(w.tensor.shape) >= 2 and dims and min(dims) < ctx.tp:
+            for w in m.inputs:
+                param = weight_of(w)
+                if w is None or param is None or w.type is None or w.type.shape is None:
+                    continue
+                shape = w.type.shape
+                dims = [d for d in shape[:2] if isinstance(d, int) and across
+                        and d in across[1:]]
+                if len(shape) >= 2 and dims and min(dims) < ctx.tp:
                     raise IrbridgeError(
-                        f"--tp {ctx.tp}: {n.main.label()} splits {w.tensor.name} "
-                        f"{list(w.tensor.shape)} {ctx.tp} ways along a dimension of "
+                        f"--tp {ctx.tp}: {n.main.label()} splits {_name(param)} "
+                        f"{list(shape)} {ctx.tp} ways along a dimension of "
                         f"{min(dims)}; use --tp {min(dims)} or less")
 
 
@@ -664,6 +675,24 @@ def schedule(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]
 
 def _tag(transfer: int, mb: int, direction: int, microbatches: int) -> int:
     return 1 + (transfer * microbatches + mb) * 2 + direction
+
+
+def weight_of(value: Value | None) -> Value | None:
+    """The trainable parameter `value` is, or is a view or copy of (slices, transposes,
+    reshapes of one parameter: nn.MultiheadAttention's packed in_proj_weight); None for
+    anything else."""
+    for _ in range(16):
+        if value is None or trainable(value):
+            return value
+        node = value.producer
+        if node is None or _category(node.op) not in (Category.DATA_MOVEMENT, Category.SHAPE):
+            return None
+        floats = [v for v in node.inputs
+                  if v is not None and v.type is not None and v.type.dtype.is_float]
+        if len(floats) != 1:
+            return None
+        value = floats[0]
+    return None
 
 
 def _reads_split(node: Node, unit: int, producer: dict[int, int], sharded: set[int]) -> bool:

@@ -371,3 +371,35 @@ def test_pipeline_sends_gradients_only_of_tensors_made_from_parameters(tmp_path:
     assert graded == received
     # of the three, only the second layer's output carries a gradient
     assert sent == {"gt", "cos", "layers_1"} and graded == {"layers_1"}
+
+
+def test_multihead_attention_packed_weights_are_megatron_split() -> None:
+    """nn.MultiheadAttention slices its packed in_proj_weight before each projection: the
+    slices are those matmuls' weights (column-parallel), not embedding tables (they were
+    taken for vocabulary-parallel lookups, row, with the out projection column); its
+    decomposed attention (matmul, softmax, matmul over [B, H, L, S]) takes the heads rule."""
+    import torch
+
+    from irbridge.converters.chakra import layout, plan
+    from irbridge.converters.pytorch import capture
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(48, 6, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.attn(x, x, x, need_weights=False)[0]
+
+    model = capture(Net(), (torch.zeros(2, 16, 48),), weights=False).model
+    p = plan(model, resolve_target("h100"))
+    lay = layout(p, tp=2)
+    kinds = [lay.split[n.index] for n in p.nodes]
+    linear = [k for n, k in zip(p.nodes, kinds, strict=True)
+              if any(m.op == "linear" for part in n.partitions for m in part.nodes)]
+    assert linear == ["col", "col", "col", "row"], kinds  # q, k, v, out_proj
+    assert "split" in kinds and "rep" not in kinds
+    for tp in (3, 6):
+        assert layout(p, tp=tp).world == tp
+    with pytest.raises(IrbridgeError, match=r"--tp 4: .* has 6 attention heads and 6 KV heads"):
+        layout(p, tp=4)

@@ -649,6 +649,10 @@ def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: i
     ctx.transfers = _crossing(nodes, stage_of)
     ctx.graded = _graded(ctx.transfers)
     owned = params_of(nodes)
+    if not owned:
+        raise IrbridgeError("the model has no trainable parameters (floating-point model "
+                            "tensors) for a training step; weights passed as graph inputs "
+                            "(StableHLO --weights-as-args) are not parameters")
     ctx.buckets = [_buckets(members, owned, bucket_bytes) for members in ctx.stages]
     groups = ctx.groups()
     ranks = [_Stage(ctx, s, d, t).build() for s in range(pp) for d in range(dp)

@@ -222,6 +222,25 @@ def test_library_errors() -> None:
             layout(p, **kwargs)  # type: ignore[arg-type]
 
 
+def test_a_graph_without_parameters_has_no_training_step() -> None:
+    """Weights as graph inputs (StableHLO --weights-as-args, a weightless model): a step
+    with no gradients was written as if it trained."""
+    from irbridge.builder import GraphBuilder
+    from irbridge.converters.chakra import layout, plan
+    from irbridge.dtypes import DType
+    from irbridge.ir import Graph, TensorType
+
+    model = Model(name="args")
+    graph = Graph()
+    model.graphs.append(graph)
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(DType.FLOAT32, (32, 64)))
+    w = graph.add_input("w", TensorType(DType.FLOAT32, (64, 64)))
+    graph.set_outputs([b.op("relu", [b.op("matmul", [x, w])])])
+    with pytest.raises(IrbridgeError, match="^the model has no trainable parameters"):
+        layout(plan(model, resolve_target("h100")), dp=2)
+
+
 def megatron_mlp(width: int = 256, layers: int = 2) -> Model:
     """x -> [linear(width -> 4 width) + relu -> linear(4 width -> width)] x layers."""
     from irbridge.builder import GraphBuilder

@@ -237,7 +237,7 @@ def test_a_graph_without_parameters_has_no_training_step() -> None:
     x = graph.add_input("x", TensorType(DType.FLOAT32, (32, 64)))
     w = graph.add_input("w", TensorType(DType.FLOAT32, (64, 64)))
     graph.set_outputs([b.op("relu", [b.op("matmul", [x, w])])])
-    with pytest.raises(IrbridgeError, match="^the model has no trainable parameters"):
+    with pytest.raises(IrbridgeError, match=r"^the model has no trainable parameters"):
         layout(plan(model, resolve_target("h100")), dp=2)
 
 

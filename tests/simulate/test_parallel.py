@@ -422,3 +422,20 @@ def test_multihead_attention_packed_weights_are_megatron_split() -> None:
         assert layout(p, tp=tp).world == tp
     with pytest.raises(IrbridgeError, match=r"--tp 4: .* has 6 attention heads and 6 KV heads"):
         layout(p, tp=4)
+
+
+def test_a_captured_training_step_is_not_trained_again(tmp_path: Path) -> None:
+    """`convert --train` graphs already hold the backward and the optimizer: a training
+    step built from one counted a backward of the backward."""
+    import torch
+
+    from irbridge.converters.pytorch.train import TrainSpec, capture_train
+
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    model = capture_train(net, (torch.zeros(8, 16),), train=TrainSpec(loss="mse")).model
+    model.name = "step"
+    with pytest.raises(IrbridgeError, match=r"^step: already one training step \(`convert "
+                                            r"--train`"):
+        chakra.write(model, tmp_path / "t", hardware="h100", dp=2)
+    assert not (tmp_path / "t").exists()
+    assert chakra.write(model, tmp_path / "inference", hardware="h100").is_dir()  # a pipeline

@@ -19,8 +19,11 @@ x tensor parallelism, analysed cell by cell (`irbridge sweep`).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Iterable, Sequence
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -287,10 +290,25 @@ def _local(groups: list[Group], jobs: int, address: str | None
 
     # spawn: torch's threads do not survive a fork safely.
     with ProcessPoolExecutor(max_workers=min(jobs, len(groups)),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
         futures = [pool.submit(run_group, g) for g in groups]
         for future in as_completed(futures):
             yield future.result()
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker ends when the sweep is killed (kill -9 leaves no orphan capturing on for
+    minutes; the result set keeps the groups finished so far and resumes from them)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before prctl
+        os._exit(1)
 
 
 def _ray(groups: list[Group], jobs: int, address: str | None
@@ -304,11 +322,14 @@ def _ray(groups: list[Group], jobs: int, address: str | None
         return
     started = not ray.is_initialized()
     if started:
+        if address is not None:
+            _probe(address)
         try:
-            if address is None:
-                ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
-            else:
-                ray.init(address=address, log_to_driver=False)
+            with _quiet_stderr():  # Ray's C++ client logs each failed retry on fd 2
+                if address is None:
+                    ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+                else:
+                    ray.init(address=address, log_to_driver=False)
         except Exception as exc:
             raise IrbridgeError(f"--engine ray: cannot start or reach the cluster "
                                 f"({_one_line(exc)})") from None
@@ -321,6 +342,47 @@ def _ray(groups: list[Group], jobs: int, address: str | None
     finally:
         if started:
             ray.shutdown()
+
+
+PROBE_SECONDS = 10.0
+"""How long `--address HOST:PORT` may take to accept a TCP connection: Ray itself retries
+an unreachable cluster for minutes."""
+
+
+def _probe(address: str) -> None:
+    """Refuse an --address whose HOST:PORT does not accept a connection, in bounded time
+    (`auto` and other forms without a port are left to Ray)."""
+    import socket
+
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=PROBE_SECONDS):
+            pass
+    except (OSError, ValueError, OverflowError) as exc:
+        raise IrbridgeError(f"--engine ray: cannot reach the cluster at {address} "
+                            f"({_one_line(exc)})") from None
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Send what is written on file descriptor 2 (C++ logs) to /dev/null meanwhile."""
+
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # captured (tests): nothing to redirect
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
 
 
 # -- result set ------------------------------------------------------------------------------

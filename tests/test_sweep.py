@@ -79,3 +79,91 @@ def test_bad_input_is_refused_up_front(tmp_path: Path) -> None:
         assert result.exit_code == 2, result.output
         assert message in result.output and "Traceback" not in result.output
     assert not_parquet.read_text() == "not parquet"  # nothing overwritten
+
+
+def test_ray_unreachable_address_fails_fast_in_one_line(tmp_path: Path) -> None:
+    """A HOST:PORT nothing listens on: Ray retried it for minutes (over 200 s), printing a
+    C++ log line per retry; now refused before any capture, in bounded time."""
+    import socket
+    import time
+
+    from hostile_cli import run_cli
+
+    with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.monotonic()
+    out = run_cli("sweep", "--models", "llama-tiny", "-o", tmp_path / "r.parquet", "--engine",
+                  "ray", "--address", f"127.0.0.1:{port}", cwd=tmp_path, timeout=120,
+                  memory_cap=1 << 40)
+    assert time.monotonic() - start < 60
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]  # progress: \r
+    assert lines[-1] == (f"error: --engine ray: cannot reach the cluster at 127.0.0.1:{port} "
+                         "(ConnectionRefusedError: [Errno 111] Connection refused)")
+    assert lines[0].startswith("sweep: 1 cells") and len(lines) <= 3, out.stderr
+    assert not list(tmp_path.glob("r.*"))  # nothing written
+    with pytest.raises(IrbridgeError, match=r"cannot reach the cluster at nohost\.invalid:6379"):
+        sw.run(_grid(), tmp_path / "x.parquet", engine="ray", address="nohost.invalid:6379")
+
+
+def _children(pid: int) -> set[int]:
+    """Processes whose parent is `pid` (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_kill_9_mid_run_leaves_a_result_set_that_resumes(tmp_path: Path) -> None:
+    """kill -9 of a sweep after its first group: the result set holds the finished groups
+    (written atomically), its worker processes end with it (they went on capturing as
+    orphans), and a resume has only the killed group left to run (resuming itself:
+    test_local_and_ray_agree_and_resume)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "r.parquet"
+    # llama-tiny lands first; llama-3-70b (80 layers) is still being captured when killed
+    args = dict(models="llama-tiny,llama-3-70b", hardware="h100", batch="1", seq_len="16",
+                phase="decode", dtype="bf16", tp="1")
+    proc = subprocess.Popen([sys.executable, "-c", "from irbridge.cli.main import app; app()",
+                             "sweep", "--jobs", "2", "-o", str(out),
+                             *(x for k, v in args.items()
+                               for x in (f"--{k.replace('_', '-')}", v))],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        workers = _children(proc.pid)
+        assert workers
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + 5  # the 70b capture alone takes longer than this
+    while any(Path(f"/proc/{w}").exists() and "Z" not in
+              Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1].split()[0]
+              for w in workers if Path(f"/proc/{w}/stat").exists()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert time.monotonic() < deadline, "workers outlived the killed sweep"
+    first = pq.read_table(out).to_pylist()
+    assert [(r["model"], r["status"]) for r in first] == [("llama-tiny", "ok")]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary left
+    # what a resume starts from: the finished cell done, the killed one still to run
+    grid = sw.parse_grid(**args)
+    done = {sw._key(r) for r in first}
+    assert [g.model for g in grid.groups(done=done)] == ["llama-3-70b"]

@@ -47,6 +47,10 @@ def write(model: Model, path: Path, *, hardware: str = "h100-sxm", devices: int 
     if training and devices != 1:
         raise IrbridgeError("--devices (an inference pipeline) cannot be combined with "
                             "--dp/--tp/--pp/--microbatches/--zero (a training step); use --pp")
+    if training and "train.loss" in model.metadata:
+        raise IrbridgeError(f"{model.name or path}: already one training step (`convert "
+                            "--train`: forward, backward, optimizer); --dp/--tp/--pp/"
+                            "--microbatches/--zero build the step from a forward capture")
     target = resolve_target(hardware)
     laid_out = plan(model, target, devices=devices, dtype=dtype,
                     source=model.name or str(path))

@@ -234,12 +234,14 @@ def run(folder: Path, *, mode: str = "replay", backend: str = "unaware",
         workload = manifest["workload"]
         network = manifest["network"]
         memory = manifest["remote_memory"]
+        npus = int(manifest.get("npus", 0))
     except KeyError as err:
         if mode not in ("replay", "roofline"):
             raise IrbridgeError(f"unknown mode {mode!r}; one of replay, roofline") from None
         raise IrbridgeError(f"{manifest_path}: missing key {err}") from None
     except (ValueError, TypeError) as err:
         raise IrbridgeError(f"{manifest_path}: not valid JSON ({err})") from None
+    _check_traces(folder, str(workload), npus)
     exe = exe or binary(backend)
     folder = folder.resolve()
     command = [str(exe), f"--workload-configuration={folder / workload}",
@@ -258,7 +260,7 @@ def run(folder: Path, *, mode: str = "replay", backend: str = "unaware",
         result = _run_once(command, folder, timeout)
         text = result.stdout + result.stderr
         cycles, exposed = parse_output(text)
-        npus = int(manifest.get("npus", len(cycles)))
+        npus = npus or len(cycles)
         # an abort after every rank has finished and printed its time: the run is complete
         finished = sorted(cycles) == list(range(npus)) and "Exiting" in text
         if result.returncode >= 0 or finished:
@@ -268,6 +270,19 @@ def run(folder: Path, *, mode: str = "replay", backend: str = "unaware",
         raise IrbridgeError(f"{folder}: ASTRA-sim failed (exit {result.returncode}): {tail}")
     return AstraResult(cycles=cycles, exposed_comm=exposed, stdout=text, command=command,
                        returncode=result.returncode)
+
+
+def _check_traces(folder: Path, workload: str, npus: int) -> None:
+    """Every rank's trace is there and decodes, before ASTRA-sim runs (it aborts on a
+    missing or damaged file with a C++ exception, or reads garbage)."""
+    from irbridge.converters.chakra.predict import read_messages
+
+    for rank in range(npus):
+        path = folder / f"{workload}.{rank}.et"
+        if not path.is_file():
+            raise IrbridgeError(f"{path}: missing; {folder}/astrasim/run.json lists {npus} "
+                                "ranks")
+        read_messages(path)
 
 
 def _run_once(command: list[str], folder: Path, timeout: float,

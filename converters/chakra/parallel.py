@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from irbridge.analysis.roofline import Roof
+from irbridge.analysis.serving import check_heads
 from irbridge.converters.chakra.plan import ComputeNode, Plan, min_bytes, split_balanced
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Node, Value
@@ -40,7 +41,15 @@ ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER = 0, 2, 7  # Chakra CollectiveCommType
 OPT_FLOPS = 12   # AdamW per parameter: two moment updates, bias-corrected step, decay
 OPT_BYTES = 28   # read w, g, m, v and write w, m, v, fp32 each
 BUCKET_BYTES = 25 * 1024 * 1024
-NON_TRAINABLE = ("running_mean", "running_var", "num_batches_tracked")
+MAX_RANKS = 65_536
+"""Most ranks (D x T x P trace files) of one training step."""
+MAX_TRACE_NODES = 4_000_000
+"""Most compute nodes the traces of one training step may hold, all ranks together
+(D x T x M x 2 x the forward nodes; about 1 GB of traces and a minute to write): larger
+degrees are refused before anything is built instead of exhausting memory."""
+NON_TRAINABLE = ("running_mean", "running_var", "num_batches_tracked", "inv_freq")
+"""Buffers (batch-norm statistics, rotary embeddings' frequencies) by their PyTorch names:
+the IR does not mark which model tensors are parameters."""
 
 
 @dataclass
@@ -211,7 +220,7 @@ class _Stage:
         done: dict[int, int] = {}
         recv_at: dict[int, list[int]] = {}
         for t, (value, src_node, a, b, _) in enumerate(ctx.transfers):
-            if a == s:  # the gradient of a tensor this stage sent
+            if a == s and t in ctx.graded:  # the gradient of a tensor this stage sent
                 recv_at.setdefault(src_node, []).append(self.add(Op(
                     f"recv grad {value.name} mb{mb} from stage {b}", "recv",
                     size=ctx.value_bytes(value), phase="pp", src=self.rank(b), dst=self.rank(s),
@@ -241,7 +250,7 @@ class _Stage:
                                       comm_type=REDUCE_SCATTER, group=self.tp_group,
                                       microbatch=mb))
             for t, (value, _, a, b, readers) in enumerate(ctx.transfers):
-                if b == s and i == min(readers):
+                if b == s and i == min(readers) and t in ctx.graded:
                     self.add(Op(f"send grad {value.name} mb{mb} to stage {a}", "send",
                                 deps=sorted(done[r] for r in readers),
                                 size=ctx.value_bytes(value), phase="pp", src=self.rank(s),
@@ -311,6 +320,7 @@ class _Context:
     split: dict[int, str] = field(default_factory=dict)  # node -> col|row|split|gather|rep
     sharded: set[int] = field(default_factory=set)  # id(value) of values split over TP
     divisor: dict[str, int] = field(default_factory=dict)  # param -> TP ways it is split
+    graded: set[int] = field(default_factory=set)  # transfers whose gradient flows back
 
     tp_in_bytes: dict[int, int] = field(default_factory=dict)
     tp_out_bytes: dict[int, int] = field(default_factory=dict)
@@ -391,6 +401,36 @@ def _crossing(nodes: list[ComputeNode], stage_of: dict[int, int]
     return list(found.values())
 
 
+def _graded(transfers: list[tuple[Value, int, int, int, set[int]]]) -> set[int]:
+    """The transfers whose gradient is sent back: float tensors computed from a trainable
+    parameter. Masks and indices (bool, integer) have no gradient, nor have tensors made
+    from the inputs alone (a causal mask, rotary tables): autograd sends nothing for them."""
+    memo: dict[int, bool] = {}
+
+    def weighted(root: Value) -> bool:
+        stack = [root]
+        while stack:  # iterative post-order over the producers (graphs can be deep)
+            value = stack[-1]
+            if id(value) in memo:
+                stack.pop()
+                continue
+            if trainable(value) or value.producer is None:
+                memo[id(value)] = trainable(value)
+                stack.pop()
+                continue
+            ins = [v for v in value.producer.inputs if v is not None]
+            todo = [v for v in ins if id(v) not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            memo[id(value)] = any(memo[id(v)] for v in ins)
+            stack.pop()
+        return memo[id(root)]
+
+    return {t for t, (value, _, _, _, _) in enumerate(transfers)
+            if _is_activation(value) and weighted(value)}
+
+
 def _category(op: str) -> Category | None:
     schema = registry.lookup(op)
     return schema.category if schema is not None else None
@@ -422,10 +462,13 @@ def _tensor_parallel(ctx: _Context, units: Sequence[_Unit] | None = None) -> Non
     for n in units:
         members = n.members
         weighted = [m for m in members if (cat := _category(m.op)) is not None
-                    and cat.matmul_like and any(v is not None and trainable(v)
-                                                for v in m.inputs)]
+                    and cat.matmul_like and any(weight_of(v) is not None for v in m.inputs)]
+        # a lookup: rows of a trainable table picked by integer indices (a slice or a
+        # transpose of a weight feeding a matmul is that matmul's weight, not a table)
         table = [m for m in members if _category(m.op) == Category.DATA_MOVEMENT
-                 and any(v is not None and trainable(v) for v in m.inputs)]
+                 and any(v is not None and trainable(v) for v in m.inputs)
+                 and any(v is not None and v.type is not None and not v.type.dtype.is_float
+                         for v in m.inputs)]
         reads = list(n.reads.values())
         split_in = [v for v in reads if id(v) in ctx.sharded]
         whole_in = [v for v in reads if id(v) not in ctx.sharded]
@@ -436,8 +479,8 @@ def _tensor_parallel(ctx: _Context, units: Sequence[_Unit] | None = None) -> Non
             kind = "row" if (split_mm or (table and not weighted)) else "col"
             for m in weighted + table:
                 for v in m.inputs:
-                    if v is not None and trainable(v):
-                        ctx.divisor[_name(v)] = ctx.tp
+                    if (w := weight_of(v)) is not None:
+                        ctx.divisor[_name(w)] = ctx.tp
         elif split_in:
             largest = max(_value_bytes(v) for v in split_in) / ctx.tp
             kind = "gather" if any(_value_bytes(v) >= largest * ctx.tp and producer.get(id(v))
@@ -526,6 +569,49 @@ def shard_forward(plan: Plan, tp: int) -> tuple[list[ShardedKernel], dict[str, i
     return out, dict(ctx.divisor)
 
 
+def _check_splits(ctx: _Context) -> None:
+    """Refuse a TP degree the split nodes cannot take: attention heads (query and KV)
+    split evenly, as the serving analysis requires (`check_heads`), and no weight split
+    along a dimension with fewer rows than ranks (a 64-channel conv over 128 ranks)."""
+    for n in ctx.nodes:
+        kind = ctx.split.get(n.index, "rep")
+        if kind == "rep":
+            continue
+        for m in (m for p in n.partitions for m in p.nodes):
+            category = _category(m.op)
+            if category is None or not category.matmul_like:
+                continue
+            shapes = [v.type.shape if v is not None and v.type is not None else None
+                      for v in m.inputs[:2]]
+            unweighted = all(weight_of(v) is None for v in m.inputs)
+            if category == Category.ATTENTION or (unweighted and all(
+                    shape is not None and len(shape) >= 4 for shape in shapes)):
+                # attention, or a product of two activations [B, H, ., .] (its
+                # decomposed form): dim -3 is the heads
+                q, k = shapes
+                if q is not None and k is not None and len(q) >= 3 and len(k) >= 3 \
+                        and isinstance(q[-3], int) and isinstance(k[-3], int):
+                    check_heads(q[-3], k[-3], ctx.tp, n.main.label())
+                continue
+            if kind not in ("col", "row") or not m.outputs or shapes[0] is None:
+                continue
+            # the split dimension: output features (column), input features (row)
+            across = m.outputs[0].type.shape if kind == "col" and m.outputs[0].type else \
+                shapes[0]
+            for w in m.inputs:
+                param = weight_of(w)
+                if w is None or param is None or w.type is None or w.type.shape is None:
+                    continue
+                shape = w.type.shape
+                dims = [d for d in shape[:2] if isinstance(d, int) and across
+                        and d in across[1:]]
+                if len(shape) >= 2 and dims and min(dims) < ctx.tp:
+                    raise IrbridgeError(
+                        f"--tp {ctx.tp}: {n.main.label()} splits {_name(param)} "
+                        f"{list(shape)} {ctx.tp} ways along a dimension of "
+                        f"{min(dims)}; use --tp {min(dims)} or less")
+
+
 def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: int = 1,
            zero: int = 0, bucket_bytes: int = BUCKET_BYTES) -> Layout:
     """Every rank's ops of one training step (see the module docstring)."""
@@ -539,9 +625,19 @@ def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: i
     if pp > len(nodes):
         raise IrbridgeError(f"--pp {pp}: the model has only {len(nodes)} compute kernel(s) to "
                             "split into pipeline stages")
+    if dp * tp * pp > MAX_RANKS:
+        raise IrbridgeError(f"--dp {dp} --tp {tp} --pp {pp}: {dp * tp * pp:,} ranks (at most "
+                            f"{MAX_RANKS:,})")
+    # Every rank runs a forward and a backward node per node of its stage per micro-batch.
+    total = dp * tp * microbatches * 2 * len(nodes)
+    if total > MAX_TRACE_NODES:
+        raise IrbridgeError(f"--dp {dp} --tp {tp} --pp {pp} --microbatches {microbatches}: "
+                            f"the traces would hold {total:,} compute nodes (at most "
+                            f"{MAX_TRACE_NODES:,}); use smaller degrees")
     ctx = _Context(plan, dp, pp, microbatches, zero, nodes, [], {}, {}, [], [], tp=tp)
     if tp > 1:
         _tensor_parallel(ctx)
+        _check_splits(ctx)
     ctx.bwd = {n.index: backward_cost(n) for n in nodes}
     ctx.stages = split_balanced([n.latency_seconds + ctx.roof(*ctx.bwd[n.index])
                                  for n in nodes], pp)
@@ -551,7 +647,12 @@ def layout(plan: Plan, *, dp: int = 1, pp: int = 1, tp: int = 1, microbatches: i
         for d in n.deps:
             ctx.users[d].add(n.index)
     ctx.transfers = _crossing(nodes, stage_of)
+    ctx.graded = _graded(ctx.transfers)
     owned = params_of(nodes)
+    if not owned:
+        raise IrbridgeError("the model has no trainable parameters (floating-point model "
+                            "tensors) for a training step; weights passed as graph inputs "
+                            "(StableHLO --weights-as-args) are not parameters")
     ctx.buckets = [_buckets(members, owned, bucket_bytes) for members in ctx.stages]
     groups = ctx.groups()
     ranks = [_Stage(ctx, s, d, t).build() for s in range(pp) for d in range(dp)
@@ -578,6 +679,24 @@ def schedule(stage: int, stages: int, microbatches: int) -> list[tuple[str, int]
 
 def _tag(transfer: int, mb: int, direction: int, microbatches: int) -> int:
     return 1 + (transfer * microbatches + mb) * 2 + direction
+
+
+def weight_of(value: Value | None) -> Value | None:
+    """The trainable parameter `value` is, or is a view or copy of (slices, transposes,
+    reshapes of one parameter: nn.MultiheadAttention's packed in_proj_weight); None for
+    anything else."""
+    for _ in range(16):
+        if value is None or trainable(value):
+            return value
+        node = value.producer
+        if node is None or _category(node.op) not in (Category.DATA_MOVEMENT, Category.SHAPE):
+            return None
+        floats = [v for v in node.inputs
+                  if v is not None and v.type is not None and v.type.dtype.is_float]
+        if len(floats) != 1:
+            return None
+        value = floats[0]
+    return None
 
 
 def _reads_split(node: Node, unit: int, producer: dict[int, int], sharded: set[int]) -> bool:

@@ -69,8 +69,13 @@ def read_messages(path: Path) -> tuple[et.GlobalMetadata, list[et.Node]]:
         pos += size
     if pos != len(data) or not messages:
         raise IrbridgeError(f"{path}: not a Chakra trace (framing)")
-    return (et.GlobalMetadata.FromString(messages[0]),
-            [et.Node.FromString(m) for m in messages[1:]])
+    from google.protobuf.message import DecodeError
+
+    try:
+        return (et.GlobalMetadata.FromString(messages[0]),
+                [et.Node.FromString(m) for m in messages[1:]])
+    except DecodeError:
+        raise IrbridgeError(f"{path}: not a Chakra trace (a message does not decode)") from None
 
 
 def _attr(node: et.Node, name: str, default: float = 0) -> float:

@@ -136,8 +136,17 @@ def phase_module(model: nn.Module, phase: str, *, kv_len: int) -> PhaseModule:
     if not hasattr(model, "config") or not hasattr(model.config, "num_attention_heads"):
         raise IrbridgeError("--phase needs a Hugging Face causal LM (a transformers preset or "
                             "hf:MODEL_TYPE:causal-lm)")
+    _check_causal(model)
     if kv_len < 1:
         raise IrbridgeError(f"--kv-len must be at least 1, got {kv_len}")
+    config: Any = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") \
+        else config
+    max_pos = getattr(text, "max_position_embeddings", None)
+    if isinstance(max_pos, int) and kv_len > max_pos:
+        # the cache holds positions 0..kv_len-1: beyond the model's position table or range
+        raise IrbridgeError(f"--kv-len {kv_len} exceeds the {max_pos} positions "
+                            f"{type(model).__name__} supports")
     if _has_experts(model):
         # Mixture of experts: the batched form (every token's top-k experts gathered and
         # applied with batched matmuls) is a static graph; the default loops over the
@@ -145,6 +154,20 @@ def phase_module(model: nn.Module, phase: str, *, kv_len: int) -> PhaseModule:
         model.config._experts_implementation = "batched_mm"  # type: ignore[union-attr]
     cls = PrefillModule if phase == "prefill" else DecodeModule
     return cls(model, phase, kv_len)
+
+
+def _check_causal(model: nn.Module) -> None:
+    """Refuse encoders and encoder-decoders: a KV cache step needs causal self-attention
+    (transformers' attention modules say so in `is_causal`; an encoder's are False)."""
+    name = type(model).__name__
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise IrbridgeError(f"--phase needs a decoder-only causal LM; {name} is an "
+                            "encoder-decoder")
+    bidirectional = sorted({type(m).__name__ for m in model.modules()
+                            if getattr(m, "is_causal", True) is False})
+    if bidirectional:
+        raise IrbridgeError(f"--phase needs a causal LM; {name}'s self-attention "
+                            f"({', '.join(bidirectional)}) is bidirectional (an encoder)")
 
 
 def _has_experts(model: nn.Module) -> bool:

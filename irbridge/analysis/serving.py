@@ -113,21 +113,27 @@ def check_tp(info: PhaseInfo, tp: int, source: str = "model") -> None:
     kv_heads / T KV heads, or one replicated KV head per group of T / kv_heads devices
     (as vLLM and Megatron do): T must divide the query heads, and T and the KV heads must
     divide one another. Anything else is refused, not costed as an even 1/T split."""
+    check_heads(info.heads, info.kv_heads, tp, source)
+
+
+def check_heads(heads: int, kv_heads: int, tp: int, source: str = "model") -> None:
+    """`check_tp` for `heads` query and `kv_heads` KV heads (the training traces check
+    each attention node of a graph with it)."""
     if tp == 1:
         return
 
     def fits(t: int) -> bool:
-        return info.heads % t == 0 and (info.kv_heads % t == 0 or t % info.kv_heads == 0)
+        return heads % t == 0 and (kv_heads % t == 0 or t % kv_heads == 0)
 
     if fits(tp):
         return
     # the valid sizes, listed when there are few to try (head counts from a file may be
     # anything: never loop over a huge one)
-    ok = [t for t in range(1, min(info.heads, 4096) + 1) if fits(t)]
+    ok = [t for t in range(1, min(heads, 4096) + 1) if fits(t)]
     raise IrbridgeError(
-        f"--tp {tp}: {source} has {info.heads} attention heads and {info.kv_heads} KV "
+        f"--tp {tp}: {source} has {heads} attention heads and {kv_heads} KV "
         f"heads; tensor parallelism splits heads evenly, so use one of "
-        f"{', '.join(map(str, ok))}{'' if info.heads <= 4096 else ', ...'}")
+        f"{', '.join(map(str, ok))}{'' if heads <= 4096 else ', ...'}")
 
 
 @dataclass(frozen=True)

@@ -53,11 +53,19 @@ def sweep(
     print(f"sweep: {grid.size:,} cells in {len(grid.groups()):,} captures, engine {engine}",
           file=sys.stderr, flush=True)
 
+    open_line = [False]  # a progress line without its newline yet
+
     def progress(done: int, total: int) -> None:
         print(f"\r  {done:,}/{total:,} cells", end="" if done < total else "\n",
               file=sys.stderr, flush=True)
+        open_line[0] = done < total
 
-    rows = sw.run(grid, output, engine=engine, jobs=jobs, address=address, progress=progress)
+    try:
+        rows = sw.run(grid, output, engine=engine, jobs=jobs, address=address,
+                      progress=progress)
+    finally:
+        if open_line[0]:  # an error's line starts on its own line
+            print(file=sys.stderr, flush=True)
     written = sw.write_reports(output, rows)
     ok = sum(r["status"] == "ok" for r in rows)
     console.print(f"{ok:,} of {len(rows):,} cells analysed; wrote {output}, "

@@ -150,11 +150,11 @@ def test_attention_cost_counts_the_cached_length(name: str, phase: str, seq: int
 def test_kv_cache_bytes_formula() -> None:
     shape = CacheShape.of(_llama())
     assert shape == CacheShape(layers=2, kv_heads=2, head_dim=16, heads=4)
-    module = phase_module(transformers.LlamaForCausalLM(_llama()), "decode", kv_len=1024)
+    module = phase_module(transformers.LlamaForCausalLM(_llama()), "decode", kv_len=512)
     info = phase_info(module, example_inputs(module, batch=4, seq_len=1, device="meta"))
-    assert (info.phase, info.batch, info.tokens, info.kv_len) == ("decode", 4, 1, 1024)
-    assert info.kv_cache_bytes(2) == 2 * 2 * 4 * 2 * 1024 * 16 * 2
-    assert info.kv_cache_bytes(2, tp=2) == 2 * 2 * 4 * 1 * 1024 * 16 * 2  # 1 KV head each
+    assert (info.phase, info.batch, info.tokens, info.kv_len) == ("decode", 4, 1, 512)
+    assert info.kv_cache_bytes(2) == 2 * 2 * 4 * 2 * 512 * 16 * 2
+    assert info.kv_cache_bytes(2, tp=2) == 2 * 2 * 4 * 1 * 512 * 16 * 2  # 1 KV head each
     assert info.kv_cache_bytes(2, tp=4) == info.kv_cache_bytes(2, tp=2)  # heads replicated
 
 
@@ -164,10 +164,35 @@ def test_phase_errors_are_one_line() -> None:
         phase_module(model, "train", kv_len=8)
     with pytest.raises(IrbridgeError, match="--kv-len must be at least 1"):
         phase_module(model, "decode", kv_len=0)
+    # positions past the model's table (gpt2's wpe; 10^12 was costed as a 15 s TPOT)
+    with pytest.raises(IrbridgeError, match=r"^--kv-len 513 exceeds the 512 positions "
+                                            r"LlamaForCausalLM supports$"):
+        phase_module(model, "decode", kv_len=513)
+    assert phase_module(model, "decode", kv_len=512).kv_len == 512
+    with pytest.raises(IrbridgeError, match="--kv-len 129 exceeds the 128 positions"):
+        phase_module(_model("gpt2"), "prefill", kv_len=129)
     with pytest.raises(IrbridgeError, match="longer than --kv-len"):
         example_inputs(phase_module(model, "prefill", kv_len=4), batch=1, seq_len=8)
     with pytest.raises(IrbridgeError, match="Hugging Face causal LM"):
         phase_module(torch.nn.Linear(2, 2), "decode", kv_len=8)
+
+
+def test_encoders_and_encoder_decoders_are_refused() -> None:
+    """A KV-cache step of a bidirectional encoder is meaningless (BERT was costed as if it
+    decoded; its HF causal-LM head without is_decoder is still bidirectional)."""
+    bert = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                   intermediate_size=64, vocab_size=100)
+    for model in (transformers.BertModel(bert), transformers.BertLMHeadModel(bert)):
+        with pytest.raises(IrbridgeError, match=r"needs a causal LM; Bert\w+'s self-attention "
+                                                r"\(BertSelfAttention\) is bidirectional"):
+            phase_module(model, "decode", kv_len=8)
+    t5 = transformers.T5Config(d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=2,
+                               vocab_size=100)
+    with pytest.raises(IrbridgeError, match="T5ForConditionalGeneration is an encoder-decoder"):
+        phase_module(transformers.T5ForConditionalGeneration(t5), "prefill", kv_len=8)
+    # a decoder configured as one (BERT with is_decoder) is causal: accepted
+    decoder = transformers.BertConfig(**{**bert.to_dict(), "is_decoder": True})
+    assert phase_module(transformers.BertLMHeadModel(decoder), "decode", kv_len=8).kv_len == 8
 
 
 # -- CLI -------------------------------------------------------------------------------------

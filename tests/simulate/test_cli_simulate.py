@@ -35,6 +35,29 @@ def test_simulate_errors(tmp_path: Path) -> None:
     _error(["simulate", "scalesim", str(ss)], "run.json: no valid clock_hz")
 
 
+def test_simulate_astrasim_checks_every_trace_before_running(tmp_path: Path) -> None:
+    """A missing or damaged rank trace is one line naming the file, before ASTRA-sim
+    runs (it aborted with a C++ exception about a missing attribute, or read garbage)."""
+    out = chakra.write(cnn(), tmp_path / "t", hardware="h100", dp=2)
+    trace = out / "cnn.1.et"
+    data = trace.read_bytes()
+    size, pos = 0, 0
+    while True:  # the metadata message's varint length prefix
+        size |= (data[pos] & 0x7F) << 7 * pos
+        pos += 1
+        if not data[pos - 1] & 0x80:
+            break
+    # its payload replaced by bytes that are no protobuf message: the framing is intact
+    trace.write_bytes(data[:pos] + b"\xff" * size + data[pos + size:])
+    _error(["simulate", "astrasim", str(out)], r"cnn\.1\.et: not a Chakra trace \(a message "
+                                               r"does not decode\)$")
+    trace.unlink()
+    _error(["simulate", "astrasim", str(out), "--mode", "roofline"],
+           r"cnn\.1\.et: missing; .*run\.json lists 2 ranks$")
+    (out / "cnn.0.et").write_bytes(data[:-5])
+    _error(["simulate", "astrasim", str(out)], r"cnn\.0\.et: not a Chakra trace \(framing\)")
+
+
 def test_simulate_scalesim_prints_scalesims_cycles(tmp_path: Path) -> None:
     out = scalesim.write(cnn(), tmp_path / "ss", hardware="tpu-v4")
     readme = (out / "README.md").read_text()

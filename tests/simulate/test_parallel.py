@@ -195,7 +195,13 @@ def test_cli_training_options(tmp_path: Path) -> None:
                         (["--dp", "2", "--devices", "2"], "--devices .* cannot be combined"),
                         (["--pp", "9"], "--pp 9: .*only 2 compute"),
                         (["--zero", "4"], "--zero 4: one of 0, 1, 2, 3"),
-                        (["--dp", "0"], "--dp 0: must be at least 1")):
+                        (["--dp", "0"], "--dp 0: must be at least 1"),
+                        # huge degrees are refused from their size, before anything is
+                        # built (this ran out of memory): 10^12 ranks or micro-batches
+                        (["--dp", str(10**12)], r"1,000,000,000,000 ranks \(at most"),
+                        (["--microbatches", str(10**12)], r"would hold 4,000,000,000,000 "),
+                        (["--tp", "70000", "--pp", "1"], r"70,000 ranks \(at most 65,536\)"),
+                        (["--dp", "200", "--tp", "200", "--pp", "2"], "80,000 ranks")):
         bad = CliRunner().invoke(app, ["export", str(src), "--to", "chakra", "-o",
                                        str(tmp_path / "bad"), *args])
         assert bad.exit_code == 2, bad.output
@@ -214,6 +220,25 @@ def test_library_errors() -> None:
                           (dict(microbatches=0), "--microbatches 0")):
         with pytest.raises(IrbridgeError, match=match):
             layout(p, **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_graph_without_parameters_has_no_training_step() -> None:
+    """Weights as graph inputs (StableHLO --weights-as-args, a weightless model): a step
+    with no gradients was written as if it trained."""
+    from irbridge.builder import GraphBuilder
+    from irbridge.converters.chakra import layout, plan
+    from irbridge.dtypes import DType
+    from irbridge.ir import Graph, TensorType
+
+    model = Model(name="args")
+    graph = Graph()
+    model.graphs.append(graph)
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(DType.FLOAT32, (32, 64)))
+    w = graph.add_input("w", TensorType(DType.FLOAT32, (64, 64)))
+    graph.set_outputs([b.op("relu", [b.op("matmul", [x, w])])])
+    with pytest.raises(IrbridgeError, match=r"^the model has no trainable parameters"):
+        layout(plan(model, resolve_target("h100")), dp=2)
 
 
 def megatron_mlp(width: int = 256, layers: int = 2) -> Model:
@@ -270,3 +295,147 @@ def test_tensor_parallel_megatron_mlp(tmp_path: Path, tp: int, dp: int) -> None:
             [ar] = [n for n in nodes if attrs(n)["phase"][1] == "dp"]
             assert attrs(ar)["comm_size"][1] == 2 * 2 * (4 * width * width) * 4 // tp
             assert groups[attrs(ar)["pg_name"][1]] == [rank % tp + d * tp for d in range(dp)]
+
+
+def _attention_model(heads: int, kv_heads: int) -> Model:
+    """One attention block of `heads` query heads and `kv_heads` KV heads (head dim 8),
+    captured from torch."""
+    import torch
+    from torch.nn import functional as F
+
+    from irbridge.converters.pytorch import capture
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q = torch.nn.Linear(8 * heads, 8 * heads)
+            self.kv = torch.nn.Linear(8 * heads, 16 * kv_heads)
+            self.out = torch.nn.Linear(8 * heads, 8 * heads)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, s, _ = x.shape
+            q = self.q(x).view(b, s, heads, 8).transpose(1, 2)
+            k, v = self.kv(x).view(b, s, 2, kv_heads, 8).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v, enable_gqa=kv_heads != heads)
+            return self.out(y.transpose(1, 2).reshape(b, s, 8 * heads))
+
+    model = capture(Block(), (torch.zeros(2, 16, 8 * heads),), weights=False).model
+    model.name = "attn"
+    return model
+
+
+def test_tensor_parallel_degrees_the_split_nodes_cannot_take_are_refused(tmp_path: Path) -> None:
+    """Heads split evenly (the serving analysis' rule: T divides the query heads, T and the
+    KV heads divide one another), and no weight is split over more ranks than it has rows:
+    --tp 5 on 12 heads and --tp 64 on a 32-row weight were written as even 1/T splits."""
+    from irbridge.converters.chakra import layout, plan
+
+    target = resolve_target("h100")
+    p = plan(_attention_model(12, 12), target)
+    for tp in (2, 3, 4, 6, 12):
+        assert layout(p, tp=tp).world == tp
+    for tp in (5, 8, 24):
+        with pytest.raises(IrbridgeError, match=rf"^--tp {tp}: .*\[attention\] has 12 attention "
+                                                r"heads and 12 KV heads; .*use one of 1, 2, "
+                                                r"3, 4, 6, 12$"):
+            layout(p, tp=tp)
+    gqa = plan(_attention_model(8, 2), target)
+    assert layout(gqa, tp=4).world == 4  # KV heads replicated in pairs
+    with pytest.raises(IrbridgeError, match="has 8 attention heads and 2 KV heads"):
+        layout(gqa, tp=3)
+    mlp = plan(megatron_mlp(width=8), target)  # fc1 [32, 8]: 32 output rows
+    assert layout(mlp, tp=32).world == 32
+    with pytest.raises(IrbridgeError, match=r"^--tp 64: b0.fc1 .* splits b0.up \[32, 8\] 64 ways "
+                                            r"along a dimension of 32; use --tp 32 or less$"):
+        layout(mlp, tp=64)
+    src = tmp_path / "attn.irb"
+    from irbridge import serde
+
+    serde.save(_attention_model(12, 12), src, weights="none")
+    bad = CliRunner().invoke(app, ["export", str(src), "--to", "chakra", "-o",
+                                   str(tmp_path / "bad"), "--tp", "5"])
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "12 attention heads" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+
+
+def test_pipeline_sends_gradients_only_of_tensors_made_from_parameters(tmp_path: Path) -> None:
+    """A mask (bool) and a float tensor computed from the input alone cross the pipeline
+    cut with the activation; autograd sends back only the activation's gradient (a
+    gradient of the bool mask was sent)."""
+    import torch
+
+    from irbridge.converters.pytorch import capture
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(256, 256) for _ in range(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            mask, scale = x > 0, torch.cos(x)
+            for layer in self.layers:
+                x = layer(x)
+            return torch.where(mask, x, 0.0) * scale
+
+    model = capture(Net(), (torch.zeros(64, 256),), weights=False).model
+    model.name = "net"
+    out = chakra.write(model, tmp_path / "t", hardware="h100", pp=2, microbatches=2)
+    first, second = traces(out, "net", 2)
+    sent = {n.name.split(" mb")[0].removeprefix("send ") for n in first
+            if n.type == et.COMM_SEND_NODE}
+    graded = {n.name.split(" mb")[0].removeprefix("send grad ") for n in second
+              if n.type == et.COMM_SEND_NODE}
+    received = {n.name.split(" mb")[0].removeprefix("recv grad ") for n in first
+                if n.type == et.COMM_RECV_NODE}
+    assert graded == received
+    # of the three, only the second layer's output carries a gradient
+    assert sent == {"gt", "cos", "layers_1"} and graded == {"layers_1"}
+
+
+def test_multihead_attention_packed_weights_are_megatron_split() -> None:
+    """nn.MultiheadAttention slices its packed in_proj_weight before each projection: the
+    slices are those matmuls' weights (column-parallel), not embedding tables (they were
+    taken for vocabulary-parallel lookups, row, with the out projection column); its
+    decomposed attention (matmul, softmax, matmul over [B, H, L, S]) takes the heads rule."""
+    import torch
+
+    from irbridge.converters.chakra import layout, plan
+    from irbridge.converters.pytorch import capture
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = torch.nn.MultiheadAttention(48, 6, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.attn(x, x, x, need_weights=False)[0]
+
+    model = capture(Net(), (torch.zeros(2, 16, 48),), weights=False).model
+    p = plan(model, resolve_target("h100"))
+    lay = layout(p, tp=2)
+    kinds = [lay.split[n.index] for n in p.nodes]
+    linear = [k for n, k in zip(p.nodes, kinds, strict=True)
+              if any(m.op == "linear" for part in n.partitions for m in part.nodes)]
+    assert linear == ["col", "col", "col", "row"], kinds  # q, k, v, out_proj
+    assert "split" in kinds and "rep" not in kinds
+    for tp in (3, 6):
+        assert layout(p, tp=tp).world == tp
+    with pytest.raises(IrbridgeError, match=r"--tp 4: .* has 6 attention heads and 6 KV heads"):
+        layout(p, tp=4)
+
+
+def test_a_captured_training_step_is_not_trained_again(tmp_path: Path) -> None:
+    """`convert --train` graphs already hold the backward and the optimizer: a training
+    step built from one counted a backward of the backward."""
+    import torch
+
+    from irbridge.converters.pytorch.train import TrainSpec, capture_train
+
+    net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    model = capture_train(net, (torch.zeros(8, 16),), train=TrainSpec(loss="mse")).model
+    model.name = "step"
+    with pytest.raises(IrbridgeError, match=r"^step: already one training step \(`convert "
+                                            r"--train`"):
+        chakra.write(model, tmp_path / "t", hardware="h100", dp=2)
+    assert not (tmp_path / "t").exists()
+    assert chakra.write(model, tmp_path / "inference", hardware="h100").is_dir()  # a pipeline

@@ -857,11 +857,11 @@ def test_capture_failure_on_inputs_the_eager_model_rejects_blames_the_inputs(
     with pytest.raises(ZooError) as info, zoo.eager_blame(built):
         capture(built.module, built.args, built.kwargs, weights=False)
     text = str(info.value)
-    assert text.startswith(f"the derived inputs do not run {path}:Reshapes eagerly "
+    assert text.startswith(f"the example inputs do not run {path}:Reshapes eagerly "
                            "(x: float32[1, 8]): RuntimeError: shape '[3, -1]' is invalid")
     assert "pass --input-shape" in text and "\n" not in text
     assert isinstance(info.value.__cause__, CaptureError)
-    with pytest.raises(ZooError, match=r"^the derived inputs do not run .* eagerly"):
+    with pytest.raises(ZooError, match=r"^the example inputs do not run .* eagerly"):
         load_model(f"{path}:Reshapes")  # what `irbridge analyze` captures with
 
 

@@ -303,9 +303,8 @@ def eager_blame(built: BuiltModel) -> Iterator[None]:
             cause = eager.__cause__
             if cause is None or (built.device.startswith("meta") and _is_data_dependent(cause)):
                 raise exc from None
-            given = any(spec.kind == "given" for spec in built.inputs)
             raise ZooError(
-                f"the {'given' if given else 'derived'} inputs do not run {built.name} eagerly "
+                f"the example inputs do not run {built.name} eagerly "
                 f"({built.input_desc}): {_first_line(cause)}",
                 hint="pass --input-shape (and --batch/--seq-len) matching what the model "
                 "expects, or use a factory that returns (module, example_inputs)",

@@ -817,6 +817,25 @@ def test_dual_encoders_get_text_and_image(family: str) -> None:
         zoo.derive_inputs(model, seq_len=13)
 
 
+def test_clap_gets_text_and_a_mel_spectrogram() -> None:
+    """CLAP embeds a text and audio: input_features [batch, 1, frames, mel] from its
+    audio_config, spec_size * (spec_size // num_mel_bins) frames (64 * 4 here)."""
+    import transformers
+
+    text = {**_SMALL_ENCODER, "vocab_size": 100, "max_position_embeddings": 20}
+    audio = {"spec_size": 64, "num_mel_bins": 16, "patch_size": 4, "window_size": 4,
+             "depths": [1, 1], "num_attention_heads": [2, 2], "hidden_size": 32,
+             "patch_embeds_hidden_size": 16}
+    model = transformers.ClapModel(
+        transformers.ClapConfig(text_config=text, audio_config=audio, projection_dim=8))
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=6)
+    assert [s.describe() for s in specs] == ["input_ids=int64[1, 6] ids<100",
+                                             "input_features=float32[1, 1, 256, 16]",
+                                             "attention_mask=int64[1, 6]"]
+    out = _run(model, args, kwargs)
+    assert out.audio_embeds.shape == (1, 8) and out.text_embeds.shape == (1, 8)
+
+
 def test_image_token_models_stay_text_only() -> None:
     """LLaVA places image features at image tokens in the text: text alone runs it, and
     random pixel_values without those tokens would not."""

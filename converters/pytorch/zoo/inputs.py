@@ -35,8 +35,10 @@ _MASK_NAMES = frozenset({"attention_mask"})
 _IMAGE_NAMES = frozenset({"pixel_values", "images", "image", "img", "imgs"})
 _WAVEFORM_NAMES = frozenset({"input_values"})
 _AUDIO_FEATURE_NAMES = frozenset({"input_features"})
-_SUBCONFIG_NAMES = ("vision_config", "image_config")
-_MODALITY_TOKEN_NAMES = ("image_token_index", "image_token_id")
+_VISION_CONFIG_NAMES = ("vision_config", "image_config")
+_AUDIO_CONFIG_NAMES = ("audio_config",)
+_IMAGE_TOKEN_NAMES = ("image_token_index", "image_token_id")
+_AUDIO_TOKEN_NAMES = ("audio_token_index", "audio_token_id")
 DEFAULT_SAMPLES = 16000
 """Length of a derived raw waveform: one second at 16 kHz (wav2vec2 and kin)."""
 _GENERIC_NAMES = frozenset(
@@ -124,13 +126,17 @@ def _image_size(module: nn.Module, hint: int | None) -> tuple[int, int]:
     return DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE
 
 
-def _vision_config(config: Any) -> Any:
-    """The image tower's config of a multimodal model (``vision_config``, ``image_config``)."""
-    for attr in _SUBCONFIG_NAMES:
+def _sub_config(config: Any, names: Sequence[str]) -> Any:
+    for attr in names:
         sub = getattr(config, attr, None)
         if sub is not None:
             return sub
     return None
+
+
+def _vision_config(config: Any) -> Any:
+    """The image tower's config of a multimodal model (``vision_config``, ``image_config``)."""
+    return _sub_config(config, _VISION_CONFIG_NAMES)
 
 
 def _max_positions(config: Any) -> int | None:
@@ -142,13 +148,15 @@ def _max_positions(config: Any) -> int | None:
     return None
 
 
-def _needs_every_modality(config: Any) -> bool:
-    """A dual encoder (CLIP, SigLIP, BLIP, OWL-ViT, ...) whose forward embeds an image and a
-    text: it needs ``pixel_values`` next to ``input_ids``. A model that places image features
-    at image tokens in the text (LLaVA and kin: an ``image_token_index``) runs on text alone."""
-    return _vision_config(config) is not None and not any(
-        getattr(config, attr, None) is not None for attr in _MODALITY_TOKEN_NAMES
-    )
+def _needs_every_modality(config: Any, kind: str) -> bool:
+    """A dual encoder (CLIP, SigLIP, BLIP, OWL-ViT, ...; CLAP for audio) whose forward embeds
+    an image (audio) and a text: it needs ``pixel_values`` (``input_features``) next to
+    ``input_ids``. A model that places image (audio) features at image (audio) tokens in the
+    text (LLaVA and kin: an ``image_token_index``) runs on text alone."""
+    image = kind == "image"
+    sub = _sub_config(config, _VISION_CONFIG_NAMES if image else _AUDIO_CONFIG_NAMES)
+    tokens = _IMAGE_TOKEN_NAMES if image else _AUDIO_TOKEN_NAMES
+    return sub is not None and not any(getattr(config, attr, None) is not None for attr in tokens)
 
 
 def _image_channels(module: nn.Module) -> int:
@@ -275,9 +283,11 @@ def _audio(
     float_dtype: torch.dtype,
     model_name: str,
 ) -> InputSpec:
-    """Audio input, shaped from the config: ``input_values`` a raw waveform (a spectrogram
-    for the Audio Spectrogram Transformer), ``input_features`` log-mel frames."""
+    """Audio input, shaped from the config (the audio tower's, for a multimodal model):
+    ``input_values`` a raw waveform (a spectrogram for the Audio Spectrogram Transformer),
+    ``input_features`` log-mel frames."""
     config = _config(module)
+    config = _sub_config(config, _AUDIO_CONFIG_NAMES) or config
 
     def spec(shape: tuple[int, ...], dims: tuple[str, ...]) -> InputSpec:
         return InputSpec(name, "audio", shape, float_dtype, keyword, dims)
@@ -298,6 +308,11 @@ def _audio(
             return spec((batch, DEFAULT_SAMPLES), ("batch", "samples"))
     else:
         positions = cfg_int("max_source_positions")
+        spec_size = cfg_int("spec_size")
+        if mel is not None and spec_size is not None and spec_size >= mel:
+            # CLAP: [batch, 1, frames, mel], the frames folded into a spec_size square image
+            frames = spec_size * (spec_size // mel)
+            return spec((batch, 1, frames, mel), ("batch", "channels", "frames", "mel"))
         if mel is not None and positions is not None and isinstance(layer, nn.Conv1d):
             # Whisper: the encoder takes exactly 2 * max_source_positions mel frames (30 s)
             return spec((batch, mel, 2 * positions), ("batch", "mel", "frames"))
@@ -371,7 +386,8 @@ def _plan_inputs(
             kind in ("image", "image_list", "structural", "waveform", "features")
             and not required
             and have_primary
-            and not (kind == "image" and _needs_every_modality(config))
+            and not (kind in ("image", "waveform", "features")
+                     and _needs_every_modality(config, kind))
         ):
             kind = ""  # an optional alternative to an input already chosen
         if not kind:

@@ -853,6 +853,19 @@ def test_image_token_models_stay_text_only() -> None:
     assert _run(model, args, kwargs).logits.shape == (1, 6, 100)
 
 
+def test_hf_detr_without_timm_uses_transformers_resnet() -> None:
+    """hf:detr's default config asks for a timm ResNet-50 (timm is not installed here): it
+    failed to build with an ImportError; transformers' own ResNet stands in."""
+    import importlib.util
+
+    assert importlib.util.find_spec("timm") is None  # what this test is about
+    built = zoo.build("hf:detr")
+    config = built.module.config  # type: ignore[union-attr]
+    assert type(config.backbone_config).__name__ == "ResNetConfig"
+    out = zoo.check_inputs(built)
+    assert out.last_hidden_state.shape == (1, config.num_queries, config.d_model)
+
+
 def test_capture_failure_on_inputs_the_eager_model_rejects_blames_the_inputs(
         tmp_path: Path) -> None:
     """The capture used to report "a capture attempt changed the model ... please report

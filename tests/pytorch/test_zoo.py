@@ -836,6 +836,23 @@ def test_clap_gets_text_and_a_mel_spectrogram() -> None:
     assert out.audio_embeds.shape == (1, 8) and out.text_embeds.shape == (1, 8)
 
 
+@pytest.mark.parametrize("family", ["VideoMAE", "Timesformer"])
+def test_video_transformers_get_frames_before_channels(family: str) -> None:
+    """pixel_values of a transformers video model are [batch, num_frames, C, H, W] (they
+    were an image [batch, C, H, W])."""
+    import transformers
+
+    config = getattr(transformers, f"{family}Config")(
+        **_SMALL_ENCODER, image_size=32, patch_size=8, num_frames=4)
+    model = getattr(transformers, f"{family}Model")(config)
+    args, kwargs, specs = zoo.derive_inputs(model, batch=2)
+    assert specs[0].describe() == "pixel_values: float32[2, 4, 3, 32, 32]"
+    assert specs[0].dims == ("batch", "frames", "channels", "height", "width")
+    tokens = 16 * (4 // getattr(config, "tubelet_size", 1))  # 4x4 patches per (tubelet of) frame
+    tokens += family == "Timesformer"  # its cls token
+    assert _run(model, args, kwargs).last_hidden_state.shape == (2, tokens, 32)
+
+
 def test_image_token_models_stay_text_only() -> None:
     """LLaVA places image features at image tokens in the text: text alone runs it, and
     random pixel_values without those tokens would not."""

@@ -139,6 +139,15 @@ def _vision_config(config: Any) -> Any:
     return _sub_config(config, _VISION_CONFIG_NAMES)
 
 
+def _config_frames(config: Any) -> int | None:
+    """Clip length of a video model that takes ``pixel_values`` (its ``num_frames``)."""
+    for cfg in (config, _vision_config(config)):
+        value = getattr(cfg, "num_frames", None) if cfg is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
 def _max_positions(config: Any) -> int | None:
     """Longest token sequence the model (its text tower, for a multimodal one) takes."""
     for cfg in (config, getattr(config, "text_config", None)):
@@ -434,6 +443,19 @@ def _plan_inputs(
                         keyword,
                         ("channels", "height", "width"),
                         count=batch,
+                    )
+                )
+            elif (clip := _config_frames(config)) is not None:
+                # a transformers video model (VideoMAE, TimeSformer, ViViT, X-CLIP): frames
+                # before channels, as many as its config says
+                plans.append(
+                    InputSpec(
+                        n,
+                        "video",
+                        (batch, clip, channels, h, w),
+                        float_dtype,
+                        keyword,
+                        ("batch", "frames", "channels", "height", "width"),
                     )
                 )
             else:

@@ -76,8 +76,9 @@ def load_model(spec: str, *, weights: bool = False, frontend: str = "auto",
         # alike layers short (`capture(repeat_blocks=True)`: the same nodes and costs)
         built = zoo.build(spec, device="meta")
         repeat = True
-    result = capture(built.module, built.args, built.kwargs, frontend=frontend, weights=weights,
-                     repeat_blocks=repeat)
+    with zoo.eager_blame(built):
+        result = capture(built.module, built.args, built.kwargs, frontend=frontend,
+                         weights=weights, repeat_blocks=repeat)
     result.model.name = built.name
     return result.model
 

@@ -101,7 +101,7 @@ def test_onnx_one_step_import_and_export(net: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("args, message", [
     (["convert", "resnet19"], "unknown model 'resnet19'; did you mean: resnet18"),
     (["convert", "/nowhere/net.py:Net"], "no such model file: /nowhere/net.py"),
-    (["convert", "{net}", "--input-shape", "1,3"], "forward pass failed"),
+    (["convert", "{net}", "--input-shape", "1,3"], "the example inputs do not run"),
     (["convert", "{net}", "--input-shape", "a,b"], "expected integers like 1,3,224,224"),
     (["convert", "{net}", "--dynamic", "batch=9:1"], "MIN <= MAX"),
     (["convert", "{net}", "-o", "{tmp}/x.weird"], "cannot tell the format from suffix"),

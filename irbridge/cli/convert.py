@@ -174,7 +174,7 @@ def convert(
         _convert_train(built, train_spec, output=output, fmt=fmt, opset=opset,
                        weights=not no_weights, verify=verify, target=target)
         return
-    with _status(f"capturing {built.name} with {frontend}"):
+    with _status(f"capturing {built.name} with {frontend}"), zoo.eager_blame(built):
         result = capture(built.module, built.args, built.kwargs, frontend=frontend,
                          weights=not (no_weights or meta), dynamic=dynamic_spec or None,
                          decompose=decompose, strict=strict, repeat_blocks=repeat_blocks)

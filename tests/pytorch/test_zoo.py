@@ -712,3 +712,211 @@ def test_input_shape_serves_a_model_whose_first_layer_says_nothing(tmp_path: Pat
     built = zoo.build(f"{path}:make", input_shape=(3, 16))
     assert built.input_desc == "input: float32[3, 16]"
     assert zoo.check_inputs(built).shape == (3, 16)
+
+
+# --------------------------------------------------------------------------------------------
+# Audio and multimodal transformers: inputs from the config, checked by the eager model
+# --------------------------------------------------------------------------------------------
+
+_SMALL_ENCODER = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                  "intermediate_size": 37}
+
+
+def _run(model: nn.Module, args: tuple, kwargs: dict) -> object:
+    with torch.no_grad():
+        return model.eval()(*args, **kwargs)
+
+
+@pytest.mark.parametrize("family", ["Wav2Vec2", "Hubert", "WavLM", "Data2VecAudio", "UniSpeech"])
+def test_speech_encoders_get_a_raw_waveform(family: str) -> None:
+    """wav2vec2 and kin take samples [batch, samples]: they used to get [1, 1, 128] from
+    their first Conv1d and fail "Expected 2D or 3D input to conv1d"."""
+    import transformers
+
+    config = getattr(transformers, f"{family}Config")(
+        **_SMALL_ENCODER, conv_dim=(16,) * 7, num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2)
+    model = getattr(transformers, f"{family}Model")(config)
+    args, kwargs, specs = zoo.derive_inputs(model, batch=2)
+    assert [s.describe() for s in specs] == ["input_values: float32[2, 16000]"]
+    assert specs[0].dims == ("batch", "samples") and kwargs == {}
+    # 16000 samples through the default feature encoder (strides 5*2^6 = 320): 49 frames
+    assert _run(model, args, kwargs).last_hidden_state.shape == (2, 49, 32)
+
+
+def test_whisper_gets_log_mel_features_of_its_window() -> None:
+    """Whisper's encoder takes exactly 2 * max_source_positions mel frames; the decoder
+    gets token ids, and no attention mask (that would be the audio's)."""
+    import transformers
+
+    config = transformers.WhisperConfig(
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, num_mel_bins=16,
+        max_source_positions=40, max_target_positions=64, vocab_size=100, pad_token_id=0,
+        bos_token_id=1, eos_token_id=2, decoder_start_token_id=1)
+    model = transformers.WhisperModel(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=5)
+    assert [s.describe() for s in specs] == ["input_features=float32[1, 16, 80]",
+                                             "decoder_input_ids=int64[1, 5] ids<100"]
+    out = _run(model, args, kwargs)
+    assert out.last_hidden_state.shape == (1, 5, 32)
+    assert out.encoder_last_hidden_state.shape == (1, 40, 32)
+
+
+def test_speech_to_text_gets_frames_of_features() -> None:
+    import transformers
+
+    config = transformers.Speech2TextConfig(
+        d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37, vocab_size=100,
+        input_feat_per_channel=12, input_channels=1, conv_channels=16)
+    model = transformers.Speech2TextModel(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=20)
+    assert specs[0].describe() == "input_features=float32[1, 20, 12]"
+    assert specs[0].dims == ("batch", "frames", "features")
+    # two stride-2 convolutions: 20 frames -> 5
+    assert _run(model, args, kwargs).encoder_last_hidden_state.shape == (1, 5, 32)
+
+
+def test_audio_spectrogram_transformer_gets_its_spectrogram() -> None:
+    import transformers
+
+    config = transformers.ASTConfig(**_SMALL_ENCODER, num_mel_bins=32, max_length=48,
+                                    patch_size=16, frequency_stride=16, time_stride=16)
+    model = transformers.ASTModel(config)
+    args, kwargs, specs = zoo.derive_inputs(model)
+    assert specs[0].describe() == "input_values=float32[1, 48, 32]"
+    # (48/16) * (32/16) patches + the cls and distillation tokens
+    assert _run(model, args, kwargs).last_hidden_state.shape == (1, 8, 32)
+
+
+def _clip_like(family: str) -> nn.Module:
+    import transformers
+
+    tower = {**_SMALL_ENCODER, "vocab_size": 100, "max_position_embeddings": 12}
+    vision = {**_SMALL_ENCODER, "image_size": 32, "patch_size": 8, "num_channels": 3}
+    config = getattr(transformers, f"{family}Config")(text_config=tower, vision_config=vision)
+    model = getattr(transformers, f"{family}Model")(config)
+    assert isinstance(model, nn.Module)
+    return model
+
+
+@pytest.mark.parametrize("family", ["CLIP", "Siglip", "Blip", "ChineseCLIP"])
+def test_dual_encoders_get_text_and_image(family: str) -> None:
+    """A dual encoder embeds both modalities: pixel_values ([batch, 3, image_size,
+    image_size] from vision_config) next to input_ids, whose default length fits the text
+    tower (12 positions here, not the default 128)."""
+    model = _clip_like(family)
+    args, kwargs, _ = zoo.derive_inputs(model, batch=2)
+    assert set(kwargs) >= {"input_ids", "pixel_values"} and args == ()
+    assert kwargs["pixel_values"].shape == (2, 3, 32, 32)
+    assert kwargs["input_ids"].shape == (2, 12) and int(kwargs["input_ids"].max()) < 100
+    out = _run(model, args, kwargs)
+    assert out.image_embeds.shape[0] == 2 and out.text_embeds.shape[0] == 2
+    with pytest.raises(ZooError, match=r"sequence length 13 exceeds the 12 positions"):
+        zoo.derive_inputs(model, seq_len=13)
+
+
+def test_clap_gets_text_and_a_mel_spectrogram() -> None:
+    """CLAP embeds a text and audio: input_features [batch, 1, frames, mel] from its
+    audio_config, spec_size * (spec_size // num_mel_bins) frames (64 * 4 here)."""
+    import transformers
+
+    text = {**_SMALL_ENCODER, "vocab_size": 100, "max_position_embeddings": 20}
+    audio = {"spec_size": 64, "num_mel_bins": 16, "patch_size": 4, "window_size": 4,
+             "depths": [1, 1], "num_attention_heads": [2, 2], "hidden_size": 32,
+             "patch_embeds_hidden_size": 16}
+    model = transformers.ClapModel(
+        transformers.ClapConfig(text_config=text, audio_config=audio, projection_dim=8))
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=6)
+    assert [s.describe() for s in specs] == ["input_ids=int64[1, 6] ids<100",
+                                             "input_features=float32[1, 1, 256, 16]",
+                                             "attention_mask=int64[1, 6]"]
+    out = _run(model, args, kwargs)
+    assert out.audio_embeds.shape == (1, 8) and out.text_embeds.shape == (1, 8)
+
+
+@pytest.mark.parametrize("family", ["VideoMAE", "Timesformer"])
+def test_video_transformers_get_frames_before_channels(family: str) -> None:
+    """pixel_values of a transformers video model are [batch, num_frames, C, H, W] (they
+    were an image [batch, C, H, W])."""
+    import transformers
+
+    config = getattr(transformers, f"{family}Config")(
+        **_SMALL_ENCODER, image_size=32, patch_size=8, num_frames=4)
+    model = getattr(transformers, f"{family}Model")(config)
+    args, kwargs, specs = zoo.derive_inputs(model, batch=2)
+    assert specs[0].describe() == "pixel_values: float32[2, 4, 3, 32, 32]"
+    assert specs[0].dims == ("batch", "frames", "channels", "height", "width")
+    tokens = 16 * (4 // getattr(config, "tubelet_size", 1))  # 4x4 patches per (tubelet of) frame
+    tokens += family == "Timesformer"  # its cls token
+    assert _run(model, args, kwargs).last_hidden_state.shape == (2, tokens, 32)
+
+
+def test_image_token_models_stay_text_only() -> None:
+    """LLaVA places image features at image tokens in the text: text alone runs it, and
+    random pixel_values without those tokens would not."""
+    import transformers
+
+    config = transformers.LlavaConfig(
+        text_config={"model_type": "llama", **_SMALL_ENCODER, "vocab_size": 100,
+                     "max_position_embeddings": 64},
+        vision_config={"model_type": "clip_vision_model", **_SMALL_ENCODER,
+                       "image_size": 32, "patch_size": 8},
+        image_token_index=99)
+    model = transformers.LlavaForConditionalGeneration(config)
+    args, kwargs, _ = zoo.derive_inputs(model, seq_len=6)
+    assert "pixel_values" not in kwargs
+    assert _run(model, args, kwargs).logits.shape == (1, 6, 100)
+
+
+def test_hf_detr_without_timm_uses_transformers_resnet() -> None:
+    """hf:detr's default config asks for a timm ResNet-50 (timm is not installed here): it
+    failed to build with an ImportError; transformers' own ResNet stands in."""
+    import importlib.util
+
+    assert importlib.util.find_spec("timm") is None  # what this test is about
+    built = zoo.build("hf:detr")
+    config = built.module.config  # type: ignore[union-attr]
+    assert type(config.backbone_config).__name__ == "ResNetConfig"
+    out = zoo.check_inputs(built)
+    assert out.last_hidden_state.shape == (1, config.num_queries, config.d_model)
+
+
+def test_capture_failure_on_inputs_the_eager_model_rejects_blames_the_inputs(
+        tmp_path: Path) -> None:
+    """The capture used to report "a capture attempt changed the model ... please report
+    it" although the eager model fails on the derived inputs too."""
+    from irbridge.converters.pytorch import capture
+    from irbridge.formats import load_model
+
+    path = tmp_path / "reshapes.py"
+    path.write_text(textwrap.dedent("""
+        import torch
+
+        class Reshapes(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(8, 4)
+
+            def forward(self, x):
+                return self.fc(x).view(3, -1)
+    """))
+    built = zoo.build(f"{path}:Reshapes")
+    with pytest.raises(ZooError) as info, zoo.eager_blame(built):
+        capture(built.module, built.args, built.kwargs, weights=False)
+    text = str(info.value)
+    assert text.startswith(f"the example inputs do not run {path}:Reshapes eagerly "
+                           "(x: float32[1, 8]): RuntimeError: shape '[3, -1]' is invalid")
+    assert "pass --input-shape" in text and "\n" not in text
+    assert isinstance(info.value.__cause__, CaptureError)
+    with pytest.raises(ZooError, match=r"^the example inputs do not run .* eagerly"):
+        load_model(f"{path}:Reshapes")  # what `irbridge analyze` captures with
+
+
+def test_eager_blame_keeps_a_capture_error_when_the_model_runs() -> None:
+    built = zoo.build("resnet18", input_shape=(1, 3, 32, 32))
+    error = CaptureError("lowering failed at node foo")
+    with pytest.raises(CaptureError) as info, zoo.eager_blame(built):
+        raise error
+    assert info.value is error

@@ -21,18 +21,19 @@ Nothing is downloaded unless ``pretrained=True`` is asked for: weights are rando
 
 Example inputs are derived from the parameters of the model's ``forward`` (their names,
 annotations and defaults) and from the model itself (its config, its first layer), never
-from the model's name. :func:`check_inputs` runs one trial forward.
+from the model's name. :func:`check_inputs` runs one trial forward; :func:`eager_blame`
+turns a capture failure into an error about the inputs when the eager model rejects them too.
 
 The package holds one module per family: :mod:`.tv` (torchvision), :mod:`.hf` (Hugging Face
 transformers presets and ``hf:TYPE``), :mod:`.yolo` (ultralytics YAMLs), :mod:`.user` (your
 ``file.py:Name``), :mod:`.files` (pickled checkpoints, model YAMLs, state_dict weights), with
 :mod:`.common` (types, constants), :mod:`.registry` (name lookup), :mod:`.inputs` (example
-inputs) and :mod:`.builder` (:func:`build`, :func:`check_inputs`).
+inputs) and :mod:`.builder` (:func:`build`, :func:`check_inputs`, :func:`eager_blame`).
 """
 
 from __future__ import annotations
 
-from .builder import build, check_inputs
+from .builder import build, check_inputs, eager_blame
 from .common import (
     CHECKPOINT_SUFFIXES,
     DEFAULT_BATCH,
@@ -86,6 +87,7 @@ __all__ = [
     "build",
     "check_inputs",
     "derive_inputs",
+    "eager_blame",
     "entry_to_dict",
     "find_model",
     "list_models",

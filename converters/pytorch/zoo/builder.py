@@ -1,4 +1,5 @@
-"""``build`` and ``check_inputs``: resolve a model spec, build it, derive its inputs."""
+"""``build``, ``check_inputs`` and ``eager_blame``: resolve a model spec, build it, derive its
+inputs, and tell a capture failure from inputs the model itself rejects."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import torch
 from torch import nn
+
+from irbridge.errors import CaptureError
 
 from .common import (
     CHECKPOINT_SUFFIXES,
@@ -281,6 +284,32 @@ def check_inputs(built: BuiltModel) -> Any:
             f"{built.name} rejected inputs {built.input_desc}: {_first_line(exc)}",
             hint="pass --input-shape (and --batch/--seq-len) matching what the model expects",
         ) from exc
+
+
+@contextlib.contextmanager
+def eager_blame(built: BuiltModel) -> Iterator[None]:
+    """Around a capture of ``built``: when the capture fails, run the model eagerly on the
+    same inputs (:func:`check_inputs`); when that fails too, the inputs are at fault, not the
+    capture, and the error says so. A model that cannot run on the meta device keeps the
+    capture's error."""
+    try:
+        yield
+    except ZooError:
+        raise
+    except CaptureError as exc:
+        try:
+            check_inputs(built)
+        except ZooError as eager:
+            cause = eager.__cause__
+            if cause is None or (built.device.startswith("meta") and _is_data_dependent(cause)):
+                raise exc from None
+            raise ZooError(
+                f"the example inputs do not run {built.name} eagerly "
+                f"({built.input_desc}): {_first_line(cause)}",
+                hint="pass --input-shape (and --batch/--seq-len) matching what the model "
+                "expects, or use a factory that returns (module, example_inputs)",
+            ) from exc
+        raise
 
 
 def _fake_forward(built: BuiltModel) -> Any:

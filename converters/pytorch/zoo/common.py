@@ -106,7 +106,8 @@ class InputSpec:
 
     name: str
     kind: str
-    """``tokens``, ``mask``, ``image``, ``image_list``, ``video``, ``tensor`` or ``given``."""
+    """``tokens``, ``mask``, ``image``, ``image_list``, ``video``, ``audio``, ``tensor`` or
+    ``given``."""
     shape: tuple[int, ...]
     """Shape of the tensor (of each tensor, for ``image_list``)."""
     dtype: torch.dtype

@@ -457,6 +457,12 @@ def _hf_auto_entry(name: str) -> ModelEntry:
     )
 
 
+def _has_timm() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("timm") is not None
+
+
 def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
     import transformers
 
@@ -470,6 +476,12 @@ def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
     auto_cls = getattr(transformers, auto_name)
     try:
         config = transformers.AutoConfig.for_model(model_type)
+        backbone = getattr(config, "backbone_config", None)
+        if getattr(backbone, "model_type", None) == "timm_backbone" and not _has_timm():
+            # DETR and kin default to a timm ResNet-50; without timm, transformers' own
+            # ResNet (the same layers) stands in, as the detr-resnet-50 preset does
+            config = transformers.AutoConfig.for_model(
+                model_type, use_timm_backbone=False, use_pretrained_backbone=False)
         _hf_prepare(config)
         if torch.get_default_device().type != "meta":
             with torch.device("meta"):

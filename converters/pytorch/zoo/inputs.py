@@ -33,6 +33,14 @@ _TOKEN_NAMES = frozenset({"input_ids", "token_ids", "tokens", "src_tokens", "src
 _DECODER_TOKEN_NAMES = frozenset({"decoder_input_ids", "tgt_tokens", "tgt"})
 _MASK_NAMES = frozenset({"attention_mask"})
 _IMAGE_NAMES = frozenset({"pixel_values", "images", "image", "img", "imgs"})
+_WAVEFORM_NAMES = frozenset({"input_values"})
+_AUDIO_FEATURE_NAMES = frozenset({"input_features"})
+_VISION_CONFIG_NAMES = ("vision_config", "image_config")
+_AUDIO_CONFIG_NAMES = ("audio_config",)
+_IMAGE_TOKEN_NAMES = ("image_token_index", "image_token_id")
+_AUDIO_TOKEN_NAMES = ("audio_token_index", "audio_token_id")
+DEFAULT_SAMPLES = 16000
+"""Length of a derived raw waveform: one second at 16 kHz (wav2vec2 and kin)."""
 _GENERIC_NAMES = frozenset(
     {"x", "X", "input", "inputs", "inp", "input_tensor", "data", "sample", "tensor", "features"}
 )
@@ -94,8 +102,9 @@ def _image_size(module: nn.Module, hint: int | None) -> tuple[int, int]:
     hint, then 224."""
     config = _config(module)
     candidates: list[Any] = []
-    if config is not None:
-        candidates.append(getattr(config, "image_size", None))
+    for cfg in (config, _vision_config(config)):
+        if cfg is not None:
+            candidates.append(getattr(cfg, "image_size", None))
     candidates.append(getattr(module, "image_size", None))
     transform = getattr(module, "transform", None)
     if transform is not None:
@@ -117,11 +126,54 @@ def _image_size(module: nn.Module, hint: int | None) -> tuple[int, int]:
     return DEFAULT_IMAGE_SIZE, DEFAULT_IMAGE_SIZE
 
 
+def _sub_config(config: Any, names: Sequence[str]) -> Any:
+    for attr in names:
+        sub = getattr(config, attr, None)
+        if sub is not None:
+            return sub
+    return None
+
+
+def _vision_config(config: Any) -> Any:
+    """The image tower's config of a multimodal model (``vision_config``, ``image_config``)."""
+    return _sub_config(config, _VISION_CONFIG_NAMES)
+
+
+def _config_frames(config: Any) -> int | None:
+    """Clip length of a video model that takes ``pixel_values`` (its ``num_frames``)."""
+    for cfg in (config, _vision_config(config)):
+        value = getattr(cfg, "num_frames", None) if cfg is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _max_positions(config: Any) -> int | None:
+    """Longest token sequence the model (its text tower, for a multimodal one) takes."""
+    for cfg in (config, getattr(config, "text_config", None)):
+        value = getattr(cfg, "max_position_embeddings", None) if cfg is not None else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def _needs_every_modality(config: Any, kind: str) -> bool:
+    """A dual encoder (CLIP, SigLIP, BLIP, OWL-ViT, ...; CLAP for audio) whose forward embeds
+    an image (audio) and a text: it needs ``pixel_values`` (``input_features``) next to
+    ``input_ids``. A model that places image (audio) features at image (audio) tokens in the
+    text (LLaVA and kin: an ``image_token_index``) runs on text alone."""
+    image = kind == "image"
+    sub = _sub_config(config, _VISION_CONFIG_NAMES if image else _AUDIO_CONFIG_NAMES)
+    tokens = _IMAGE_TOKEN_NAMES if image else _AUDIO_TOKEN_NAMES
+    return sub is not None and not any(getattr(config, attr, None) is not None for attr in tokens)
+
+
 def _image_channels(module: nn.Module) -> int:
     config = _config(module)
-    channels = getattr(config, "num_channels", None) if config is not None else None
-    if isinstance(channels, int) and channels > 0:
-        return channels
+    for cfg in (config, _vision_config(config)):
+        channels = getattr(cfg, "num_channels", None) if cfg is not None else None
+        if isinstance(channels, int) and channels > 0:
+            return channels
     for sub in module.modules():
         if isinstance(sub, (nn.Conv2d, nn.Conv3d)):
             return int(sub.in_channels)
@@ -230,6 +282,63 @@ def _structural(
     )
 
 
+def _audio(
+    module: nn.Module,
+    name: str,
+    kind: str,
+    keyword: bool,
+    batch: int,
+    seq_len: int,
+    float_dtype: torch.dtype,
+    model_name: str,
+) -> InputSpec:
+    """Audio input, shaped from the config (the audio tower's, for a multimodal model):
+    ``input_values`` a raw waveform (a spectrogram for the Audio Spectrogram Transformer),
+    ``input_features`` log-mel frames."""
+    config = _config(module)
+    config = _sub_config(config, _AUDIO_CONFIG_NAMES) or config
+
+    def spec(shape: tuple[int, ...], dims: tuple[str, ...]) -> InputSpec:
+        return InputSpec(name, "audio", shape, float_dtype, keyword, dims)
+
+    def cfg_int(attr: str) -> int | None:
+        value = getattr(config, attr, None)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    mel = cfg_int("num_mel_bins")
+    layer = _first_layer(module)
+    if kind == "waveform":
+        if mel is not None and cfg_int("max_length") is not None:  # AST: [batch, frames, mel]
+            return spec((batch, cfg_int("max_length") or 0, mel), ("batch", "frames", "mel"))
+        channels = cfg_int("audio_channels")  # EnCodec, DAC: [batch, channels, samples]
+        if channels is not None:
+            return spec((batch, channels, DEFAULT_SAMPLES), ("batch", "channels", "samples"))
+        if isinstance(layer, nn.Conv1d) and layer.in_channels == 1:  # wav2vec2 and kin
+            return spec((batch, DEFAULT_SAMPLES), ("batch", "samples"))
+    else:
+        positions = cfg_int("max_source_positions")
+        spec_size = cfg_int("spec_size")
+        if mel is not None and spec_size is not None and spec_size >= mel:
+            # CLAP: [batch, 1, frames, mel], the frames folded into a spec_size square image
+            frames = spec_size * (spec_size // mel)
+            return spec((batch, 1, frames, mel), ("batch", "channels", "frames", "mel"))
+        if mel is not None and positions is not None and isinstance(layer, nn.Conv1d):
+            # Whisper: the encoder takes exactly 2 * max_source_positions mel frames (30 s)
+            return spec((batch, mel, 2 * positions), ("batch", "mel", "frames"))
+        per_channel = cfg_int("input_feat_per_channel")
+        if per_channel is not None:  # Speech2Text: [batch, frames, features x channels]
+            features = per_channel * (cfg_int("input_channels") or 1)
+            return spec((batch, seq_len, features), ("batch", "frames", "features"))
+        feature_size = cfg_int("feature_size")
+        if feature_size is not None:
+            return spec((batch, seq_len, feature_size), ("batch", "frames", "features"))
+    raise ZooError(
+        f"cannot derive the audio input {name!r} of {model_name}: its config does not say "
+        "what shape it takes",
+        hint="pass --input-shape, or use a factory that returns (module, example_inputs)",
+    )
+
+
 def _plan_inputs(
     module: nn.Module,
     *,
@@ -274,11 +383,21 @@ def _plan_inputs(
             kind = "image_list"
         elif n in _IMAGE_NAMES:
             kind = "image"
+        elif n in _WAVEFORM_NAMES:
+            kind = "waveform"
+        elif n in _AUDIO_FEATURE_NAMES:
+            kind = "features"
         elif n in _GENERIC_NAMES or (required and not have_primary):
             kind = "structural"
         else:
             kind = ""
-        if kind in ("image", "image_list", "structural") and not required and have_primary:
+        if (
+            kind in ("image", "image_list", "structural", "waveform", "features")
+            and not required
+            and have_primary
+            and not (kind in ("image", "waveform", "features")
+                     and _needs_every_modality(config, kind))
+        ):
             kind = ""  # an optional alternative to an input already chosen
         if not kind:
             if required:
@@ -326,6 +445,19 @@ def _plan_inputs(
                         count=batch,
                     )
                 )
+            elif (clip := _config_frames(config)) is not None:
+                # a transformers video model (VideoMAE, TimeSformer, ViViT, X-CLIP): frames
+                # before channels, as many as its config says
+                plans.append(
+                    InputSpec(
+                        n,
+                        "video",
+                        (batch, clip, channels, h, w),
+                        float_dtype,
+                        keyword,
+                        ("batch", "frames", "channels", "height", "width"),
+                    )
+                )
             else:
                 plans.append(
                     InputSpec(
@@ -337,6 +469,8 @@ def _plan_inputs(
                         ("batch", "channels", "height", "width"),
                     )
                 )
+        elif kind in ("waveform", "features"):
+            plans.append(_audio(module, n, kind, keyword, batch, seq_len, float_dtype, model_name))
         else:
             try:
                 plans.append(_structural(module, n, keyword, batch, seq_len, image_size,
@@ -349,8 +483,9 @@ def _plan_inputs(
                 plans.append(InputSpec(n, "tensor", (), float_dtype, keyword, ()))
         if kind != "mask":
             have_primary = True
-    # An attention mask only makes sense next to token ids.
-    if not any(p.kind == "tokens" for p in plans):
+    # An attention mask only makes sense next to token ids (the encoder's, where there is
+    # an encoder: Whisper's mask would be for its audio frames).
+    if not any(p.kind == "tokens" and p.name not in _DECODER_TOKEN_NAMES for p in plans):
         plans = [p for p in plans if p.kind != "mask"]
     if not plans:
         raise ZooError(
@@ -440,7 +575,10 @@ def derive_inputs(
     positionally, optional and keyword-only ones as keywords.
     """
     b = batch or DEFAULT_BATCH
-    s = seq_len or DEFAULT_SEQ_LEN
+    max_pos = _max_positions(_config(module))
+    # the default sequence fits the model (CLIP's text tower takes 77 tokens); one asked
+    # for that does not is refused below
+    s = seq_len or min(DEFAULT_SEQ_LEN, max_pos or DEFAULT_SEQ_LEN)
     dev = torch.device(device)
     float_dtype = dtype or _module_dtype(module)
     if float_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
@@ -457,8 +595,6 @@ def derive_inputs(
     )
     if input_shape is not None:
         plans = _apply_input_shape(plans, tuple(int(d) for d in input_shape), batch)
-    config = _config(module)
-    max_pos = getattr(config, "max_position_embeddings", None) if config is not None else None
     for plan in plans:
         if (
             plan.kind in ("tokens", "mask")

@@ -203,6 +203,10 @@ class Cost:
         # analysis's hottest call)
         return Cost(*(getattr(self, f) + getattr(other, f) for f in Cost.__slots__))
 
+    def times(self, count: int) -> Cost:
+        """This cost `count` times over (a loop body run `count` times)."""
+        return Cost(*(getattr(self, f) * count for f in Cost.__slots__))
+
 
 @dataclass(slots=True)
 class NodeAnnotations:
@@ -545,6 +549,20 @@ class Model:
         """Every node of every graph, subgraphs of control-flow nodes included."""
         for graph in self.graphs:
             yield from walk_nodes(graph)
+
+    def renumber_nodes(self) -> None:
+        """Number every node 0, 1, ... in `all_nodes` order (node ids are unique across
+        the model, subgraphs included), and have every graph, subgraphs included, give
+        new nodes ids after them."""
+        count = 0
+        for _, node in self.all_nodes():
+            node.id = count
+            count += 1
+        pending = list(self.graphs)
+        while pending:
+            graph = pending.pop()
+            graph.reserve_ids(count)
+            pending.extend(sub for node in graph.nodes for sub in node.subgraphs())
 
     @property
     def is_shape_only(self) -> bool:

@@ -842,22 +842,10 @@ class _ModelImporter:
         model.graphs = [graph]
         _rebuild_uses(model.graphs)
         _remove_dead(model.graphs, self.protected)
-        _renumber(model)
+        model.renumber_nodes()
         return model
 
 
-def _renumber(model: Model) -> None:
-    for index, (_, node) in enumerate(model.all_nodes()):
-        node.id = index
-    for graph in model.graphs:
-        _set_counter(graph, sum(1 for _ in model.all_nodes()))
-
-
-def _set_counter(graph: Graph, start: int) -> None:
-    graph.reserve_ids(start)
-    for node in graph.nodes:
-        for sub in node.subgraphs():
-            _set_counter(sub, start)
 
 
 class _GraphImporter:

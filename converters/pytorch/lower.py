@@ -134,12 +134,7 @@ class ModelLowerer:
         if any(node.subgraphs() for graph in self.model.graphs for node in graph.nodes):
             # a loop body is built with its own ids while the graph around it is: number
             # every node of the model again, subgraphs included, so that ids are unique
-            next_id = 0
-            for _, node in self.model.all_nodes():
-                node.id = next_id
-                next_id += 1
-            for graph in self.model.graphs:
-                graph.reserve_ids(next_id)
+            self.model.renumber_nodes()
         return self.model
 
     # -- tensors ------------------------------------------------------------------------

@@ -541,12 +541,7 @@ class _Importer:
         taken: set[str] = set()
         for graph in self.model.graphs:
             _distinct_names(graph, taken, top=True)
-        next_id = 0
-        for _, node in self.model.all_nodes():
-            node.id = next_id
-            next_id += 1
-        for graph in self.model.graphs:
-            graph.reserve_ids(next_id)
+        self.model.renumber_nodes()
         report = self.report
         meta = self.model.metadata
         meta["stablehlo.source"] = self.source

@@ -166,7 +166,7 @@ def _bodies(node: Node, graph_index: int, report: CostReport) -> tuple[Cost, int
             count += 1 + nested_count
     repeats = _repeats(node)
     if repeats is not None and count:
-        total = Cost(*(getattr(total, f) * repeats for f in Cost.__slots__))
+        total = total.times(repeats)
     return total, count
 
 

@@ -193,3 +193,16 @@ def test_folder_outputs_may_end_with_a_separator(onnx_model: Path, tmp_path: Pat
     result = run(["export", str(onnx_model), "--to", fmt, "-o", f"{tmp_path / 'out'}/"])
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out").is_dir() and any((tmp_path / "out").iterdir())
+
+
+@pytest.mark.parametrize("fmt,suffix", [
+    ("irb", ".irb"), ("onnx", ".onnx"), ("stablehlo", ".mlir"), ("stablehlo", ".mlirbc"),
+    ("html", ".html"), ("dot", ".dot"), ("model-explorer", ".json")])
+def test_one_file_outputs_need_their_folder(onnx_model: Path, tmp_path: Path, fmt: str,
+                                            suffix: str) -> None:
+    """Every one-file writer refuses `-o missing/deeper/m.x` the same way (the StableHLO
+    exporter created the folders), and creates no folder."""
+    target = tmp_path / "missing" / "deeper" / f"m{suffix}"
+    one_line_error(run(["export", str(onnx_model), "--to", fmt, "-o", str(target)]),
+                   str(target), "does not exist")
+    assert not (tmp_path / "missing").exists()

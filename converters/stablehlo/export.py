@@ -35,7 +35,7 @@ from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 
 from irbridge._gc import gc_paused
-from irbridge.atomic import atomic_file, write_error
+from irbridge.atomic import atomic_file, check_output
 from irbridge.builder import GraphBuilder
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError, OpError
@@ -251,6 +251,7 @@ def export_stablehlo(model: Model, path: str | os.PathLike[str], *,
 
     check_complete(model, "stablehlo")  # an incomplete Dynamo capture is not the model
     out = Path(path)
+    check_output(out)  # before building: no missing folder, folder, device or FIFO
     version = check_target_version(target_version)
     text = out.suffix == ".mlir"
     if not text and not weights_as_args:
@@ -263,10 +264,6 @@ def export_stablehlo(model: Model, path: str | os.PathLike[str], *,
                 "weights_as_args=True")
     built = build_module(model, weights_as_args=weights_as_args, defer_weights=text)
     data = b"" if text else built.artifact(version)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise write_error(out, exc) from None
     with atomic_file(out) as tmp, open(tmp, "wb") as handle:  # special files refused
         if text:  # the weights' hex streamed in, one chunk at a time
             built.write_text(handle)

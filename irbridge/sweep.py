@@ -243,16 +243,21 @@ def _one_line(exc: BaseException) -> str:
 Progress = Callable[[int, int], None]
 
 
-def run(grid: Grid, output: Path, *, engine: str = "local", jobs: int = 2,
-        address: str | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
-    """Run every cell of `grid` not already in `output` (Parquet) and write the result set
-    there after each group; return all rows (sorted by cell)."""
+def check_run_options(engine: str, jobs: int, address: str | None) -> None:
+    """The engine options, checked before anything is parsed or printed."""
     if engine not in ENGINES:
         raise IrbridgeError(f"--engine {engine!r}: use {' or '.join(ENGINES)}")
     if jobs < 1:
         raise IrbridgeError(f"--jobs {jobs}: must be at least 1")
     if address is not None and engine != "ray":
         raise IrbridgeError("--address applies to --engine ray only")
+
+
+def run(grid: Grid, output: Path, *, engine: str = "local", jobs: int = 2,
+        address: str | None = None, progress: Progress | None = None) -> list[dict[str, Any]]:
+    """Run every cell of `grid` not already in `output` (Parquet) and write the result set
+    there after each group; return all rows (sorted by cell)."""
+    check_run_options(engine, jobs, address)
     rows = {_key(r): r for r in read_results(output)} if output.exists() else {}
     wanted = {k for g in grid.groups() for k in g.cell_keys()}
     groups = grid.groups(done=set(rows) & wanted)

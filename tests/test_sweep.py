@@ -74,10 +74,15 @@ def test_bad_input_is_refused_up_front(tmp_path: Path) -> None:
     for args, message in ((["-o", str(tmp_path / "r.csv")], "is a .parquet file"),
                           (["-o", str(not_parquet)], "not a sweep result set"),
                           (["-o", str(tmp_path / "x.parquet"), "--engine", "spark"],
-                           "--engine 'spark'")):
+                           "--engine 'spark'"),
+                          (["-o", str(tmp_path / "x.parquet"), "--jobs", "0"],
+                           "--jobs 0: must be at least 1"),
+                          (["-o", str(tmp_path / "x.parquet"), "--address", "h:1"],
+                           "--address applies to --engine ray only")):
         result = runner.invoke(app, ["sweep", "--models", "llama-tiny", *args])
         assert result.exit_code == 2, result.output
         assert message in result.output and "Traceback" not in result.output
+        assert "sweep:" not in result.output  # refused before the grid is announced
     assert not_parquet.read_text() == "not parquet"  # nothing overwritten
 
 
@@ -101,7 +106,7 @@ def test_ray_unreachable_address_fails_fast_in_one_line(tmp_path: Path) -> None:
     lines = [line for line in out.stderr.splitlines() if line.strip()]  # progress: \r
     assert lines[-1] == (f"error: --engine ray: cannot reach the cluster at 127.0.0.1:{port} "
                          "(ConnectionRefusedError: [Errno 111] Connection refused)")
-    assert lines[0].startswith("sweep: 1 cells") and len(lines) <= 3, out.stderr
+    assert lines[0].startswith("sweep: 1 cell in") and len(lines) <= 3, out.stderr
     assert not list(tmp_path.glob("r.*"))  # nothing written
     with pytest.raises(IrbridgeError, match=r"cannot reach the cluster at nohost\.invalid:6379"):
         sw.run(_grid(), tmp_path / "x.parquet", engine="ray", address="nohost.invalid:6379")

@@ -44,18 +44,22 @@ def sweep(
     """Analyse every cell of a grid; one capture per (model, phase, batch, seq-len)."""
     from irbridge import sweep as sw
 
+    sw.check_run_options(engine, jobs, address)
     if output.suffix != ".parquet":
         raise IrbridgeError(f"-o {output}: the result set is a .parquet file")
     grid = sw.parse_grid(models=models, hardware=hardware, batch=batch, seq_len=seq_len,
                          phase=phase, dtype=dtype, tp=tp)
     if grid.size > 1_000_000:
         raise IrbridgeError(f"the grid has {grid.size:,} cells; at most 1,000,000")
-    print(f"sweep: {grid.size:,} cells in {len(grid.groups()):,} captures, engine {engine}",
-          file=sys.stderr, flush=True)
-
     open_line = [False]  # a progress line without its newline yet
+    announced = [False]
 
     def progress(done: int, total: int) -> None:
+        if not announced[0]:  # first call: the options and a result set to resume are read
+            captures = len(grid.groups())
+            print(f"sweep: {_count(grid.size, 'cell')} in {_count(captures, 'capture')}, "
+                  f"engine {engine}", file=sys.stderr, flush=True)
+            announced[0] = True
         print(f"\r  {done:,}/{total:,} cells", end="" if done < total else "\n",
               file=sys.stderr, flush=True)
         open_line[0] = done < total
@@ -70,6 +74,10 @@ def sweep(
     ok = sum(r["status"] == "ok" for r in rows)
     console.print(f"{ok:,} of {len(rows):,} cells analysed; wrote {output}, "
                   f"{', '.join(p.name for p in written)}", markup=False)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def register(app: typer.Typer) -> None:

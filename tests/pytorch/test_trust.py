@@ -174,6 +174,24 @@ def test_a_checkpoint_needs_trust_and_runs_only_with_it(tmp_path: Path) -> None:
     assert marker.exists()
 
 
+def test_an_export_archive_needs_trust_and_runs_only_with_it(tmp_path: Path) -> None:
+    """torch.export.load unpickles an archive's example inputs (falling back to a full
+    unpickle when a weights-only load fails): a .pt2 is refused without trust."""
+    marker = tmp_path / "PWNED"
+    program = torch.export.export(torch.nn.Linear(4, 2), (torch.randn(1, 4),))
+    program._example_inputs = ((_Payload(marker),), {})
+    archive = tmp_path / "model.pt2"
+    torch.export.save(program, archive)
+    result = runner.invoke(app, ["convert", str(archive), "-o", str(tmp_path / "m.irb")])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: refusing to load {archive}: torch.export.load "
+                                    "unpickles parts of a .pt2 archive")
+    assert not marker.exists() and not (tmp_path / "m.irb").exists()
+    with pytest.raises(ZooError):  # the payload's int is no example input
+        zoo.build(str(archive), trust_checkpoint=True)
+    assert marker.exists()
+
+
 def test_a_weights_file_never_unpickles(tmp_path: Path) -> None:
     marker = tmp_path / "PWNED"
     weights = tmp_path / "w.pt"

@@ -13,6 +13,9 @@ A model is named in one of these ways:
   module or ``(module, example_inputs)``);
 * ``path/to/model.pt``: a pickled full model (also an ultralytics checkpoint). Unpickling runs
   code from the file, so it is refused unless ``trust_checkpoint=True``;
+* ``path/to/program.pt2``: a ``torch.export.save`` archive; its module is captured with the
+  archive's weights and example inputs. ``torch.export.load`` runs code from the file, so it is
+  refused unless ``trust_checkpoint=True``;
 * ``path/to/custom.yaml``: an ultralytics model YAML.
 
 Nothing is downloaded unless ``pretrained=True`` is asked for: weights are random, drawn after

@@ -17,9 +17,11 @@ from irbridge.errors import CaptureError
 
 from .common import (
     CHECKPOINT_SUFFIXES,
+    FAMILY_CHECKPOINT,
     FAMILY_HF,
     MAX_DIM,
     MODEL_SPEC_HELP,
+    PROGRAM_SUFFIXES,
     SEED,
     WEIGHTS_ONLY_SUFFIXES,
     BuiltModel,
@@ -31,7 +33,7 @@ from .common import (
     _Target,
     _weights_only_loads,
 )
-from .files import _checkpoint_target, _load_weights, _yaml_target
+from .files import _checkpoint_target, _load_weights, _program_target, _yaml_target
 from .hf import _hf_auto_entry
 from .inputs import _given_inputs, derive_inputs
 from .registry import _entry_target, _unknown, find_model
@@ -52,6 +54,8 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
         return _user_target(name)
     if lowered.endswith(CHECKPOINT_SUFFIXES):
         return _checkpoint_target(name, trust_checkpoint)
+    if lowered.endswith(PROGRAM_SUFFIXES):
+        return _program_target(name, trust_checkpoint)
     if lowered.endswith(WEIGHTS_ONLY_SUFFIXES):
         raise ZooError(
             f"{name} is a weights file, not a model",
@@ -202,6 +206,8 @@ def build(
     with guard, _default_dtype(in_dtype):
         module, example = _make(target, pretrained, on_meta=meta and not target.build_on_cpu)
     weights = "pretrained" if pretrained else f"random (seed {SEED})"
+    if target.family == FAMILY_CHECKPOINT:  # a pickled model or an export archive: its own
+        weights = f"file {target.source}"
     if weights_file is not None:
         _load_weights(module, Path(weights_file).expanduser(), target.name)
         weights = f"file {weights_file}"

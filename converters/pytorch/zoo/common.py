@@ -45,6 +45,7 @@ MODEL_SPEC_HELP = (
     "a name from `irbridge models`; hf:MODEL_TYPE[:TASK] for any transformers architecture; "
     "path/to/file.py:ClassOrFactory or package.module:factory for your own model; "
     "path/to/model.pt (a pickled model, needs --trust-checkpoint); "
+    "path/to/program.pt2 (torch.export.save's archive, needs --trust-checkpoint); "
     "path/to/model.yaml (an ultralytics model YAML)"
 )
 
@@ -52,6 +53,8 @@ MAX_DIM = (1 << 63) - 1
 """torch sizes are int64: no dim (and no product of an input's dims) may exceed this."""
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt")
+PROGRAM_SUFFIXES = (".pt2",)
+"""``torch.export.save`` archives (an ExportedProgram)."""
 WEIGHTS_ONLY_SUFFIXES = (".safetensors", ".bin")
 
 

@@ -74,6 +74,77 @@ def _checkpoint_target(name: str, trust: bool) -> _Target:
     return target
 
 
+def _program_target(name: str, trust: bool) -> _Target:
+    """A ``torch.export.save`` archive: the ExportedProgram's module and its example inputs.
+
+    ``torch.export.load`` is not a safe reader: it unpickles parts of the archive (example
+    inputs, tensor subclasses, custom and opaque objects, legacy weights), parses the shape
+    expressions with sympy (``eval``), and the program may call any attribute of ``torch``
+    (``torch.os.system`` among them) when it runs. So it needs trust, as a ``.pt`` does.
+    """
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise ZooError(f"no such torch.export archive: {name}" if not path.exists()
+                       else f"{name}: not a regular file, not a torch.export archive")
+    if not trust:
+        raise ZooError(
+            f"refusing to load {name}: torch.export.load unpickles parts of a .pt2 archive and "
+            "evaluates its shape expressions, which runs code from the file",
+            hint="pass --trust-checkpoint (trust_checkpoint=True) if you trust where it came from",
+        )
+
+    def make(pretrained: bool) -> tuple[nn.Module, Any]:
+        if pretrained:
+            raise ZooError(f"{name} is a torch.export archive; --pretrained does not apply to it")
+        try:
+            program = torch.export.load(path)
+        except Exception as exc:
+            raise ZooError(f"could not load torch.export archive {name}: "
+                           f"{_first_line(exc)}") from exc
+        example = program.example_inputs
+        if example is None:
+            example = (_placeholder_inputs(program, name), {})
+        module = program.module()
+        # torch makes train()/eval() raise on the unlifted module: its graph was fixed when it
+        # was exported, in the mode it had then; setting the flags changes nothing in it
+        for method in ("train", "eval"):
+            module.__dict__.pop(method, None)
+        return module, example
+
+    return _Target(name=name, family=FAMILY_CHECKPOINT, source=str(path),
+                   task="torch.export program", make=make)
+
+
+def _placeholder_inputs(program: Any, name: str) -> tuple[torch.Tensor, ...]:
+    """Random inputs of the program's user-input shapes (an archive saved without example
+    inputs); a symbolic dim takes its example value when the archive records one."""
+    from torch.export.graph_signature import InputKind
+
+    user = {spec.arg.name for spec in program.graph_signature.input_specs
+            if spec.kind == InputKind.USER_INPUT}
+    generator = torch.Generator().manual_seed(0)
+    made: list[torch.Tensor] = []
+    for node in program.graph.nodes:
+        if node.op != "placeholder" or node.name not in user:
+            continue
+        value = node.meta.get("val")
+        if not isinstance(value, torch.Tensor):
+            raise ZooError(f"{name}: input {node.name} is not a tensor and the archive holds no "
+                           "example inputs; save it with them")
+        try:
+            shape = [int(d) for d in value.shape]
+        except Exception as exc:
+            raise ZooError(f"{name}: input {node.name} has symbolic shape {list(value.shape)} "
+                           "and the archive holds no example inputs; save it with them") from exc
+        if value.is_floating_point() or value.is_complex():
+            made.append(torch.randn(shape, generator=generator, dtype=value.dtype))
+        elif value.dtype == torch.bool:
+            made.append(torch.randint(0, 2, shape, generator=generator).bool())
+        else:
+            made.append(torch.randint(0, 2, shape, generator=generator, dtype=value.dtype))
+    return tuple(made)
+
+
 def _yaml_target(name: str, trust: bool) -> _Target:
     path = Path(name).expanduser()
     if not trust:

@@ -61,8 +61,9 @@ def load_model(spec: str, *, weights: bool = False, frontend: str = "auto",
         raise IrbridgeError(f"--bind applies to model files (symbolic dims of an IR, ONNX "
                             f"or StableHLO file), not to the model name {spec!r}: capture "
                             "it with --input-shape, --batch or --seq-len")
-    if Path(spec).is_dir():
-        raise IrbridgeError(f"{spec}: is a folder; give a model file or a model name")
+    if Path(spec).is_dir() and not (Path(spec) / "config.json").is_file():
+        raise IrbridgeError(f"{spec}: is a folder without config.json; give a model file, a "
+                            "model name or a Hugging Face model folder")
     from irbridge.converters.pytorch import capture, zoo
 
     repeat = False

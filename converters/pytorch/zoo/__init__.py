@@ -13,6 +13,8 @@ A model is named in one of these ways:
   module or ``(module, example_inputs)``);
 * ``path/to/model.pt``: a pickled full model (also an ultralytics checkpoint). Unpickling runs
   code from the file, so it is refused unless ``trust_checkpoint=True``;
+* ``path/to/folder``: a Hugging Face model folder (``config.json`` and its weights); a
+  config that names code in the folder (``auto_map``) needs ``trust_checkpoint=True``;
 * ``path/to/program.pt2``: a ``torch.export.save`` archive; its module is captured with the
   archive's weights and example inputs. ``torch.export.load`` runs code from the file, so it is
   refused unless ``trust_checkpoint=True``;

@@ -17,7 +17,6 @@ from irbridge.errors import CaptureError
 
 from .common import (
     CHECKPOINT_SUFFIXES,
-    FAMILY_CHECKPOINT,
     FAMILY_HF,
     MAX_DIM,
     MODEL_SPEC_HELP,
@@ -34,7 +33,7 @@ from .common import (
     _weights_only_loads,
 )
 from .files import _checkpoint_target, _load_weights, _program_target, _yaml_target
-from .hf import _hf_auto_entry
+from .hf import _hf_auto_entry, hf_folder_target
 from .inputs import _given_inputs, derive_inputs
 from .registry import _entry_target, _unknown, find_model
 from .user import _user_target
@@ -50,6 +49,8 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
     if entry is not None:
         return _entry_target(entry)
     lowered = name.lower()
+    if Path(name).expanduser().is_dir():
+        return hf_folder_target(name, trust_checkpoint)
     if ":" in name:
         return _user_target(name)
     if lowered.endswith(CHECKPOINT_SUFFIXES):
@@ -206,8 +207,8 @@ def build(
     with guard, _default_dtype(in_dtype):
         module, example = _make(target, pretrained, on_meta=meta and not target.build_on_cpu)
     weights = "pretrained" if pretrained else f"random (seed {SEED})"
-    if target.family == FAMILY_CHECKPOINT:  # a pickled model or an export archive: its own
-        weights = f"file {target.source}"
+    if target.weights_from is not None:  # a checkpoint, export archive or model folder
+        weights = f"file {target.weights_from}"
     if weights_file is not None:
         _load_weights(module, Path(weights_file).expanduser(), target.name)
         weights = f"file {weights_file}"

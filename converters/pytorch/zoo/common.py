@@ -46,6 +46,7 @@ MODEL_SPEC_HELP = (
     "path/to/file.py:ClassOrFactory or package.module:factory for your own model; "
     "path/to/model.pt (a pickled model, needs --trust-checkpoint); "
     "path/to/program.pt2 (torch.export.save's archive, needs --trust-checkpoint); "
+    "path/to/folder (a Hugging Face model folder with config.json); "
     "path/to/model.yaml (an ultralytics model YAML)"
 )
 
@@ -304,3 +305,6 @@ class _Target:
     """The user's own Python (``file.py:Name``): it runs as they wrote it, loads included."""
     pretrained_unpickles: bool = False
     """``pretrained=True`` loads a pickled checkpoint (ultralytics ``.pt``): needs trust."""
+    weights_from: str | None = None
+    """The file or folder whose weights the model is built with (a checkpoint, an export
+    archive, a model folder); None: random weights."""

@@ -69,7 +69,8 @@ def _checkpoint_target(name: str, trust: bool) -> _Target:
         return module, None
 
     target = _Target(
-        name=name, family=FAMILY_CHECKPOINT, source=str(path), task="checkpoint", make=make
+        name=name, family=FAMILY_CHECKPOINT, source=str(path), task="checkpoint", make=make,
+        weights_from=str(path),
     )
     return target
 
@@ -112,7 +113,7 @@ def _program_target(name: str, trust: bool) -> _Target:
         return module, example
 
     return _Target(name=name, family=FAMILY_CHECKPOINT, source=str(path),
-                   task="torch.export program", make=make)
+                   task="torch.export program", make=make, weights_from=str(path))
 
 
 def _placeholder_inputs(program: Any, name: str) -> tuple[torch.Tensor, ...]:

@@ -494,3 +494,98 @@ def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
     except Exception as exc:
         raise ZooError(f"could not build {entry.name}: {_first_line(exc)}") from exc
 
+
+
+# --------------------------------------------------------------------------------------------
+# A local Hugging Face model folder (save_pretrained, a downloaded hub snapshot)
+# --------------------------------------------------------------------------------------------
+
+HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                   "pytorch_model.bin.index.json")
+"""The weight files ``from_pretrained`` reads from a folder; without any, the folder's config
+is built with random weights."""
+
+
+def hf_folder_target(name: str, trust: bool) -> common._Target:
+    """A folder holding ``config.json`` (and usually weights): the architecture its config
+    names (``architectures[0]`` when transformers has that class, else the base model) with
+    the folder's weights, read with ``local_files_only`` and weights-only loads. A config that
+    needs the folder's own Python (``auto_map``) is refused unless ``trust``."""
+    import json
+    from pathlib import Path
+
+    folder = Path(name).expanduser()
+    config_file = folder / "config.json"
+    if not config_file.is_file():
+        raise ZooError(f"{name}: a folder without config.json, not a Hugging Face model folder")
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ZooError(f"{config_file}: not a readable JSON config ({_first_line(exc)})") from exc
+    if not isinstance(raw, dict):
+        raise ZooError(f"{config_file}: not a JSON object, not a Hugging Face config")
+    remote = "auto_map" in raw
+    if remote and not trust:
+        raise ZooError(
+            f"refusing to build {name}: its config.json names Python code in the folder "
+            "(auto_map); building it would run that code",
+            hint="pass --trust-checkpoint (trust_checkpoint=True) if you trust where it came from",
+        )
+    weights = next((f for f in HF_WEIGHT_FILES if (folder / f).is_file()), None)
+
+    def make(pretrained: bool) -> tuple[nn.Module, Any]:
+        import transformers
+
+        if pretrained:
+            raise ZooError(f"{name} is a local model folder; --pretrained does not apply to it "
+                           "(its own weights are used)")
+        options = {"local_files_only": True, "trust_remote_code": remote and trust}
+        try:
+            config = transformers.AutoConfig.from_pretrained(str(folder), **options)
+        except Exception as exc:
+            raise ZooError(f"{name}: cannot read its config: {_first_line(exc)}") from exc
+        cls = _folder_class(config, remote)
+
+        def fresh() -> nn.Module:  # the architecture with random weights
+            if cls is transformers.AutoModel:
+                return typing.cast(nn.Module, cls.from_config(config, trust_remote_code=remote))
+            return typing.cast(nn.Module, cls(config))
+
+        _hf_prepare(config)
+        if torch.get_default_device().type != "meta":
+            with torch.device("meta"):
+                probe = fresh()
+            _check_memory(name, sum(p.numel() for p in probe.parameters()))
+            del probe
+        if weights is None or torch.get_default_device().type == "meta":
+            return fresh(), None
+        bars = transformers.utils.logging.is_progress_bar_enabled()
+        transformers.utils.logging.disable_progress_bar()  # no tqdm line before the report
+        try:
+            model = cls.from_pretrained(str(folder), config=config, weights_only=True,
+                                        **options)
+        except Exception as exc:
+            raise ZooError(f"{name}: cannot load its weights ({weights}): "
+                           f"{_first_line(exc)}") from exc
+        finally:
+            if bars:
+                transformers.utils.logging.enable_progress_bar()
+        _hf_prepare(model.config)
+        return typing.cast(nn.Module, model), None
+
+    return common._Target(
+        name=name, family=FAMILY_HF, source=str(folder),
+        task="hf folder" + ("" if weights else " (config only: random weights)"), make=make,
+        own_code=remote and trust, weights_from=str(folder) if weights else None)
+
+
+def _folder_class(config: Any, remote: bool) -> Any:
+    """The class a folder's config names, when transformers has it; else the auto class for
+    the config (the base model)."""
+    import transformers
+
+    for arch in getattr(config, "architectures", None) or []:
+        cls = getattr(transformers, str(arch), None) if not remote else None
+        if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
+            return cls
+    return transformers.AutoModel

@@ -1,0 +1,115 @@
+"""A local Hugging Face model folder (`save_pretrained`, a downloaded hub snapshot) as the
+model: `zoo.build("path/to/folder")` builds the class its config names with the folder's
+weights (safetensors, or .bin loaded weights-only), nothing downloaded and no code from the
+folder run without trust. Captures are verified against the model that was saved."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from irbridge.cli.main import app
+from irbridge.converters.pytorch import capture, verify, zoo
+from irbridge.converters.pytorch.zoo import ZooError
+
+transformers = pytest.importorskip("transformers")
+
+
+def _saved(folder: Path) -> torch.nn.Module:
+    config = transformers.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                     intermediate_size=64, vocab_size=100, num_labels=3)
+    torch.manual_seed(7)
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(folder)
+    return model
+
+
+def test_a_folder_builds_its_class_with_its_weights(tmp_path: Path) -> None:
+    original = _saved(tmp_path / "bert")
+    built = zoo.build(str(tmp_path / "bert"))
+    assert type(built.module) is transformers.BertForSequenceClassification
+    assert built.weights == f"file {tmp_path / 'bert'}"
+    saved, loaded = original.state_dict(), built.module.state_dict()
+    assert saved.keys() == loaded.keys()
+    assert all(torch.equal(saved[k], loaded[k]) for k in saved)  # not seed-0 random weights
+    result = capture(built.module, built.args, built.kwargs, frontend="export")
+    report = verify(result, original)  # against the model that was saved
+    assert report.passed, report
+
+
+def test_a_config_only_folder_builds_random_weights(tmp_path: Path) -> None:
+    _saved(tmp_path / "bert")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text((tmp_path / "bert" / "config.json").read_text())
+    built = zoo.build(str(tmp_path / "cfg"))
+    assert type(built.module) is transformers.BertForSequenceClassification
+    assert built.weights == "random (seed 0)"
+
+
+class _Payload:
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickled_weights_in_a_folder_load_weights_only(tmp_path: Path) -> None:
+    folder = tmp_path / "bert"
+    _saved(folder)
+    (folder / "model.safetensors").unlink()
+    marker = tmp_path / "PWNED"
+    torch.save({"bert.embeddings.word_embeddings.weight": _Payload(marker)},
+               folder / "pytorch_model.bin")
+    with pytest.raises(ZooError, match=r"cannot load its weights \(pytorch_model.bin\)"):
+        zoo.build(str(folder))
+    assert not marker.exists()
+
+
+def test_a_folder_whose_config_names_code_needs_trust(tmp_path: Path) -> None:
+    folder = tmp_path / "custom"
+    _saved(folder)
+    marker = tmp_path / "PWNED"
+    (folder / "modeling_evil.py").write_text(f"import os\nos.system('touch {marker}')\n")
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoConfig": "modeling_evil.EvilConfig",
+                          "AutoModel": "modeling_evil.EvilModel"}
+    (folder / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(app, ["convert", str(folder), "-o", str(tmp_path / "m.irb")])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: refusing to build {folder}: its config.json names Python code in the folder "
+        "(auto_map); building it would run that code (hint: pass --trust-checkpoint "
+        "(trust_checkpoint=True) if you trust where it came from)"]
+    assert not marker.exists() and not (tmp_path / "m.irb").exists()
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "a folder without config.json, not a Hugging Face model folder"),
+    ("{not json", "config.json: not a readable JSON config"),
+    ("[1, 2]", "config.json: not a JSON object"),
+    ('{"model_type": "no-such-type"}', "cannot read its config"),
+])
+def test_a_bad_folder_is_one_line(tmp_path: Path, content: str | None, message: str) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    if content is not None:
+        (folder / "config.json").write_text(content)
+    with pytest.raises(ZooError, match=message):
+        zoo.build(str(folder))
+
+
+def test_analyze_and_convert_take_a_folder(tmp_path: Path) -> None:
+    _saved(tmp_path / "bert")
+    runner = CliRunner()
+    result = runner.invoke(app, ["analyze", str(tmp_path / "bert"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert "Loading weights" not in result.stderr  # transformers' progress bar stays off
+    result = runner.invoke(app, ["convert", str(tmp_path / "bert"), "-o", str(tmp_path / "m.irb")])
+    assert result.exit_code == 0, result.output
+    assert f"weights file {tmp_path / 'bert'}" in result.stdout + result.stderr

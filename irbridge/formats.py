@@ -20,6 +20,11 @@ STABLEHLO_SUFFIXES = (".mlir", ".mlirbc", ".jaxexport")
 """Read as StableHLO; `.jaxexport` is a serialized `jax.export` Exported (read only)."""
 
 
+def is_model_folder(spec: str) -> bool:
+    """A Hugging Face model folder (config.json inside): a model the zoo builds."""
+    return Path(spec).is_dir() and (Path(spec) / "config.json").is_file()
+
+
 def is_model_file(spec: str) -> bool:
     return Path(spec).suffix in IR_SUFFIXES + ONNX_SUFFIXES + STABLEHLO_SUFFIXES
 
@@ -61,7 +66,7 @@ def load_model(spec: str, *, weights: bool = False, frontend: str = "auto",
         raise IrbridgeError(f"--bind applies to model files (symbolic dims of an IR, ONNX "
                             f"or StableHLO file), not to the model name {spec!r}: capture "
                             "it with --input-shape, --batch or --seq-len")
-    if Path(spec).is_dir() and not (Path(spec) / "config.json").is_file():
+    if Path(spec).is_dir() and not is_model_folder(spec):
         raise IrbridgeError(f"{spec}: is a folder without config.json; give a model file, a "
                             "model name or a Hugging Face model folder")
     from irbridge.converters.pytorch import capture, zoo

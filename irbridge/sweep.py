@@ -111,8 +111,10 @@ def parse_grid(*, models: str, hardware: str, batch: str, seq_len: str, phase: s
 def _check_model(name: str) -> None:
     """A zoo name (or hf:TYPE) or an existing model file; anything else is refused before
     any work starts."""
-    from irbridge.formats import is_model_file
+    from irbridge.formats import is_model_file, is_model_folder
 
+    if is_model_folder(name):  # a Hugging Face model folder
+        return
     if is_model_file(name):
         if not Path(name).is_file():
             raise IrbridgeError(f"--models: {name}: no such file")

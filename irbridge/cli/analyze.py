@@ -136,9 +136,10 @@ def analyze(
         raise IrbridgeError(f"--top must be at least 0, got {top}")
     _check_outputs(output, plot)
     if phase is not None:
-        from irbridge.formats import is_model_file
+        from irbridge.formats import is_model_file, is_model_folder
 
-        if is_model_file(file_or_model) or Path(file_or_model).exists():
+        if is_model_file(file_or_model) or (Path(file_or_model).exists()
+                                            and not is_model_folder(file_or_model)):
             raise IrbridgeError(f"--phase {phase}: {file_or_model} is a file; a phase graph "
                                 "file carries its own phase (capture it with `irbridge "
                                 "convert MODEL --phase`)")

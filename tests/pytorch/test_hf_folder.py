@@ -113,3 +113,18 @@ def test_analyze_and_convert_take_a_folder(tmp_path: Path) -> None:
     result = runner.invoke(app, ["convert", str(tmp_path / "bert"), "-o", str(tmp_path / "m.irb")])
     assert result.exit_code == 0, result.output
     assert f"weights file {tmp_path / 'bert'}" in result.stdout + result.stderr
+
+
+def test_a_folder_takes_phases_and_sweeps(tmp_path: Path) -> None:
+    config = transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100,
+                                     n_positions=64, bos_token_id=0, eos_token_id=0)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path / "gpt")
+    runner = CliRunner()
+    result = runner.invoke(app, ["analyze", str(tmp_path / "gpt"), "--phase", "decode",
+                                 "--kv-len", "16", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    from irbridge import sweep as sw
+
+    grid = sw.parse_grid(models=str(tmp_path / "gpt"), hardware="h100-sxm", batch="1",
+                         seq_len="16", phase="none", dtype="bf16", tp="1")
+    assert grid.size == 1

@@ -1,0 +1,297 @@
+"""Importing the block-quantised ONNX files LLMs ship in for onnxruntime: com.microsoft
+`MatMulNBits` and `GatherBlockQuantized`, and standard `DequantizeLinear` /
+`QuantizeLinear` with `block_size` (opset 21), as onnxruntime's own 4-bit quantizer
+(`MatMulNBitsQuantizer`, QOperator and QDQ formats) writes them.
+
+Ground truth is onnxruntime 1.31 (CPU, one thread) running the quantised file. Its QDQ
+files are run with `session.qdq_matmulnbits_accuracy_level` 0: by default (4) onnxruntime
+fuses DequantizeLinear + MatMul into a MatMulNBits that quantises the activations to
+int8 per block, which is not the file's arithmetic (off by ~1% here). The imported IR runs
+in irbridge's executor (numpy) and, exported again as standard ONNX, in onnxruntime.
+
+Tolerances: the dequantised weights are exact products (q - zero_point) * scale in float32
+either way; what differs is only the summation order of the float32 matmuls (K <= 96
+products of O(1) values, outputs O(0.1) to O(10)): atol 1e-5 + rtol 1e-5 holds with a wide
+margin, while a wrong nibble order, block index or zero point changes outputs by O(0.01)
+or more (one quantisation step of one weight times an O(1) input).
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+import ml_dtypes
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from onnx import TensorProto, helper
+from onnxruntime.quantization import QuantFormat
+from onnxruntime.quantization.matmul_nbits_quantizer import (
+    DefaultWeightOnlyQuantConfig,
+    MatMulNBitsQuantizer,
+)
+from onnxtools import onnx_model, tensor
+from torch import nn
+
+from irbridge.analysis.cost import cost_model
+from irbridge.converters.onnx import to_onnx
+from irbridge.converters.onnx.importer import from_onnx
+from irbridge.executor import run_model
+from irbridge.ir import Model
+
+ATOL, RTOL = 1e-5, 1e-5
+MS = {"com.microsoft": 1}
+
+
+def _session(proto: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.intra_op_num_threads = 1
+    options.add_session_config_entry("session.qdq_matmulnbits_accuracy_level", "0")
+    return ort.InferenceSession(proto.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def _ort(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    return [np.asarray(x) for x in _session(proto).run(None, dict(feeds))]
+
+
+def _close(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g, w, atol=ATOL, rtol=RTOL)
+
+
+def _check(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> Model:
+    """onnxruntime on the original vs the imported IR (executor) and its ONNX exports
+    (optimised, where the exporter may fold small dequantised weights into float
+    initializers, and not, where the unpacked weights and the dequantisation ops run)."""
+    want = _ort(proto, feeds)
+    model, coverage = from_onnx(proto)
+    assert coverage.fully_neutral, coverage.lines()
+    _close([np.asarray(v) for v in run_model(model, dict(feeds))], want)
+    for optimize in (True, False):
+        again = to_onnx(model, optimize=optimize)
+        assert not any(n.domain == "com.microsoft" for n in again.graph.node)
+        _close(_ort(again, feeds), want)
+    return model
+
+
+# -- a tiny llama-like block, quantised by onnxruntime's MatMulNBitsQuantizer -------------------
+
+class _RMSNorm(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(1 + 0.1 * torch.randn(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.weight
+
+
+class _Block(nn.Module):
+    """Embedding, causal attention (q, k, v, o projections, 4 heads) and a gated SiLU MLP,
+    with RMS norms: every weight matrix a MatMul, the table a Gather."""
+
+    def __init__(self, vocab: int = 50, dim: int = 64, hidden: int = 96, heads: int = 4
+                 ) -> None:
+        super().__init__()
+        self.heads = heads
+        self.embed = nn.Embedding(vocab, dim)
+        self.q, self.k, self.v, self.o = (nn.Linear(dim, dim, bias=False) for _ in range(4))
+        self.gate = nn.Linear(dim, hidden, bias=False)
+        self.up = nn.Linear(dim, hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+        self.norm1, self.norm2 = _RMSNorm(dim), _RMSNorm(dim)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.embed(ids)
+        b, s, d = x.shape
+        h = self.norm1(x)
+        q, k, v = (p(h).reshape(b, s, self.heads, -1).transpose(1, 2)
+                   for p in (self.q, self.k, self.v))
+        scores = q @ k.transpose(-1, -2) / (d // self.heads) ** 0.5
+        causal = torch.ones(s, s, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(causal, float("-inf"))
+        att = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, d)
+        x = x + self.o(att)
+        h = self.norm2(x)
+        return x + self.down(nn.functional.silu(self.gate(h)) * self.up(h))
+
+
+VOCAB, SEQ = 50, 7
+
+
+def _float_file() -> onnx.ModelProto:
+    torch.manual_seed(0)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_Block().eval(), (torch.zeros(2, SEQ, dtype=torch.long),), buffer,
+                          dynamo=False, opset_version=21, input_names=["ids"],
+                          output_names=["y"])
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def _quantised(proto: onnx.ModelProto, fmt: QuantFormat, symmetric: bool, bits: int = 4
+               ) -> onnx.ModelProto:
+    ops = ("MatMul", "Gather") if fmt == QuantFormat.QOperator else ("MatMul",)
+    config = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=symmetric,
+                                          quant_format=fmt, op_types_to_quantize=ops,
+                                          bits=bits)
+    quantizer = MatMulNBitsQuantizer(onnx.ModelProto.FromString(proto.SerializeToString()),
+                                     algo_config=config)
+    quantizer.process()
+    return quantizer.model.model
+
+
+def _file_bytes(t: onnx.TensorProto) -> int:
+    """Bytes a file's initializer holds, sub-byte types packed."""
+    bits = {TensorProto.INT4: 4, TensorProto.UINT4: 4}.get(
+        t.data_type, 8 * helper.tensor_dtype_to_np_dtype(t.data_type).itemsize)
+    return (int(np.prod(t.dims)) * bits + 7) // 8
+
+
+@pytest.fixture(scope="module")
+def float_file() -> onnx.ModelProto:
+    return _float_file()
+
+
+@pytest.mark.parametrize("symmetric", [False, True], ids=["zero_points", "symmetric"])
+@pytest.mark.parametrize("fmt", [QuantFormat.QOperator, QuantFormat.QDQ],
+                         ids=["QOperator", "QDQ"])
+def test_llama_block_quantised(float_file: onnx.ModelProto, fmt: QuantFormat,
+                               symmetric: bool) -> None:
+    proto = _quantised(float_file, fmt, symmetric)
+    ops = Counter(n.op_type for n in proto.graph.node)
+    if fmt == QuantFormat.QOperator:  # the 7 weight matrices and the table
+        assert ops["MatMulNBits"] == 7 and ops["GatherBlockQuantized"] == 1
+    else:
+        blocked = [n for n in proto.graph.node if n.op_type == "DequantizeLinear"]
+        assert len(blocked) == 7 and all(
+            helper.get_attribute_value(a) == 32
+            for n in blocked for a in n.attribute if a.name == "block_size")
+    ids = np.random.default_rng(1).integers(0, VOCAB, (2, SEQ)).astype(np.int64)
+    model = _check(proto, {"ids": ids})
+    # the imported file costs what the float model costs in MACs, and reads the file's
+    # packed weight bytes (4-bit values half a byte each)
+    floats, _ = from_onnx(float_file)
+    report, float_report = cost_model(model), cost_model(floats)
+    assert report.total.macs == float_report.total.macs > 0
+    read = {v.tensor.name for _, n in model.all_nodes() for v in n.inputs
+            if v is not None and v.tensor is not None}
+    held = sum(_file_bytes(t) for t in proto.graph.initializer
+               if t.name in read or f"{t.name}_unpacked" in read)
+    assert report.weight_bytes == held
+    # 4 bits a weight + a float32 scale (and a 4-bit zero point) per 32: ~5.1 bits of 32
+    # (QDQ files keep the embedding table float: 12,800 of 152,576 bytes)
+    assert report.weight_bytes * 4 < float_report.weight_bytes
+
+
+# -- single nodes: the forms the quantizer does not write ----------------------------------------
+
+def _one_node(op: str, names: Sequence[str], inputs: dict[str, np.ndarray],
+              weights: dict[str, np.ndarray], out_rank: int, **attrs: object
+              ) -> onnx.ModelProto:
+    """One com.microsoft node reading `names` ("" leaves an optional input out): `inputs`
+    graph inputs, `weights` initializers."""
+    node = helper.make_node(op, list(names), ["y"], domain="com.microsoft", **attrs)
+    graph_inputs = [tensor(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+                    for k, v in inputs.items()]
+    return onnx_model([node], graph_inputs, [tensor("y", TensorProto.FLOAT, [None] * out_rank)],
+                      weights, opset=21, extra_opsets=MS)
+
+
+@pytest.mark.parametrize(("bits", "zero"), [
+    (bits, zero) for bits in (2, 4, 8) for zero in ("none", "packed", "float")
+    if (bits, zero) != (8, "float")])  # onnxruntime: "Only 2b and 4b ... unpacked compute"
+def test_matmul_nbits_node(bits: int, zero: str) -> None:
+    """K = 40 in blocks of 16: the third block is half padding; 3 blocks of zero points
+    pack into a padded byte row (one byte of 8-bit ones each, no padding); a bias."""
+    rng = np.random.default_rng(bits)
+    k, n, block = 40, 24, 16
+    blocks = 3
+    weights = {
+        "B": rng.integers(0, 256, (n, blocks, block * bits // 8), dtype=np.uint8),
+        "scales": (rng.random((n, blocks)) * 0.1 + 0.01).astype(np.float32),
+        "bias": rng.standard_normal(n).astype(np.float32),
+    }
+    if zero == "packed":
+        weights["zero_points"] = rng.integers(0, 256, (n, -(-blocks * bits // 8)),
+                                              dtype=np.uint8)
+    elif zero == "float":
+        weights["zero_points"] = rng.integers(0, 1 << bits, (n, blocks)).astype(np.float32)
+    a = rng.standard_normal((2, 3, k)).astype(np.float32)
+    names = ["A", "B", "scales", "zero_points" if zero != "none" else "", "", "bias"]
+    proto = _one_node("MatMulNBits", names, {"A": a}, weights, 3, K=k, N=n, bits=bits,
+                      block_size=block)
+    _check(proto, {"A": a})
+
+
+def test_gather_block_quantized_packed_uint8() -> None:
+    """uint8 data of 4-bit values packed along the last axis, packed zero points, int32
+    indices of rank 2."""
+    rng = np.random.default_rng(3)
+    rows, dim, block = 10, 64, 16
+    data = rng.integers(0, 256, (rows, dim // 2), dtype=np.uint8)
+    scales = (rng.random((rows, dim // block)) * 0.1 + 0.01).astype(np.float32)
+    zeros = rng.integers(0, 256, (rows, dim // block // 2), dtype=np.uint8)
+    indices = rng.integers(0, rows, (2, 5)).astype(np.int32)
+    proto = _one_node("GatherBlockQuantized", ["data", "indices", "scales", "zero_points"],
+                      {"indices": indices},
+                      {"data": data, "scales": scales, "zero_points": zeros}, 3,
+                      bits=4, block_size=block, gather_axis=0, quantize_axis=1)
+    _check(proto, {"indices": indices})
+
+
+def test_blocked_quantize_linear() -> None:
+    """QuantizeLinear with block_size along axis 1 (the last block short), int4 output,
+    then the blocked DequantizeLinear back; q read as int8 (onnxruntime returns no int4
+    arrays)."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((3, 40)) * 2).astype(np.float32)
+    scale = (rng.random((3, 3)) * 0.3 + 0.1).astype(np.float32)
+    zero = rng.integers(-3, 4, (3, 3)).astype(ml_dtypes.int4)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["q"], axis=1,
+                              block_size=16),
+             helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["y"], axis=1,
+                              block_size=16),
+             helper.make_node("Cast", ["q"], ["q8"], to=TensorProto.INT8)]
+    proto = onnx_model(nodes, [tensor("x", TensorProto.FLOAT, [3, 40])],
+                       [tensor("q8", TensorProto.INT8, [3, 40]),
+                        tensor("y", TensorProto.FLOAT, [3, 40])],
+                       {"scale": scale}, opset=21)
+    proto.graph.initializer.append(
+        helper.make_tensor("zero", TensorProto.INT4, [3, 3], zero.astype(np.int8).ravel()))
+    want = _ort(proto, {"x": x})
+    model, coverage = from_onnx(proto)
+    assert coverage.fully_neutral, coverage.lines()
+    assert np.unique(want[0]).size > 8  # the clip to [-8, 7] and the zero points matter
+    for got in ([np.asarray(v) for v in run_model(model, {"x": x})],
+                _ort(to_onnx(model, optimize=False), {"x": x})):
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], atol=ATOL, rtol=RTOL)
+
+
+def test_matmul_nbits_refusals() -> None:
+    """g_idx and an odd bit width keep the node opaque with a one-line reason naming it."""
+    rng = np.random.default_rng(5)
+    b = rng.integers(0, 256, (8, 1, 8), dtype=np.uint8)
+    scales = np.ones((8, 1), np.float32)
+    g_idx = np.zeros(16, np.int32)
+    a = rng.standard_normal((2, 16)).astype(np.float32)
+    proto = _one_node("MatMulNBits", ["A", "B", "scales", "", "g_idx"], {"A": a},
+                      {"B": b, "scales": scales, "g_idx": g_idx}, 2,
+                      K=16, N=8, bits=4, block_size=16)
+    _, coverage = from_onnx(proto)
+    assert not coverage.fully_neutral
+    assert any("g_idx" in line for line in coverage.lines()), coverage.lines()
+    proto = _one_node("MatMulNBits", ["A", "B", "scales"], {"A": a},
+                      {"B": b, "scales": scales}, 2, K=16, N=8, bits=3, block_size=16)
+    _, coverage = from_onnx(proto)
+    assert any("bits 3" in line for line in coverage.lines()), coverage.lines()

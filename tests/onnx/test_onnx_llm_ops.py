@@ -1,7 +1,8 @@
-"""Importing the block-quantised ONNX files LLMs ship in for onnxruntime: com.microsoft
-`MatMulNBits` and `GatherBlockQuantized`, and standard `DequantizeLinear` /
-`QuantizeLinear` with `block_size` (opset 21), as onnxruntime's own 4-bit quantizer
-(`MatMulNBitsQuantizer`, QOperator and QDQ formats) writes them.
+"""Importing the ONNX files LLMs ship in for onnxruntime: com.microsoft `MatMulNBits` and
+`GatherBlockQuantized`, and standard `DequantizeLinear` / `QuantizeLinear` with
+`block_size` (opset 21), as onnxruntime's own 4-bit quantizer (`MatMulNBitsQuantizer`,
+QOperator and QDQ formats) writes them; com.microsoft `GroupQueryAttention` with its KV
+cache.
 
 Ground truth is onnxruntime 1.31 (CPU, one thread) running the quantised file. Its QDQ
 files are run with `session.qdq_matmulnbits_accuracy_level` 0: by default (4) onnxruntime
@@ -9,7 +10,10 @@ fuses DequantizeLinear + MatMul into a MatMulNBits that quantises the activation
 int8 per block, which is not the file's arithmetic (off by ~1% here). The imported IR runs
 in irbridge's executor (numpy) and, exported again as standard ONNX, in onnxruntime.
 
-Tolerances: the dequantised weights are exact products (q - zero_point) * scale in float32
+Tolerances: GroupQueryAttention's softmax differs from onnxruntime's in summation order
+and exp implementation only (O(1) inputs, head size 32, <= 9 keys): atol 1e-5 + rtol 1e-5
+as below; a wrong position, mask offset or head grouping is off by O(0.1).
+The dequantised weights are exact products (q - zero_point) * scale in float32
 either way; what differs is only the summation order of the float32 matmuls (K <= 96
 products of O(1) values, outputs O(0.1) to O(10)): atol 1e-5 + rtol 1e-5 holds with a wide
 margin, while a wrong nibble order, block index or zero point changes outputs by O(0.01)
@@ -295,3 +299,90 @@ def test_matmul_nbits_refusals() -> None:
                       {"B": b, "scales": scales}, 2, K=16, N=8, bits=3, block_size=16)
     _, coverage = from_onnx(proto)
     assert any("bits 3" in line for line in coverage.lines()), coverage.lines()
+
+
+# -- GroupQueryAttention ---------------------------------------------------------------------------
+
+HEADS, KV_HEADS, HEAD = 4, 2, 32  # onnxruntime: rotary dims multiples of 16
+
+
+def _gqa(batch: int, length: int, past: int, *, packed: bool = False, rotary: int = 0,
+         **attrs: object) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One GroupQueryAttention node of `batch` entries with `length` new tokens after `past`
+    cached ones (seqlens_k = past + length - 1 for every entry), and its feeds; `rotary`:
+    the rotary dim of cos / sin caches of 16 positions (0: no rotary)."""
+    rng = np.random.default_rng(batch * 100 + length * 10 + past)
+    feeds: dict[str, np.ndarray] = {}
+    if packed:
+        feeds["query"] = _rand(rng, batch, length, (HEADS + 2 * KV_HEADS) * HEAD)
+        names = ["query", "", ""]
+    else:
+        feeds["query"] = _rand(rng, batch, length, HEADS * HEAD)
+        feeds["key"] = _rand(rng, batch, length, KV_HEADS * HEAD)
+        feeds["value"] = _rand(rng, batch, length, KV_HEADS * HEAD)
+        names = ["query", "key", "value"]
+    if past:
+        feeds["past_key"] = _rand(rng, batch, KV_HEADS, past, HEAD)
+        feeds["past_value"] = _rand(rng, batch, KV_HEADS, past, HEAD)
+        names += ["past_key", "past_value"]
+    else:
+        names += ["", ""]
+    feeds["seqlens_k"] = np.full(batch, past + length - 1, np.int32)
+    feeds["total_sequence_length"] = np.array(past + length, np.int32)
+    names += ["seqlens_k", "total_sequence_length"]
+    weights = {}
+    if rotary:
+        angles = np.arange(16)[:, None] / 10000 ** (np.arange(rotary // 2) / (rotary // 2))
+        weights = {"cos_cache": np.cos(angles).astype(np.float32),
+                   "sin_cache": np.sin(angles).astype(np.float32)}
+        names += ["cos_cache", "sin_cache"]
+        attrs["do_rotary"] = 1
+    node = helper.make_node("GroupQueryAttention", names, ["y", "present_key", "present_value"],
+                            domain="com.microsoft", num_heads=HEADS, kv_num_heads=KV_HEADS,
+                            **attrs)
+    graph_inputs = [tensor(k, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+                    for k, v in feeds.items()]
+    outputs = [tensor(n, TensorProto.FLOAT, [None] * r)
+               for n, r in (("y", 3), ("present_key", 4), ("present_value", 4))]
+    return onnx_model([node], graph_inputs, outputs, weights, opset=21, extra_opsets=MS), feeds
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize(("batch", "length", "past", "options"), [
+    (2, 5, 0, {}),                                        # prompt
+    (2, 1, 6, {}),                                        # one decoding step
+    (1, 3, 6, {}),                                        # a chunk after a cache
+    (2, 5, 0, {"packed": True}),                          # packed QKV
+    (2, 1, 6, {"rotary": HEAD}),                          # RoPE, halves
+    (1, 3, 6, {"rotary": HEAD, "rotary_interleaved": 1}),
+    (2, 5, 0, {"rotary": HEAD // 2}),                     # partial rotary dim
+    (1, 3, 6, {"local_window_size": 3}),                  # sliding window
+    (2, 5, 0, {"local_window_size": 2, "scale": 0.2}),
+    (2, 1, 6, {"softcap": 2.0}),                          # Gemma-2's logit cap
+    (1, 3, 6, {"softcap": 1.5, "local_window_size": 4}),
+    (2, 5, 0, {"causal": 0}),                             # bidirectional
+    (1, 3, 6, {"causal": 0, "packed": True}),
+])
+def test_group_query_attention(batch: int, length: int, past: int,
+                               options: dict[str, object]) -> None:
+    proto, feeds = _gqa(batch, length, past, **options)
+    model = _check(proto, feeds)
+    # the MACs of q @ k^T and probs @ v over the present keys
+    macs = cost_model(model).total.macs
+    assert macs == 2 * batch * HEADS * length * (past + length) * HEAD
+
+
+def test_group_query_attention_refusals() -> None:
+    """A form the import does not model stays opaque, its reason naming the input or
+    attribute."""
+    proto, _ = _gqa(2, 1, 6, smooth_softmax=1)
+    _, coverage = from_onnx(proto)
+    assert any("smooth_softmax" in line for line in coverage.lines()), coverage.lines()
+    proto, _ = _gqa(2, 1, 6)
+    proto.graph.node[0].input.extend(["", "", "", "bias"])  # input 10
+    proto.graph.input.append(tensor("bias", TensorProto.FLOAT, [2, 1, 1, 7]))
+    _, coverage = from_onnx(proto)
+    assert any("attention_bias" in line for line in coverage.lines()), coverage.lines()

@@ -466,7 +466,9 @@ def _group_query_attention(ctx: NodeCtx) -> Results:
     if ctx.rank(0) != 3 or ctx.has(1) != ctx.has(2) or ctx.has(3) != ctx.has(4):
         raise Unsupported("query must be 3-D, key and value (past_key and past_value) given "
                           "together")
-    width = ctx.static(0)[2]
+    width = ctx.shape(0)[2]
+    if not isinstance(width, int):
+        raise Unsupported("query needs a static hidden size")
     q = ctx.x(0)
     if ctx.has(1):
         head = width // heads

@@ -131,14 +131,16 @@ class _Block(nn.Module):
 VOCAB, SEQ = 50, 7
 
 
-def _float_file() -> onnx.ModelProto:
+def _float_file(dynamic: bool = False) -> onnx.ModelProto:
+    """The block as torch.onnx exports it; `dynamic`: batch and sequence dims symbolic."""
     torch.manual_seed(0)
     buffer = io.BytesIO()
+    axes = {"ids": {0: "batch", 1: "sequence"}} if dynamic else None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(_Block().eval(), (torch.zeros(2, SEQ, dtype=torch.long),), buffer,
                           dynamo=False, opset_version=21, input_names=["ids"],
-                          output_names=["y"])
+                          output_names=["y"], dynamic_axes=axes)
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -195,6 +197,16 @@ def test_llama_block_quantised(float_file: onnx.ModelProto, fmt: QuantFormat,
     # 4 bits a weight + a float32 scale (and a 4-bit zero point) per 32: ~5.1 bits of 32
     # (QDQ files keep the embedding table float: 12,800 of 152,576 bytes)
     assert report.weight_bytes * 4 < float_report.weight_bytes
+
+
+@pytest.mark.parametrize("fmt", [QuantFormat.QOperator, QuantFormat.QDQ],
+                         ids=["QOperator", "QDQ"])
+def test_llama_block_symbolic_dims(fmt: QuantFormat) -> None:
+    """As LLM files come: batch and sequence symbolic; one import runs at two lengths."""
+    proto = _quantised(_float_file(dynamic=True), fmt, symmetric=False)
+    for length in (3, 9):
+        ids = np.random.default_rng(length).integers(0, VOCAB, (1, length)).astype(np.int64)
+        _check(proto, {"ids": ids})
 
 
 # -- single nodes: the forms the quantizer does not write ----------------------------------------
@@ -373,6 +385,23 @@ def test_group_query_attention(batch: int, length: int, past: int,
     # the MACs of q @ k^T and probs @ v over the present keys
     macs = cost_model(model).total.macs
     assert macs == 2 * batch * HEADS * length * (past + length) * HEAD
+
+
+def test_group_query_attention_symbolic_dims() -> None:
+    """batch, sequence and past length symbolic (as in LLM files): one import runs a
+    decoding step of 2 entries and a chunk of 3 tokens of 1."""
+    proto, step = _gqa(2, 1, 6, rotary=HEAD, local_window_size=3)
+    for value in proto.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name != "total_sequence_length":
+            dims[0].dim_param = "batch"
+        if value.name in ("query", "key", "value"):
+            dims[1].dim_param = "sequence"
+        if value.name.startswith("past_"):
+            dims[2].dim_param = "past"
+    _, chunk = _gqa(1, 3, 6, rotary=HEAD, local_window_size=3)
+    for feeds in (step, chunk):
+        _check(proto, feeds)
 
 
 def test_group_query_attention_refusals() -> None:

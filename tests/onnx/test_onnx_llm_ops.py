@@ -45,6 +45,7 @@ from torch import nn
 from irbridge.analysis.cost import cost_model
 from irbridge.converters.onnx import to_onnx
 from irbridge.converters.onnx.importer import from_onnx
+from irbridge.converters.stablehlo import build_module, evaluate
 from irbridge.executor import run_model
 from irbridge.ir import Model
 
@@ -415,3 +416,16 @@ def test_group_query_attention_refusals() -> None:
     proto.graph.input.append(tensor("bias", TensorProto.FLOAT, [2, 1, 1, 7]))
     _, coverage = from_onnx(proto)
     assert any("attention_bias" in line for line in coverage.lines()), coverage.lines()
+
+
+def test_stablehlo_export(float_file: onnx.ModelProto) -> None:
+    """The imported 4-bit block (uint4 weights, blocked dequantisation, the gathered table)
+    and a GroupQueryAttention with cache, RoPE, window and softcap, exported as StableHLO
+    and run in its reference interpreter, give onnxruntime's outputs (tolerance as above)."""
+    ids = np.random.default_rng(1).integers(0, VOCAB, (2, SEQ)).astype(np.int64)
+    for proto, feeds in ((_quantised(float_file, QuantFormat.QOperator, False), {"ids": ids}),
+                         _gqa(2, 1, 6, rotary=HEAD, local_window_size=3, softcap=2.0)):
+        model, coverage = from_onnx(proto)
+        assert coverage.fully_neutral, coverage.lines()
+        got = evaluate(build_module(model), list(feeds.values()))
+        _close([np.asarray(g) for g in got], _ort(proto, feeds))

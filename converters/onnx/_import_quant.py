@@ -280,8 +280,9 @@ _UNSIGNED = {2: DType.UINT2, 4: DType.UINT4, 8: DType.UINT8}
 
 def _unpacked(ctx: NodeCtx, index: int, bits: int, shape: tuple[int, ...], what: str) -> Value:
     """A constant uint8 input of `bits`-bit values packed low-order bits first, unpacked at
-    import time into a uint{bits} initializer of `shape` (the same bytes: analyses count
-    the file's packed size)."""
+    import time into a uint{bits} initializer (the input's shape, its last dim 8 / bits
+    times longer: the same bytes, so analyses count the file's packed size; one per
+    packed initializer however many nodes read it), reshaped to `shape`."""
     packed = ctx.need_const(index, what)
     if packed.dtype != np.uint8:
         raise Unsupported(f"{what} (input {index}) is {packed.dtype}, not packed uint8")
@@ -289,9 +290,10 @@ def _unpacked(ctx: NodeCtx, index: int, bits: int, shape: tuple[int, ...], what:
         raise Unsupported(f"{what} (input {index}) of shape {list(packed.shape)} does not "
                           f"hold {list(shape)} {bits}-bit values")
     shifts = np.arange(0, 8, bits, dtype=np.uint8)
-    values = (packed.reshape(-1, 1) >> shifts) & np.uint8((1 << bits) - 1)
-    name = ctx.node.input[index] or ctx.base
-    return ctx.initializer(values.reshape(shape), _UNSIGNED[bits], f"{name}_unpacked")
+    values = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+    values = values.reshape(*packed.shape[:-1], -1) if packed.ndim else values.reshape(-1)
+    value = ctx.initializer(values, _UNSIGNED[bits], f"{ctx.node.input[index]}_unpacked{bits}")
+    return value if values.shape == shape else ctx.op("reshape", [value], {"shape": shape})
 
 
 def _block_attrs(ctx: NodeCtx, default_block: int | None) -> tuple[int, int]:

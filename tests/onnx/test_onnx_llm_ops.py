@@ -73,6 +73,10 @@ def _close(got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> None:
         np.testing.assert_allclose(g, w, atol=ATOL, rtol=RTOL)
 
 
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
 def _check(proto: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> Model:
     """onnxruntime on the original vs the imported IR (executor) and its ONNX exports
     (optimised, where the exporter may fold small dequantised weights into float
@@ -193,7 +197,7 @@ def test_llama_block_quantised(float_file: onnx.ModelProto, fmt: QuantFormat,
     read = {v.tensor.name for _, n in model.all_nodes() for v in n.inputs
             if v is not None and v.tensor is not None}
     held = sum(_file_bytes(t) for t in proto.graph.initializer
-               if t.name in read or f"{t.name}_unpacked" in read)
+               if t.name in read or f"{t.name}_unpacked4" in read)
     assert report.weight_bytes == held
     # 4 bits a weight + a float32 scale (and a 4-bit zero point) per 32: ~5.1 bits of 32
     # (QDQ files keep the embedding table float: 12,800 of 152,576 bytes)
@@ -248,6 +252,24 @@ def test_matmul_nbits_node(bits: int, zero: str) -> None:
     proto = _one_node("MatMulNBits", names, {"A": a}, weights, 3, K=k, N=n, bits=bits,
                       block_size=block)
     _check(proto, {"A": a})
+
+
+def test_matmul_nbits_shared_weights() -> None:
+    """Two MatMulNBits nodes reading one packed B (tied weights) read one unpacked
+    initializer: the weight bytes are the file's."""
+    rng = np.random.default_rng(6)
+    k, n, block = 32, 16, 16
+    weights = {"B": rng.integers(0, 256, (n, 2, block // 2), dtype=np.uint8),
+               "scales": (rng.random((n, 2)) * 0.1 + 0.01).astype(np.float32)}
+    attrs = {"K": k, "N": n, "bits": 4, "block_size": block}
+    nodes = [helper.make_node("MatMulNBits", [x, "B", "scales"], [y], domain="com.microsoft",
+                              **attrs) for x, y in (("a", "y1"), ("b", "y2"))]
+    feeds = {x: _rand(rng, 3, k) for x in ("a", "b")}
+    proto = onnx_model(nodes, [tensor(x, TensorProto.FLOAT, [3, k]) for x in feeds],
+                       [tensor(y, TensorProto.FLOAT, [3, n]) for y in ("y1", "y2")],
+                       weights, opset=21, extra_opsets=MS)
+    model = _check(proto, feeds)
+    assert cost_model(model).weight_bytes == sum(w.nbytes for w in weights.values())
 
 
 def test_gather_block_quantized_packed_uint8() -> None:
@@ -358,10 +380,6 @@ def _gqa(batch: int, length: int, past: int, *, packed: bool = False, rotary: in
     outputs = [tensor(n, TensorProto.FLOAT, [None] * r)
                for n, r in (("y", 3), ("present_key", 4), ("present_value", 4))]
     return onnx_model([node], graph_inputs, outputs, weights, opset=21, extra_opsets=MS), feeds
-
-
-def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 @pytest.mark.parametrize(("batch", "length", "past", "options"), [

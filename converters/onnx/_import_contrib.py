@@ -442,13 +442,13 @@ def _group_query_attention(ctx: NodeCtx) -> Results:
     """Grouped-query attention of [B, S, N*H] query and [B, S, Nkv*H] key / value (or packed
     QKV [B, S, (N + 2 Nkv) H]) with an optional BNSH past key / value: present = past ++
     new (on the sequence axis), the new tokens at absolute positions seqlens_k + 1 - S ..
-    seqlens_k, RoPE at those positions from cos_cache / sin_cache (do_rotary, halves or
+    seqlens_k (without a past: 0 .. S - 1), RoPE at those positions from cos_cache / sin_cache (do_rotary, halves or
     rotary_interleaved), a causal mask aligned to them (`local_window_size` W: only the
     last W keys, the query's own included; causal 0: every key up to seqlens_k), `softcap`, `scale`. As in
     onnxruntime's CPU kernel when every batch entry's past fills the past buffer
-    (seqlens_k + 1 = past length + S: batch 1, or equal lengths); onnxruntime writes a
-    shorter entry's new keys right after its own past, which this concatenation does not
-    model."""
+    (seqlens_k + 1 = past length + S: batch 1, or equal lengths; a right-padded prompt's
+    padding rows aside); onnxruntime writes a shorter entry's new keys right after its own
+    past, which this concatenation does not model. total_sequence_length is not read."""
     for index, what in _GQA_INPUTS.items():
         if ctx.has(index):
             raise Unsupported(f"input {what}")
@@ -479,9 +479,12 @@ def _group_query_attention(ctx: NodeCtx) -> Results:
     q, k, v = _heads(ctx, q, heads), _heads(ctx, k, kv_heads), _heads(ctx, v, kv_heads)
     int64 = {"dtype": DType.INT64}
     total = ctx.op("add", [ctx.op("cast", [ctx.x(5)], int64), ctx.constant(1, DType.INT64)])
-    positions = ctx.op("add", [
-        ctx.op("unsqueeze", [ctx.op("sub", [total, _length(ctx, q, 2)])], {"axes": (1,)}),
-        _steps(ctx, q, 2)])  # [B, S]
+    if ctx.has(3):  # after a cache: the last S of each entry's seqlens_k + 1 positions
+        positions = ctx.op("add", [
+            ctx.op("unsqueeze", [ctx.op("sub", [total, _length(ctx, q, 2)])], {"axes": (1,)}),
+            _steps(ctx, q, 2)])  # [B, S]
+    else:  # a prompt: 0 .. S-1, whatever the entry's length (right padding)
+        positions = ctx.op("unsqueeze", [_steps(ctx, q, 2)], {"axes": (0,)})  # [1, S]
     if ctx.a("do_rotary", 0):
         if not ctx.has(7) or not ctx.has(8):
             raise Unsupported("do_rotary without cos_cache / sin_cache")

@@ -406,6 +406,26 @@ def test_group_query_attention(batch: int, length: int, past: int,
     assert macs == 2 * batch * HEADS * length * (past + length) * HEAD
 
 
+@pytest.mark.parametrize("options", [{}, {"rotary": HEAD, "local_window_size": 2},
+                                     {"causal": 0}])
+def test_group_query_attention_right_padded_prompt(options: dict[str, object]) -> None:
+    """A prompt batch of lengths 5 and 3 (seqlens_k 4 and 2, right padding): the rows of
+    real tokens and the present key / value match onnxruntime (a padding row's output is
+    whatever the kernel leaves there: not compared)."""
+    proto, feeds = _gqa(2, 5, 0, **options)
+    feeds["seqlens_k"] = np.array([4, 2], np.int32)
+    want = _ort(proto, feeds)
+    model, coverage = from_onnx(proto)
+    assert coverage.fully_neutral, coverage.lines()
+    for got in ([np.asarray(v) for v in run_model(model, feeds)],
+                _ort(to_onnx(model), feeds)):
+        for entry, length in enumerate((5, 3)):
+            np.testing.assert_allclose(got[0][entry, :length], want[0][entry, :length],
+                                       atol=ATOL, rtol=RTOL)
+        for g, w in zip(got[1:], want[1:], strict=True):
+            np.testing.assert_allclose(g, w, atol=ATOL, rtol=RTOL)
+
+
 def test_group_query_attention_symbolic_dims() -> None:
     """batch, sequence and past length symbolic (as in LLM files): one import runs a
     decoding step of 2 entries and a chunk of 3 tokens of 1."""

@@ -439,15 +439,16 @@ _GQA_INPUTS = {9: "position_ids", 10: "attention_bias", 11: "head_sink", 12: "k_
 
 @contrib("GroupQueryAttention")
 def _group_query_attention(ctx: NodeCtx) -> Results:
-    """Grouped-query attention of [B, S, N*H] query and [B, S, Nkv*H] key / value (or packed
-    QKV [B, S, (N + 2 Nkv) H]) with an optional BNSH past key / value: present = past ++
-    new (on the sequence axis), the new tokens at absolute positions seqlens_k + 1 - S ..
-    seqlens_k (without a past: 0 .. S - 1), RoPE at those positions from cos_cache / sin_cache (do_rotary, halves or
-    rotary_interleaved), a causal mask aligned to them (`local_window_size` W: only the
-    last W keys, the query's own included; causal 0: every key up to seqlens_k), `softcap`, `scale`. As in
-    onnxruntime's CPU kernel when every batch entry's past fills the past buffer
-    (seqlens_k + 1 = past length + S: batch 1, or equal lengths; a right-padded prompt's
-    padding rows aside); onnxruntime writes a shorter entry's new keys right after its own
+    """Grouped-query attention of [B, S, N*H] query and [B, S, Nkv*H] key / value (or
+    packed QKV [B, S, (N + 2 Nkv) H]) with an optional BNSH past key / value: present =
+    past ++ new (on the sequence axis), the new tokens at absolute positions seqlens_k + 1
+    - S .. seqlens_k (without a past: 0 .. S - 1), RoPE at those positions from cos_cache
+    / sin_cache (do_rotary, halves or rotary_interleaved), a causal mask aligned to them
+    (`local_window_size` W: only the last W keys, the query's own included; causal 0:
+    every key up to seqlens_k), `softcap`, `scale`. As onnxruntime's CPU kernel computes
+    prompts (a right-padded prompt's padding rows aside) and, after a cache, batches whose
+    every entry's past fills the past buffer (seqlens_k + 1 = past length + S: batch 1 or
+    equal lengths); onnxruntime writes a shorter entry's new keys right after its own
     past, which this concatenation does not model. total_sequence_length is not read."""
     for index, what in _GQA_INPUTS.items():
         if ctx.has(index):
@@ -470,11 +471,13 @@ def _group_query_attention(ctx: NodeCtx) -> Results:
     if not isinstance(width, int):
         raise Unsupported("query needs a static hidden size")
     q = ctx.x(0)
+    parts = heads if ctx.has(1) else heads + 2 * kv_heads  # else packed QKV
+    head = width // parts
+    if head * parts != width:
+        raise Unsupported(f"query's hidden size {width} is not {parts} heads")
     if ctx.has(1):
-        head = width // heads
         k, v = ctx.x(1), ctx.x(2)
-    else:  # packed QKV
-        head = width // (heads + 2 * kv_heads)
+    else:
         q, k, v = _split_last(ctx, q, [heads * head, kv_heads * head, kv_heads * head])
     q, k, v = _heads(ctx, q, heads), _heads(ctx, k, kv_heads), _heads(ctx, v, kv_heads)
     int64 = {"dtype": DType.INT64}

@@ -467,3 +467,55 @@ def test_stablehlo_export(float_file: onnx.ModelProto) -> None:
         assert coverage.fully_neutral, coverage.lines()
         got = evaluate(build_module(model), list(feeds.values()))
         _close([np.asarray(g) for g in got], _ort(proto, feeds))
+
+
+def test_quantised_decoder_layer_with_cache() -> None:
+    """A genai-builder-like decoder layer: RMS norm, q / k / v projections, a
+    GroupQueryAttention with cache and RoPE, the output projection; its MatMuls quantised
+    to 4 bits by MatMulNBitsQuantizer; symbolic batch, sequence and past dims. One import
+    runs a prompt-sized chunk and a decoding step."""
+    rng = np.random.default_rng(7)
+    dim, kv_dim = HEADS * HEAD, KV_HEADS * HEAD
+    weights = {name: _rand(rng, dim, width) * 0.2
+               for name, width in (("wq", dim), ("wk", kv_dim), ("wv", kv_dim), ("wo", dim))}
+    angles = np.arange(32)[:, None] / 10000 ** (np.arange(HEAD // 2) / (HEAD // 2))
+    weights |= {"norm": 1 + 0.1 * _rand(rng, dim), "cos_cache": np.cos(angles).astype(
+        np.float32), "sin_cache": np.sin(angles).astype(np.float32)}
+    nodes = [helper.make_node("SimplifiedLayerNormalization", ["x", "norm"], ["h"],
+                              epsilon=1e-5, axis=-1),
+             *(helper.make_node("MatMul", ["h", w], [w + "_out"]) for w in ("wq", "wk", "wv")),
+             helper.make_node("GroupQueryAttention",
+                              ["wq_out", "wk_out", "wv_out", "past_key", "past_value",
+                               "seqlens_k", "total_sequence_length", "cos_cache", "sin_cache"],
+                              ["att", "present_key", "present_value"], domain="com.microsoft",
+                              num_heads=HEADS, kv_num_heads=KV_HEADS, do_rotary=1),
+             helper.make_node("MatMul", ["att", "wo"], ["o"]),
+             helper.make_node("Add", ["x", "o"], ["y"])]
+    cache = ["batch", KV_HEADS, "past", HEAD]
+    inputs = [tensor("x", TensorProto.FLOAT, ["batch", "sequence", dim]),
+              tensor("past_key", TensorProto.FLOAT, cache),
+              tensor("past_value", TensorProto.FLOAT, cache),
+              tensor("seqlens_k", TensorProto.INT32, ["batch"]),
+              tensor("total_sequence_length", TensorProto.INT32, [])]
+    present = ["batch", KV_HEADS, "total", HEAD]
+    outputs = [tensor("y", TensorProto.FLOAT, ["batch", "sequence", dim]),
+               tensor("present_key", TensorProto.FLOAT, present),
+               tensor("present_value", TensorProto.FLOAT, present)]
+    floats = onnx_model(nodes, inputs, outputs, weights, opset=21, extra_opsets=MS)
+    config = DefaultWeightOnlyQuantConfig(block_size=32, is_symmetric=False)
+    quantizer = MatMulNBitsQuantizer(floats, algo_config=config)
+    quantizer.process()
+    proto = quantizer.model.model
+    assert Counter(n.op_type for n in proto.graph.node)["MatMulNBits"] == 4
+    model = None
+    for batch, length, past in ((1, 4, 5), (2, 1, 9)):
+        feeds = {"x": _rand(rng, batch, length, dim),
+                 "past_key": _rand(rng, batch, KV_HEADS, past, HEAD),
+                 "past_value": _rand(rng, batch, KV_HEADS, past, HEAD),
+                 "seqlens_k": np.full(batch, past + length - 1, np.int32),
+                 "total_sequence_length": np.array(past + length, np.int32)}
+        model = _check(proto, feeds)
+    assert model is not None
+    report, float_report = cost_model(model), cost_model(from_onnx(floats)[0])
+    assert report.total.macs == float_report.total.macs
+    assert report.weight_bytes == sum(_file_bytes(t) for t in proto.graph.initializer)

@@ -254,6 +254,31 @@ def test_matmul_nbits_node(bits: int, zero: str) -> None:
     _check(proto, {"A": a})
 
 
+def test_matmul_nbits_float16() -> None:
+    """float16 A and scales: the dequantisation and the product in float16. Tolerance: two
+    float16 ulps of the outputs (|y| < 8: 2^-7), since onnxruntime accumulates in float32
+    and rounds once while the dequantised weights and the products here round to float16;
+    a wrong block or nibble is off by O(0.1)."""
+    rng = np.random.default_rng(8)
+    k, n, block = 64, 24, 32
+    weights = {"B": rng.integers(0, 256, (n, 2, block // 2), dtype=np.uint8),
+               "scales": (rng.random((n, 2)) * 0.1 + 0.01).astype(np.float16)}
+    a = rng.standard_normal((2, 3, k)).astype(np.float16)
+    node = helper.make_node("MatMulNBits", ["A", "B", "scales"], ["y"], domain="com.microsoft",
+                            K=k, N=n, bits=4, block_size=block)
+    proto = onnx_model([node], [tensor("A", TensorProto.FLOAT16, [2, 3, k])],
+                       [tensor("y", TensorProto.FLOAT16, [2, 3, n])], weights, opset=21,
+                       extra_opsets=MS)
+    want = _ort(proto, {"A": a})[0]
+    assert np.abs(want).max() < 8
+    model, coverage = from_onnx(proto)
+    assert coverage.fully_neutral, coverage.lines()
+    for got in (np.asarray(run_model(model, {"A": a})[0]), _ort(to_onnx(model), {"A": a})[0]):
+        assert got.dtype == np.float16
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
+                                   atol=2 ** -7, rtol=0)
+
+
 def test_matmul_nbits_shared_weights() -> None:
     """Two MatMulNBits nodes reading one packed B (tied weights) read one unpacked
     initializer: the weight bytes are the file's."""

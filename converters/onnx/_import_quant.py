@@ -354,7 +354,7 @@ def _gather_block_quantized(ctx: NodeCtx) -> Results:
     repeated along quantize_axis. int4 / uint4 data as it is; uint8 data of `bits` < 8
     (packed along the last axis) unpacked at import time into a uint{bits} initializer of
     the same bytes. Default zero point: 0 for int4 / uint4, 2^(bits - 1) for uint8. Out
-    of range indices are an error here (onnxruntime gives zeros)."""
+    of range indices are not modelled (onnxruntime gives zero rows)."""
     bits, block = _block_attrs(ctx, 128)
     rank, q_rank = ctx.rank(0), ctx.rank(1)
     gather_axis = _axis(ctx, int(ctx.a("gather_axis", 0)), rank)

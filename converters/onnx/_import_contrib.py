@@ -251,18 +251,29 @@ def _rotary_embedding(ctx: NodeCtx) -> Results:
         positions = ctx.op("unsqueeze", [ctx.op("add", [steps, start])], {"axes": (0,)})
     cos, sin = (ctx.op("unsqueeze", [ctx.op("gather", [ctx.x(i), positions], {"axis": 0})],
                        {"axes": (head_axis,)}) for i in (2, 3))
+    y = _rotate(ctx, x, cos, sin, head, bool(ctx.a("interleaved", 0)))
+    return [ctx.op("reshape", [y], {"shape": (0, 0, -1)}) if rank == 3 else y]
+
+
+def _rotate(ctx: NodeCtx, x: Value, cos: Value, sin: Value, head: int, interleaved: bool
+            ) -> Value:
+    """RoPE of 4-D x with heads of `head` features last: the first 2 * half features (half
+    = cos's last dim) rotated by cos / sin (broadcast to [..., half]), as halves or
+    interleaved pairs; the rest kept."""
+    half = _last_dim(cos)
+    rotary = 2 * half
 
     def part(start: int, end: int, step: int = 1) -> Value:
         return ctx.op("slice", [x], {"starts": (start,), "ends": (end,), "axes": (-1,),
                                      "steps": (step,)})
 
-    if ctx.a("interleaved", 0):
+    if interleaved:
         first, second = part(0, rotary, 2), part(1, rotary, 2)
     else:
         first, second = part(0, half), part(half, rotary)
     out_first = ctx.op("sub", [ctx.op("mul", [first, cos]), ctx.op("mul", [second, sin])])
     out_second = ctx.op("add", [ctx.op("mul", [second, cos]), ctx.op("mul", [first, sin])])
-    if ctx.a("interleaved", 0):
+    if interleaved:
         pairs = [ctx.op("unsqueeze", [v], {"axes": (-1,)}) for v in (out_first, out_second)]
         rotated = ctx.op("reshape", [ctx.op("concat", pairs, {"axis": -1})],
                          {"shape": (0, 0, 0, rotary)})
@@ -271,8 +282,14 @@ def _rotary_embedding(ctx: NodeCtx) -> Results:
         parts = [out_first, out_second]
     if rotary < head:
         parts.append(part(rotary, head))
-    y = ctx.op("concat", parts, {"axis": -1}) if len(parts) > 1 else parts[0]
-    return [ctx.op("reshape", [y], {"shape": (0, 0, -1)}) if rank == 3 else y]
+    return ctx.op("concat", parts, {"axis": -1}) if len(parts) > 1 else parts[0]
+
+
+def _last_dim(value: Value) -> int:
+    shape = value.type.shape if value.type is not None else None
+    if not shape or not isinstance(shape[-1], int):
+        raise Unsupported("a cos / sin cache needs a static last dim")
+    return shape[-1]
 
 
 # -- attention --------------------------------------------------------------------------------
@@ -414,3 +431,123 @@ def _multi_head_attention(ctx: NodeCtx) -> Results:
     biases = [_key_mask(ctx, 4, q, k), ctx.opt(5)]
     return [_attend(ctx, q, k, v, heads, biases), None, None, None]
 
+
+
+_GQA_INPUTS = {9: "position_ids", 10: "attention_bias", 11: "head_sink", 12: "k_scale",
+               13: "v_scale", 14: "q_norm_weight", 15: "k_norm_weight"}
+
+
+@contrib("GroupQueryAttention")
+def _group_query_attention(ctx: NodeCtx) -> Results:
+    """Grouped-query attention of [B, S, N*H] query and [B, S, Nkv*H] key / value (or
+    packed QKV [B, S, (N + 2 Nkv) H]) with an optional BNSH past key / value: present =
+    past ++ new (on the sequence axis), the new tokens at absolute positions seqlens_k + 1
+    - S .. seqlens_k (without a past: 0 .. S - 1), RoPE at those positions from cos_cache
+    / sin_cache (do_rotary, halves or rotary_interleaved), a causal mask aligned to them
+    (`local_window_size` W: only the last W keys, the query's own included; causal 0:
+    every key up to seqlens_k), `softcap`, `scale`. As onnxruntime's CPU kernel computes
+    prompts (a right-padded prompt's padding rows aside) and, after a cache, batches whose
+    every entry's past fills the past buffer (seqlens_k + 1 = past length + S: batch 1 or
+    equal lengths); onnxruntime writes a shorter entry's new keys right after its own
+    past, which this concatenation does not model. total_sequence_length is not read."""
+    for index, what in _GQA_INPUTS.items():
+        if ctx.has(index):
+            raise Unsupported(f"input {what}")
+    for name in ("smooth_softmax", "sliding_window_cache", "qk_output"):
+        if ctx.a(name, 0):
+            raise Unsupported(f"attribute {name}={ctx.a(name)}")
+    for name in ("k_quant_type", "v_quant_type"):
+        if str(ctx.a(name, "NONE")) != "NONE":
+            raise Unsupported(f"attribute {name}={ctx.a(name)} (a quantised KV cache)")
+    if ctx.used(3):
+        raise Unsupported("the output_qk output")
+    heads, kv_heads = int(ctx.a("num_heads")), int(ctx.a("kv_num_heads"))
+    if kv_heads < 1 or heads % kv_heads:
+        raise Unsupported(f"num_heads {heads} is not a multiple of kv_num_heads {kv_heads}")
+    if ctx.rank(0) != 3 or ctx.has(1) != ctx.has(2) or ctx.has(3) != ctx.has(4):
+        raise Unsupported("query must be 3-D, key and value (past_key and past_value) given "
+                          "together")
+    width = ctx.shape(0)[2]
+    if not isinstance(width, int):
+        raise Unsupported("query needs a static hidden size")
+    q = ctx.x(0)
+    parts = heads if ctx.has(1) else heads + 2 * kv_heads  # else packed QKV
+    head = width // parts
+    if head * parts != width:
+        raise Unsupported(f"query's hidden size {width} is not {parts} heads")
+    if ctx.has(1):
+        k, v = ctx.x(1), ctx.x(2)
+    else:
+        q, k, v = _split_last(ctx, q, [heads * head, kv_heads * head, kv_heads * head])
+    q, k, v = _heads(ctx, q, heads), _heads(ctx, k, kv_heads), _heads(ctx, v, kv_heads)
+    int64 = {"dtype": DType.INT64}
+    total = ctx.op("add", [ctx.op("cast", [ctx.x(5)], int64), ctx.constant(1, DType.INT64)])
+    if ctx.has(3):  # after a cache: the last S of each entry's seqlens_k + 1 positions
+        positions = ctx.op("add", [
+            ctx.op("unsqueeze", [ctx.op("sub", [total, _length(ctx, q, 2)])], {"axes": (1,)}),
+            _steps(ctx, q, 2)])  # [B, S]
+    else:  # a prompt: 0 .. S-1, whatever the entry's length (right padding)
+        positions = ctx.op("unsqueeze", [_steps(ctx, q, 2)], {"axes": (0,)})  # [1, S]
+    if ctx.a("do_rotary", 0):
+        if not ctx.has(7) or not ctx.has(8):
+            raise Unsupported("do_rotary without cos_cache / sin_cache")
+        cos, sin = (ctx.op("unsqueeze", [ctx.op("gather", [ctx.x(i), positions], {"axis": 0})],
+                           {"axes": (1,)}) for i in (7, 8))
+        interleaved = bool(ctx.a("rotary_interleaved", 0))
+        q, k = (_rotate(ctx, x, cos, sin, head, interleaved) for x in (q, k))
+    if ctx.has(3):
+        k = ctx.op("concat", [ctx.x(3), k], {"axis": 2})
+        v = ctx.op("concat", [ctx.x(4), v], {"axis": 2})
+    keys = _steps(ctx, k, 2)  # [T]
+    if ctx.a("causal", 1):
+        query_at = ctx.op("unsqueeze", [positions], {"axes": (2,)})  # [B, S, 1]
+        keep = ctx.op("less_equal", [keys, query_at])
+        window = int(ctx.a("local_window_size", -1))
+        if window > 0:
+            # onnxruntime 1.31's CPU kernel: the window keys up to the query's own
+            start = ctx.op("sub", [query_at, ctx.constant(window - 1, DType.INT64)])
+            keep = ctx.op("logical_and", [keep, ctx.op("greater_equal", [keys, start])])
+    else:
+        keep = ctx.op("less", [keys, ctx.op("reshape", [total], {"shape": (-1, 1, 1)})])
+    mask = ctx.op("unsqueeze", [keep], {"axes": (1,)})  # [B, 1, S or 1, T]
+    scale = float(ctx.a("scale", 0.0) or 0.0) or head ** -0.5
+    softcap = float(ctx.a("softcap", 0.0) or 0.0)
+    if softcap > 0:
+        y = _capped_attention(ctx, q, k, v, mask, scale, softcap, (heads, kv_heads, head))
+    else:
+        y = ctx.op("attention", [q, k, v, mask], {"scale": scale})
+    return [_merge_heads(ctx, y), k, v, None]
+
+
+def _length(ctx: NodeCtx, x: Value, axis: int) -> Value:
+    """x's dim `axis` as an int64 scalar (a constant when static)."""
+    dim = x.type.shape[axis] if x.type is not None and x.type.shape is not None else None
+    if isinstance(dim, int):
+        return ctx.constant(dim, DType.INT64)
+    return ctx.op("reshape", [ctx.op("shape_of", [x], {"start": axis, "end": axis + 1})],
+                  {"shape": ()})
+
+
+def _steps(ctx: NodeCtx, x: Value, axis: int) -> Value:
+    """0, 1, .. up to x's dim `axis` (int64; a constant when static, so that inference
+    knows its length)."""
+    dim = x.type.shape[axis] if x.type is not None and x.type.shape is not None else None
+    if isinstance(dim, int):
+        return ctx.constant(np.arange(dim, dtype=np.int64), DType.INT64)
+    return ctx.op("range", [None, _length(ctx, x, axis), None])
+
+
+def _capped_attention(ctx: NodeCtx, q: Value, k: Value, v: Value, mask: Value, scale: float,
+                      softcap: float, sizes: tuple[int, int, int]) -> Value:
+    """softmax(softcap * tanh(q @ k^T * scale / softcap), masked) @ v, q's N heads in
+    groups of N / Nkv per k / v head: [B, Nkv, G, S, H] against [B, Nkv, 1, T, H]."""
+    heads, kv_heads, head = sizes
+    grouped = ctx.op("reshape", [q], {"shape": (0, kv_heads, heads // kv_heads, -1, head)})
+    k, v = (ctx.op("unsqueeze", [x], {"axes": (2,)}) for x in (k, v))
+    scores = ctx.op("matmul", [grouped, ctx.op("permute", [k], {"perm": (0, 1, 2, 4, 3)})])
+    scores = ctx.op("mul", [scores, _scalar(ctx, scale / softcap, scores)])
+    scores = ctx.op("mul", [ctx.op("tanh", [scores]), _scalar(ctx, softcap, scores)])
+    scores = ctx.op("where", [ctx.op("unsqueeze", [mask], {"axes": (2,)}), scores,
+                              _scalar(ctx, float("-inf"), scores)])
+    y = ctx.op("matmul", [ctx.op("softmax", [scores], {"axis": -1}), v])
+    return ctx.op("reshape", [y], {"shape": (0, heads, -1, head)})

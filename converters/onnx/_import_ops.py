@@ -1379,12 +1379,16 @@ def _split_heads(ctx: NodeCtx, x: Value, heads: int) -> Value:
 
 # -- quantization (per-tensor and per-axis, integer and float8 types) -----------------------------
 
-def _per_axis(ctx: NodeCtx, value: Value, axis_attr: int, rank: int) -> Value:
+def _per_axis(ctx: NodeCtx, value: Value, axis_attr: int, rank: int, block: int = 0,
+              length: Dim = None) -> Value:
     """A scale or zero point: a scalar / 1-element tensor (per tensor) as it is, a vector
-    (per axis) reshaped to broadcast along `axis` of a rank-`rank` tensor."""
+    (per axis) reshaped to broadcast along `axis` of a rank-`rank` tensor, a rank-`rank`
+    tensor of blocks (`block` > 0) repeated `block` times along `axis` (cut to `length`)."""
     shape = value.type.shape if value.type is not None else None
+    if block > 0:
+        return blocked(ctx, value, _axis(ctx, axis_attr, rank), block, length)
     if shape is None or len(shape) > 1:
-        raise Unsupported("blocked quantization")
+        raise Unsupported("a scale / zero point of rank > 1 needs block_size")
     if len(shape) == 0 or shape == (1,):
         return value
     axis = _axis(ctx, axis_attr, rank)
@@ -1393,39 +1397,75 @@ def _per_axis(ctx: NodeCtx, value: Value, axis_attr: int, rank: int) -> Value:
     return ctx.op("reshape", [value], {"shape": tuple(dims)})
 
 
+def blocked(ctx: NodeCtx, value: Value, axis: int, block: int, length: Dim) -> Value:
+    """Per-block parameters (one per `block` consecutive elements along `axis`, the last
+    block possibly short) repeated to one per element: [.., B, ..] -> [.., length, ..]
+    (unsqueeze, expand, reshape; a slice when B * block > length)."""
+    shape = value.type.shape if value.type is not None else None
+    if shape is None or not 0 <= axis < len(shape):
+        raise Unsupported(f"per-block parameters need a known rank above axis {axis}")
+    blocks, trailing = shape[axis], shape[axis + 1:]
+    if not isinstance(blocks, int) or not all(isinstance(d, int) for d in trailing):
+        raise Unsupported(f"per-block parameters of shape {list(shape)} need static dims "
+                          f"from axis {axis} on")
+    if isinstance(length, int) and blocks != -(-length // block):
+        raise Unsupported(f"{blocks} blocks along axis {axis} do not cover {length} "
+                          f"elements in blocks of {block}")
+    rank = len(shape)
+    y = ctx.op("unsqueeze", [value], {"axes": (axis + 1,)})
+    y = ctx.op("expand", [y], {"shape": (1,) * (axis + 1) + (block,) + (1,) * (rank - axis - 1)})
+    y = ctx.op("reshape", [y], {"shape": (0,) * axis + (-1,) + tuple(trailing)})
+    if not isinstance(length, int):
+        if block != 1:
+            raise Unsupported(f"blocked quantization along axis {axis} of unknown size")
+        return y
+    if blocks * block != length:
+        y = ctx.op("slice", [y], {"starts": (0,), "ends": (length,), "axes": (axis,)})
+    return y
+
+
 _QUANT = {DType.INT8, DType.UINT8, DType.INT16, DType.UINT16, DType.INT32, DType.UINT32,
           DType.INT4, DType.UINT4, DType.INT2, DType.UINT2, DType.FLOAT8_E4M3FN,
           DType.FLOAT8_E5M2, DType.FLOAT8_E4M3FNUZ, DType.FLOAT8_E5M2FNUZ, DType.FLOAT4_E2M1FN}
 
 
+def _quant_axis(ctx: NodeCtx, axis: int, rank: int) -> Callable[[Value], Value]:
+    """How a Q/DQ node's scale and zero point broadcast against x (`_per_axis`)."""
+    block = int(ctx.a("block_size", 0) or 0)
+    if block < 0:
+        raise Unsupported(f"block_size {block}")
+    length = ctx.shape(0)[_axis(ctx, axis, rank)] if block else None
+    return lambda value: _per_axis(ctx, value, axis, rank, block, length)
+
+
 @handles("DequantizeLinear")
 def _dequantize(ctx: NodeCtx) -> Results:
-    if ctx.a("block_size", 0):
-        raise Unsupported("blocked quantization")
+    """(x - zero_point) * scale in float32, per tensor, per axis or per block (opset 21
+    block_size: a block's parameters repeated along `axis`), cast to the output type."""
     x, scale = ctx.x(0), ctx.x(1)
     rank = ctx.rank(0)
     axis = int(ctx.a("axis", 1))
+    per = _quant_axis(ctx, axis, rank)
     out = _dtype(scale)
     if ctx.a("output_dtype"):
         out = _onnx_dtype(int(ctx.a("output_dtype")))
     compute = DType.FLOAT32
     value = ctx.op("cast", [x], {"dtype": compute})
     if ctx.has(2):
-        zero = ctx.op("cast", [_per_axis(ctx, ctx.x(2), axis, rank)], {"dtype": compute})
+        zero = per(ctx.op("cast", [ctx.x(2)], {"dtype": compute}))
         value = ctx.op("sub", [value, zero])
-    scale_f = ctx.op("cast", [_per_axis(ctx, scale, axis, rank)], {"dtype": compute}) \
-        if _dtype(scale) != compute else _per_axis(ctx, scale, axis, rank)
+    scale_f = per(ctx.op("cast", [scale], {"dtype": compute}) if _dtype(scale) != compute
+                  else scale)
     y = ctx.op("mul", [value, scale_f])
     return [y if out == compute else ctx.op("cast", [y], {"dtype": out})]
 
 
 @handles("QuantizeLinear")
 def _quantize(ctx: NodeCtx) -> Results:
-    if ctx.a("block_size", 0):
-        raise Unsupported("blocked quantization")
     x, scale = ctx.x(0), ctx.x(1)
     rank = ctx.rank(0)
     axis = int(ctx.a("axis", 1))
+    per = _quant_axis(ctx, axis, rank)
     if ctx.has(2):
         target = _dtype(ctx.x(2))
     elif ctx.a("output_dtype"):
@@ -1436,23 +1476,21 @@ def _quantize(ctx: NodeCtx) -> Results:
         raise Unsupported(f"quantized type {target.short}")
     compute = DType.FLOAT32
     xf = ctx.op("cast", [x], {"dtype": compute}) if _dtype(x) != compute else x
-    scale_f = _per_axis(ctx, scale, axis, rank)
-    if _dtype(scale) != compute:
-        scale_f = ctx.op("cast", [scale_f], {"dtype": compute})
+    scale_f = per(ctx.op("cast", [scale], {"dtype": compute}) if _dtype(scale) != compute
+                  else scale)
     y = ctx.op("div", [xf, scale_f])
     if target.is_integer:
         y = ctx.op("round", [y])
         if ctx.has(2):
-            zero = ctx.op("cast", [_per_axis(ctx, ctx.x(2), axis, rank)], {"dtype": compute})
+            zero = per(ctx.op("cast", [ctx.x(2)], {"dtype": compute}))
             y = ctx.op("add", [y, zero])
         info = ml_dtypes.iinfo(target.numpy)
         y = ctx.op("clip", [y], {"min": float(info.min), "max": float(info.max)})
         return [ctx.op("cast", [y], {"dtype": target})]
     if ctx.has(2):
-        zero = ctx.op("cast", [_per_axis(ctx, ctx.x(2), axis, rank)], {"dtype": compute})
+        zero = per(ctx.op("cast", [ctx.x(2)], {"dtype": compute}))
         y = ctx.op("add", [y, zero])
     return [_cast_to(ctx, y, target)]
-
 
 
 # -- einsum ------------------------------------------------------------------------------------

@@ -26,6 +26,11 @@ All subtract the zero points and accumulate products in int32.
   a_scale * b_scale / y_scale, rounded half to even, plus y_zero_point, saturated.
 * **MatMulIntegerToFloat / DynamicQuantizeMatMul** end in float32(acc) * (a_scale *
   b_scale) + bias; DynamicQuantizeMatMul first quantises A as DynamicQuantizeLinear does.
+* **MatMulNBits / GatherBlockQuantized** (com.microsoft; onnxruntime's weight-only block
+  quantisation of LLMs) dequantise per block, (q - zero_point) * scale in the scales'
+  type, then `linear` / after a `gather`. Constant packed uint8 weights are unpacked at
+  import time into uint2 / uint4 / uint8 initializers of the same packed bytes (no
+  neutral op unpacks bits).
 """
 
 from __future__ import annotations
@@ -34,7 +39,14 @@ import ml_dtypes
 import numpy as np
 
 from irbridge.converters.onnx._import_contrib import contrib
-from irbridge.converters.onnx._import_ops import Results, _dtype, _window_attrs, handles
+from irbridge.converters.onnx._import_ops import (
+    Results,
+    _axis,
+    _dtype,
+    _window_attrs,
+    blocked,
+    handles,
+)
 from irbridge.converters.onnx.importer import NodeCtx, Unsupported
 from irbridge.dtypes import DType
 from irbridge.ir import Value
@@ -259,3 +271,119 @@ def _dynamic_quantize_matmul(ctx: NodeCtx) -> Results:
                        ctx.op("cast", [zero_point], {"dtype": DType.INT32})])
     b = _minus_zero_point(ctx, ctx.x(1), 3, DType.INT32)
     return [_to_float(ctx, ctx.op("matmul", [a, b]), scale, ctx.x(2), 4)]
+
+
+# -- weight-only block quantisation of LLM files (onnxruntime's 4-bit quantizer) -----------------
+
+_UNSIGNED = {2: DType.UINT2, 4: DType.UINT4, 8: DType.UINT8}
+
+
+def _unpacked(ctx: NodeCtx, index: int, bits: int, shape: tuple[int, ...], what: str) -> Value:
+    """A constant uint8 input of `bits`-bit values packed low-order bits first, unpacked at
+    import time into a uint{bits} initializer (the input's shape, its last dim 8 / bits
+    times longer: the same bytes, so analyses count the file's packed size; one per
+    packed initializer however many nodes read it), reshaped to `shape`."""
+    packed = ctx.need_const(index, what)
+    if packed.dtype != np.uint8:
+        raise Unsupported(f"{what} (input {index}) is {packed.dtype}, not packed uint8")
+    if packed.size * 8 // bits != int(np.prod(shape)):
+        raise Unsupported(f"{what} (input {index}) of shape {list(packed.shape)} does not "
+                          f"hold {list(shape)} {bits}-bit values")
+    shifts = np.arange(0, 8, bits, dtype=np.uint8)
+    values = (packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)
+    values = values.reshape(*packed.shape[:-1], -1) if packed.ndim else values.reshape(-1)
+    value = ctx.initializer(values, _UNSIGNED[bits], f"{ctx.node.input[index]}_unpacked{bits}")
+    return value if values.shape == shape else ctx.op("reshape", [value], {"shape": shape})
+
+
+def _block_attrs(ctx: NodeCtx, default_block: int | None) -> tuple[int, int]:
+    bits = int(ctx.a("bits", 4))
+    block = int(ctx.a("block_size", default_block))
+    if bits not in _UNSIGNED:
+        raise Unsupported(f"bits {bits} (2, 4 or 8)")
+    if block < 1:
+        raise Unsupported(f"block_size {block}")
+    return bits, block
+
+
+@contrib("MatMulNBits")
+def _matmul_nbits(ctx: NodeCtx) -> Results:
+    """A @ W + bias, W [K, N] dequantised per block of `block_size` along K: W[k, n] =
+    (q[n, k] - zero_point[n, k // block_size]) * scales[n, k // block_size]. B (uint8 [N,
+    k_blocks, blob]) is unpacked at import time into a uint{bits} initializer [N, k_blocks,
+    block_size] of the same bytes; packed zero points likewise (unpacked ones are floats
+    of A's type; absent: 2^(bits - 1)). The dequantisation (cast, sub, mul) runs in A's
+    type and the product is a `linear` of A and W^T [N, K]. `accuracy_level` only allows
+    onnxruntime to compute at lower precision (4: A quantised to int8 per block); the
+    import computes at full precision."""
+    bits, block = _block_attrs(ctx, None)
+    k, n = int(ctx.a("K")), int(ctx.a("N"))
+    if ctx.has(4):
+        raise Unsupported("g_idx (deprecated)")
+    if ctx.a("weight_prepacked", 0):
+        raise Unsupported(f"weight_prepacked {ctx.a('weight_prepacked')}")
+    a = ctx.x(0)
+    dtype = _dtype(a)
+    blocks = -(-k // block)
+    w = ctx.op("cast", [_unpacked(ctx, 1, bits, (n, blocks, block), "B")], {"dtype": dtype})
+    if ctx.has(3) and _dtype(ctx.x(3)) == DType.UINT8:
+        per_row = -(-blocks * bits // 8) * 8 // bits
+        zero = _unpacked(ctx, 3, bits, (n, per_row), "zero_points")
+        if per_row != blocks:
+            zero = ctx.op("slice", [zero], {"starts": (0,), "ends": (blocks,), "axes": (1,)})
+        zero = ctx.op("cast", [zero], {"dtype": dtype})
+    elif ctx.has(3):
+        zero = ctx.x(3)
+    else:
+        zero = ctx.constant(float(1 << (bits - 1)), dtype)
+    per_block = {"shape": (n, blocks, 1)}
+    if ctx.has(3):
+        zero = ctx.op("reshape", [zero], per_block)
+    w = ctx.op("sub", [w, zero])
+    w = ctx.op("mul", [w, ctx.op("reshape", [ctx.x(2)], per_block)])
+    w = ctx.op("reshape", [w], {"shape": (n, blocks * block)})
+    if blocks * block != k:
+        w = ctx.op("slice", [w], {"starts": (0,), "ends": (k,), "axes": (1,)})
+    return [ctx.op("linear", [a, w] + ([ctx.x(5)] if ctx.has(5) else []))]
+
+
+@contrib("GatherBlockQuantized")
+def _gather_block_quantized(ctx: NodeCtx) -> Results:
+    """Gather of a block-quantised table: the rows of data, scales and zero points at the
+    indices (gather_axis), then (q - zero_point) * scale with each block's parameters
+    repeated along quantize_axis. int4 / uint4 data as it is; uint8 data of `bits` < 8
+    (packed along the last axis) unpacked at import time into a uint{bits} initializer of
+    the same bytes. Default zero point: 0 for int4 / uint4, 2^(bits - 1) for uint8. Out
+    of range indices are not modelled (onnxruntime gives zero rows)."""
+    bits, block = _block_attrs(ctx, 128)
+    rank, q_rank = ctx.rank(0), ctx.rank(1)
+    gather_axis = _axis(ctx, int(ctx.a("gather_axis", 0)), rank)
+    quant_axis = _axis(ctx, int(ctx.a("quantize_axis", 1)), rank)
+    if gather_axis == quant_axis:
+        raise Unsupported(f"gather_axis {gather_axis} equal to quantize_axis")
+    data_type = _dtype(ctx.x(0))
+    data, zero = ctx.x(0), ctx.opt(3)
+    if data_type == DType.UINT8 and bits < 8:
+        last = ctx.static(0)[-1] * 8 // bits
+        data = _unpacked(ctx, 0, bits, (*ctx.static(0)[:-1], last), "data")
+        if zero is not None:
+            zero = _unpacked(ctx, 3, bits, (*ctx.static(3)[:-1], ctx.static(3)[-1] * 8 // bits),
+                             "zero_points")
+    elif data_type not in (DType.INT4, DType.UINT4, DType.UINT8):
+        raise Unsupported(f"data of type {data_type.short}")
+    dtype = _dtype(ctx.x(2))
+    out_axis = quant_axis if quant_axis < gather_axis else quant_axis + q_rank - 1
+    assert data.type is not None and data.type.shape is not None
+    length = data.type.shape[quant_axis]
+
+    def gathered(value: Value) -> Value:
+        rows = ctx.op("gather", [value, ctx.x(1)], {"axis": gather_axis})
+        return ctx.op("cast", [rows], {"dtype": dtype}) if _dtype(value) != dtype else rows
+
+    y = gathered(data)
+    if zero is not None:
+        y = ctx.op("sub", [y, blocked(ctx, gathered(zero), out_axis, block, length)])
+    elif data_type == DType.UINT8:
+        y = ctx.op("sub", [y, ctx.constant(float(1 << (bits - 1)), dtype)])
+    return [ctx.op("mul", [y, blocked(ctx, gathered(ctx.x(2)), out_axis, block, length)])]
+

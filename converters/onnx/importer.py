@@ -1570,6 +1570,24 @@ class NodeCtx:
             data = data.astype(np.float32)
         return self.op("constant", [], {"value": make_tensor(name, data)})
 
+    def initializer(self, array: np.ndarray, dtype: DType, name: str) -> Value:
+        """A new model tensor holding `array` (weights a handler rewrote at import time,
+        e.g. unpacked from bytes): an initializer, whose bytes analyses count as weights
+        (a `constant` node's are not). A model tensor of that name holding the same values
+        (the same weights rewritten for another node) is read again, not stored twice."""
+        mi = self.gi.mi
+        data = np.asarray(array, dtype.numpy)
+        tensor = mi.model.tensors.get(name)
+        if tensor is None or tensor.dtype != dtype or tensor.data is None \
+                or tensor.shape != data.shape or not np.array_equal(tensor_data(tensor), data):
+            fresh = mi.fresh(name, self.gi.graph)
+            while fresh in mi.model.tensors:
+                fresh = mi.fresh(name, self.gi.graph)
+            tensor = mi.model.add_tensor(make_tensor(fresh, data, dtype))
+        value = self.gi.graph.add_parameter(tensor)
+        mi.consts[value] = tensor_data(tensor)
+        return value
+
     def subgraph(self, name: str) -> Graph:
         attribute = self.graph_attrs.get(name)
         if attribute is None or attribute.type != AttributeProto.GRAPH:

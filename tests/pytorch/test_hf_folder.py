@@ -94,6 +94,7 @@ def test_a_folder_whose_config_names_code_needs_trust(tmp_path: Path) -> None:
     ("{not json", "config.json: not a readable JSON config"),
     ("[1, 2]", "config.json: not a JSON object"),
     ('{"model_type": "no-such-type"}', "cannot read its config"),
+    (" " * (16 << 20) + "{}", "more than a Hugging Face config"),
 ])
 def test_a_bad_folder_is_one_line(tmp_path: Path, content: str | None, message: str) -> None:
     folder = tmp_path / "m"
@@ -128,3 +129,22 @@ def test_a_folder_takes_phases_and_sweeps(tmp_path: Path) -> None:
     grid = sw.parse_grid(models=str(tmp_path / "gpt"), hardware="h100-sxm", batch="1",
                          seq_len="16", phase="none", dtype="bf16", tp="1")
     assert grid.size == 1
+
+
+def test_weights_the_folder_lacks_are_one_warning_line(tmp_path: Path) -> None:
+    """A base model's folder whose config names a head class: transformers keeps the head
+    random and prints a multi-line report; irbridge says it in one warning line."""
+    config = transformers.BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2,
+                                     intermediate_size=64, vocab_size=100)
+    transformers.BertModel(config).save_pretrained(tmp_path / "base")
+    saved = json.loads((tmp_path / "base" / "config.json").read_text())
+    saved["architectures"] = ["BertForSequenceClassification"]
+    (tmp_path / "base" / "config.json").write_text(json.dumps(saved))
+    result = CliRunner().invoke(app, ["convert", str(tmp_path / "base"), "-o",
+                                      str(tmp_path / "m.irb")])
+    assert result.exit_code == 0, result.output
+    warned = [ln for ln in result.stderr.splitlines() if ln.startswith("warning: ")]
+    assert warned == [f"warning: {tmp_path / 'base'}: 2 BertForSequenceClassification weights "
+                      "are not in the folder and keep random values: classifier.bias, "
+                      "classifier.weight"]
+    assert "LOAD REPORT" not in result.stderr and "\x1b[" not in result.stderr

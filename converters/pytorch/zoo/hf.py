@@ -506,6 +506,10 @@ HF_WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch
 is built with random weights."""
 
 
+CONFIG_LIMIT = 16 << 20
+"""config.json files are kilobytes; a larger one is not read (transformers reads it whole)."""
+
+
 def hf_folder_target(name: str, trust: bool) -> common._Target:
     """A folder holding ``config.json`` (and usually weights): the architecture its config
     names (``architectures[0]`` when transformers has that class, else the base model) with
@@ -518,6 +522,9 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise ZooError(f"{name}: a folder without config.json, not a Hugging Face model folder")
+    if config_file.stat().st_size > CONFIG_LIMIT:
+        raise ZooError(f"{config_file}: {config_file.stat().st_size:,} bytes, more than a "
+                       f"Hugging Face config ({CONFIG_LIMIT:,} at most)")
     try:
         raw = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -559,17 +566,21 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
             del probe
         if weights is None or torch.get_default_device().type == "meta":
             return fresh(), None
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()  # no tqdm line before the report
+        log = transformers.utils.logging
+        bars, verbosity = log.is_progress_bar_enabled(), log.get_verbosity()
+        log.disable_progress_bar()  # no tqdm bar, no multi-line load report: one line below
+        log.set_verbosity_error()
         try:
-            model = cls.from_pretrained(str(folder), config=config, weights_only=True,
-                                        **options)
+            model, info = cls.from_pretrained(str(folder), config=config, weights_only=True,
+                                              output_loading_info=True, **options)
         except Exception as exc:
             raise ZooError(f"{name}: cannot load its weights ({weights}): "
                            f"{_first_line(exc)}") from exc
         finally:
+            log.set_verbosity(verbosity)
             if bars:
-                transformers.utils.logging.enable_progress_bar()
+                log.enable_progress_bar()
+        _warn_loading(name, type(model).__name__, info)
         _hf_prepare(model.config)
         return typing.cast(nn.Module, model), None
 
@@ -577,6 +588,31 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
         name=name, family=FAMILY_HF, source=str(folder),
         task="hf folder" + ("" if weights else " (config only: random weights)"), make=make,
         own_code=remote and trust, weights_from=str(folder) if weights else None)
+
+
+def _warn_loading(name: str, cls: str, info: Mapping[str, Any]) -> None:
+    """One warning line per kind of mismatch between the folder's tensors and the class:
+    parameters the folder lacks (they keep random values), tensors the class does not use."""
+    import warnings
+
+    def listed(keys: Any) -> str:
+        keys = sorted(str(k) for k in keys)
+        return ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+
+    missing = list(info.get("missing_keys") or [])
+    if missing:
+        warnings.warn(f"{name}: {len(missing)} {cls} weights are not in the folder and keep "
+                      f"random values: {listed(missing)}", stacklevel=2)
+    unused = list(info.get("unexpected_keys") or [])
+    if unused:
+        warnings.warn(f"{name}: {len(unused)} tensors of the folder are not used by {cls}: "
+                      f"{listed(unused)}", stacklevel=2)
+    mismatched = list(info.get("mismatched_keys") or [])
+    if mismatched:
+        warnings.warn(f"{name}: {len(mismatched)} tensors of the folder have other shapes "
+                      f"than {cls} expects and were not loaded: "
+                      f"{listed(k[0] if isinstance(k, tuple) else k for k in mismatched)}",
+                      stacklevel=2)
 
 
 def _folder_class(config: Any, remote: bool) -> Any:

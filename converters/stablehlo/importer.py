@@ -80,6 +80,7 @@ from ._mlir import (
     text_too_deep,
     version_tuple,
 )
+from ._shardy import is_shardy_problem, shardy_to_generic, uses_shardy_syntax
 
 SOURCE_FORMAT = "stablehlo"
 OPAQUE_REASON = "stablehlo.opaque_reason"
@@ -213,19 +214,20 @@ def _parse_and_import(data: bytes, source: str,
             version = artifact_version(data)
             if version is not None:
                 _check_artifact_version(version, source)
-                try:
+            try:
+                if version is not None:
                     module = _stablehlo.deserialize_portable_artifact(ctx, data)
-                except Exception as exc:
-                    raise FileFormatError(f"{source}: cannot deserialize the StableHLO "
-                                          f"v{version} portable artifact: "
-                                          f"{diagnostics_line(exc, diagnostics)}") from exc
-            else:
-                try:
+                else:
                     module = ir.Module.parse(data)
-                except Exception as exc:
-                    raise FileFormatError(f"{source}: not a StableHLO portable artifact, and "
-                                          f"not readable MLIR bytecode: "
-                                          f"{diagnostics_line(exc, diagnostics)}") from exc
+            except Exception as exc:
+                problem = diagnostics_line(exc, diagnostics)
+                if not is_shardy_problem(problem):
+                    what = f"cannot deserialize the StableHLO v{version} portable artifact" \
+                        if version is not None else \
+                        "not a StableHLO portable artifact, and not readable MLIR bytecode"
+                    raise FileFormatError(f"{source}: {what}: {problem}") from exc
+                text = shardy_to_generic(data, source)
+                module = _parse_text(text, source)
         else:
             try:
                 text = data.decode("utf-8")
@@ -247,12 +249,11 @@ def _parse_and_import(data: bytes, source: str,
             if mismatch is not None:
                 raise FileFormatError(f"{source}: line {mismatch[0]}: a complex literal "
                                       f"(re, im) for a {mismatch[1]} constant")
-            if uses_chlo(text):
+            if uses_shardy_syntax(text):  # jaxlib legalises CHLO on the way
+                text = shardy_to_generic(text.encode("utf-8"), source)
+            elif uses_chlo(text):
                 text = legalize_chlo(text, source)
-            try:
-                module = ir.Module.parse(text)
-            except Exception as exc:
-                raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
+            module = _parse_text(text, source)
         try:
             if dims:
                 bind_main(module, dims, source)
@@ -262,6 +263,13 @@ def _parse_and_import(data: bytes, source: str,
             return _Importer(module, source, version, text).run()
         finally:
             del module
+
+
+def _parse_text(text: str, source: str) -> ir.Module:
+    try:
+        return ir.Module.parse(text)
+    except Exception as exc:
+        raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
 
 
 _PROBE = """
@@ -460,7 +468,7 @@ class _Importer:
         than the inlined-op budget once every call is expanded (40 functions that each
         call the next twice are 2^40 ops). Iterative; each function is scanned once."""
         limit = _inline_budget()
-        scanned: dict[str, tuple[int, int, list[tuple[str, int]]]] = {}
+        scanned: dict[str, tuple[int, int, list[tuple[str, int]], str | None]] = {}
         total: dict[str, int] = {}
         depth: dict[str, int] = {}
         on_path: set[str] = set()
@@ -468,7 +476,7 @@ class _Importer:
         while stack:
             name, done = stack.pop()
             if done:
-                ops, own_depth, calls = scanned[name]
+                ops, own_depth, calls, _ = scanned[name]
                 count, deepest = ops, own_depth
                 for callee, site in calls:
                     count += total[callee]
@@ -482,7 +490,15 @@ class _Importer:
                 raise CaptureError(f"{self.source}: @{name} calls itself (directly or through "
                                    "other functions); recursion cannot be inlined")
             func = self.funcs.get(name)
-            scanned[name] = (0, 0, []) if func is None else _scan_function(func)
+            scanned[name] = (0, 0, [], None) if func is None else _scan_function(func)
+            construct = scanned[name][3]
+            if construct is not None:
+                raise CaptureError(
+                    f"{self.source}: @{name}: {construct} makes it a per-device SPMD program "
+                    "(each device computes its shard and exchanges data with the others); "
+                    "irbridge imports global programs only: lower the function with jax.jit "
+                    "and in_shardings/out_shardings or with_sharding_constraint instead of "
+                    "shard_map or pmap")
             on_path.add(name)
             stack.append((name, True))
             for callee, _ in scanned[name][2]:
@@ -825,12 +841,38 @@ class _Importer:
         return graph, outs
 
 
-def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]]]:
-    """A function's own op count, its deepest region nesting (its body is level 1), and
-    its calls (callee, level of the call site); composites count as calls of their
-    decomposition. Iterative, so any depth is safe to scan."""
+_COLLECTIVES = frozenset(f"stablehlo.{name}" for name in (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
+    "collective_broadcast"))
+_DEVICE_INDEX = frozenset(("stablehlo.partition_id", "stablehlo.replica_id"))
+_SHARD_SHAPE_TARGETS = frozenset(("SPMDFullToShardShape", "SPMDShardToFullShape"))
+
+
+def _per_device_construct(name: str, attrs: Any) -> str | None:
+    """What makes an op part of a per-device SPMD program (a shard_map or pmap body), or
+    None: such a program computes one device's shard and exchanges data between devices,
+    which a single global graph does not express."""
+    if name == "sdy.manual_computation":
+        return "shard_map body (sdy.manual_computation)"
+    if name in _COLLECTIVES:
+        return f"cross-device collective {name}"
+    if name in _DEVICE_INDEX:
+        return f"{name} (the index of the device running it)"
+    if name == "stablehlo.custom_call" and "call_target_name" in attrs:
+        target = _str(attrs["call_target_name"])
+        if target in _SHARD_SHAPE_TARGETS:
+            return f"shard_map/pmap body (custom_call @{target})"
+    return None
+
+
+def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]], str | None]:
+    """A function's own op count, its deepest region nesting (its body is level 1), its
+    calls (callee, level of the call site; composites count as calls of their
+    decomposition) and the first per-device SPMD construct it holds. Iterative, so any
+    depth is safe to scan."""
     ops, deepest = 0, 0
     calls: list[tuple[str, int]] = []
+    spmd: str | None = None
     stack = [(region, 1) for region in func.regions]
     while stack:
         region, level = stack.pop()
@@ -844,8 +886,10 @@ def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]]]:
                     calls.append((_str(attrs["callee"]), level))
                 elif name == "stablehlo.composite" and "decomposition" in attrs:
                     calls.append((_str(attrs["decomposition"]), level))
+                elif spmd is None:
+                    spmd = _per_device_construct(name, attrs)
                 stack.extend((inner, level + 1) for inner in op.operation.regions)
-    return ops, deepest, calls
+    return ops, deepest, calls, spmd
 
 
 def _rename(graph: Graph, value: Value, name: str) -> None:

@@ -86,6 +86,18 @@ SOURCE_FORMAT = "stablehlo"
 OPAQUE_REASON = "stablehlo.opaque_reason"
 """Annotation value on opaque nodes: why the importer could not map the op."""
 
+SHARDING_PREFIX = "stablehlo.sharding."
+"""Model metadata key prefix: `stablehlo.sharding.VALUE` holds the sharding annotation of the
+graph value named VALUE (an argument's or result's `sdy.sharding` / `mhlo.sharding`, a
+`with_sharding_constraint`, an op's sharding attribute), as the file wrote it; several
+different annotations of one value are joined by ' then ' in program order."""
+
+MESH_PREFIX = "stablehlo.mesh."
+"""Model metadata key prefix: `stablehlo.mesh.NAME` holds the axes of the Shardy mesh
+symbol @NAME as the file wrote them (`["dp"=2, "tp"=4]`)."""
+
+_SHARDING_ATTRS = ("sdy.sharding", "mhlo.sharding")
+
 SMALL_CONSTANT = 16
 """Constants with at most this many elements become `constant` nodes; larger ones model
 tensors (weights)."""
@@ -420,12 +432,17 @@ class _Importer:
         self.inlining: list[str] = []
         self._resources: dict[str, bytes] | None = None
         self.tensor_names: set[str] = set()
+        self.shardings: list[tuple[Value, str]] = []
 
     # -- driver ---------------------------------------------------------------------------------
     def run(self) -> tuple[Model, ImportReport]:
         for op in self.module.body.operations:
             if op.operation.name == "func.func":
                 self.funcs[_symbol(op)] = op
+            elif op.operation.name == "sdy.mesh" and "mesh" in op.attributes:
+                mesh = str(op.attributes["mesh"])
+                axes = mesh.removeprefix("#sdy.mesh<").removesuffix(">")
+                self.model.metadata[MESH_PREFIX + _symbol(op)] = axes
         main = main_function(self.module)
         if main is None:
             public = [op for op in self.funcs.values()
@@ -437,7 +454,7 @@ class _Importer:
         module_op = self.module.operation
         if "sym_name" in module_op.attributes:
             self.model.name = _str(module_op.attributes["sym_name"])
-        for key in ("irbridge.producer", "mhlo.num_partitions"):
+        for key in ("irbridge.producer", "mhlo.num_partitions", "mhlo.num_replicas"):
             if key in module_op.attributes:
                 self.model.metadata[f"stablehlo.{key}"] = _attr_text(module_op.attributes[key])
         graph = Graph("main")
@@ -455,10 +472,13 @@ class _Importer:
             value = graph.add_input(name, TensorType(_dtype(rt, f"@main argument {index}"),
                                                      rt.static_shape()))
             scope.env[arg] = Bound(value, rt.static_shape())
+            self.note_sharding(value, _sharding_in(main, "arg_attrs", index))
         results = self.block(scope, block)
         outputs = [self.materialize(scope, r) for r in results]
         outputs = self.output_values(graph, builder, outputs, main)
         graph.set_outputs(outputs)
+        for index, value in enumerate(outputs):
+            self.note_sharding(value, _sharding_in(main, "res_attrs", index))
         self.finish()
         return self.model, self.report
 
@@ -544,6 +564,39 @@ class _Importer:
             final.append(value)
         return final
 
+    def note_sharding(self, value: Value, text: str | None) -> None:
+        """Record a sharding annotation of `value` (written to the metadata by finish):
+        shardings say how devices split a value, never what it is."""
+        if text:
+            self.shardings.append((value, text))
+
+    def op_shardings(self, scope: Scope, op: Any) -> None:
+        """Record an op's own sharding attribute (`sdy.sharding`, a per-value list, or
+        `mhlo.sharding`, a tuple sharding for several results) on its results."""
+        text = next((_attr_text(op.attributes[key]) for key in _SHARDING_ATTRS
+                     if key in op.attributes), None)
+        if text is None:
+            return
+        results = list(op.results)
+        parts = _per_value(text, len(results))
+        for result, part in zip(results, parts, strict=True):
+            found = scope.find(result)
+            if found is not None:
+                self.note_sharding(found[0].value, part)
+
+    def write_shardings(self) -> None:
+        alive = {id(v) for graph in self.model.graphs for v in _all_values(graph)}
+        meta = self.model.metadata
+        for value, text in self.shardings:
+            if id(value) not in alive:
+                continue
+            key = SHARDING_PREFIX + value.name
+            prior = meta.get(key)
+            if prior is None:
+                meta[key] = text
+            elif not prior.endswith(text):
+                meta[key] = f"{prior} then {text}"
+
     def finish(self) -> None:
         """Drop what the handlers emitted but nothing reads (iotas of recognised
         arg-max patterns, replaced constants), number nodes uniquely across all graphs,
@@ -558,6 +611,7 @@ class _Importer:
         for graph in self.model.graphs:
             _distinct_names(graph, taken, top=True)
         self.model.renumber_nodes()
+        self.write_shardings()
         report = self.report
         meta = self.model.metadata
         meta["stablehlo.source"] = self.source
@@ -606,6 +660,7 @@ class _Importer:
             except (OpError, ValueError, KeyError, IndexError, TypeError) as exc:
                 raise CaptureError(f"{where}: cannot import: {one_line(str(exc))}") from exc
             self.bind(scope, op, outs, types, where)
+            self.op_shardings(scope, op)
         finally:
             scope.builder.provenance = saved
 
@@ -934,6 +989,49 @@ def _distinct_names(graph: Graph, taken: set[str], top: bool = False) -> None:
     for node in graph.nodes:
         for sub in node.subgraphs():
             _distinct_names(sub, taken)
+
+
+def _all_values(graph: Graph) -> list[Value]:
+    found = list(graph.values.values())
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            found += _all_values(sub)
+    return found
+
+
+def _sharding_in(func: Any, key: str, index: int) -> str | None:
+    """The `sdy.sharding` / `mhlo.sharding` of argument or result `index` of a function
+    (`key` is arg_attrs or res_attrs), or None."""
+    if key not in func.attributes:
+        return None
+    attrs = list(func.attributes[key])
+    if index >= len(attrs):
+        return None
+    for name in _SHARDING_ATTRS:
+        if name in attrs[index]:
+            return _attr_text(attrs[index][name])
+    return None
+
+
+def _per_value(text: str, count: int) -> list[str]:
+    """One sharding per result: a one-result op's annotation as is; for several results
+    the items of Shardy's `#sdy.sharding_per_value<[<...>, <...>]>` or of a GSPMD tuple
+    sharding `{{...}, {...}}`; the whole text for each result when it does not split so."""
+    if count == 1:
+        return [text]
+    body = text.removeprefix("#sdy.sharding_per_value<").removesuffix(">").strip()
+    if len(body) > 1 and body[0] + body[-1] in ("[]", "{}"):
+        items, depth, start = [], 0, 1
+        for i, ch in enumerate(body[1:-1], start=1):
+            depth += ch in "<[{("
+            depth -= ch in ">]})"
+            if ch == "," and depth == 0:
+                items.append(body[start:i].strip())
+                start = i + 1
+        items.append(body[start:-1].strip())
+        if len(items) == count:
+            return items
+    return [text] * count
 
 
 def _all_parameters(graph: Graph) -> list[Value]:

@@ -4,12 +4,14 @@ Run as a script (`python sharded_programs.py OUTDIR`) in a child process: JAX mu
 fake CPU devices (`--xla_force_host_platform_device_count=8`), which only an XLA_FLAGS set
 before jax is imported gives, and the test process may have imported jax already.
 
-Writes, for a sharded MLP and a sharded attention block, each in Shardy (`sdy`, JAX's
-default) and GSPMD (`mhlo.sharding`) form:
+Writes, for a sharded MLP, a sharded attention block and a block of CHLO ops in a
+rematerialised scan, each in Shardy (`sdy`, JAX's default) and GSPMD (`mhlo.sharding`)
+form:
   NAME_FORM.mlir       jax.jit(f, in_shardings=..., out_shardings=...).lower(...).as_text()
   NAME_FORM.jaxexport  jax.export's serialized Exported of the same jitted function
   NAME_FORM.mlirbc     the portable artifact inside it
-  NAME_plain.mlir      the function jitted without any sharding (the MACs reference)
+  NAME_plain.KIND      the function jitted without any sharding or constraint, in the
+                       three kinds above (the MACs and ops reference)
   NAME.npz             inputs (in0, in1, ...) and the sharded function's outputs on the 8
                        devices (out0, ...)
 and the per-device programs the importer refuses: shard_map_FORM.mlir, pmap_FORM.mlir.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def main(out: Path) -> None:
@@ -39,13 +42,17 @@ def main(out: Path) -> None:
         return NamedSharding(mesh, P(*axes))
 
     rng = np.random.default_rng(0)
+    sharded = [True]  # False while lowering the programs without any sharding
+
+    def constrain(v: jax.Array, sharding: NamedSharding) -> jax.Array:
+        return jax.lax.with_sharding_constraint(v, sharding) if sharded[0] else v
 
     def f32(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape).astype(np.float32)
 
     def mlp(x: jax.Array, w1: jax.Array, b1: jax.Array, w2: jax.Array) -> jax.Array:
         h = jax.nn.gelu(x @ w1 + b1)
-        h = jax.lax.with_sharding_constraint(h, spec("dp", "tp"))
+        h = constrain(h, spec("dp", "tp"))
         return jnp.tanh(h @ w2).sum(-1)
 
     heads = 4
@@ -53,13 +60,22 @@ def main(out: Path) -> None:
     def attention(x: jax.Array, wqkv: jax.Array, wo: jax.Array) -> jax.Array:
         b, t, d = x.shape
         qkv = (x @ wqkv).reshape(b, t, 3, heads, d // heads)
-        qkv = jax.lax.with_sharding_constraint(qkv, spec("dp", None, None, "tp", None))
+        qkv = constrain(qkv, spec("dp", None, None, "tp", None))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d // heads)
         mask = jnp.tril(jnp.ones((t, t), bool))
         scores = jnp.where(mask, scores, -1e9)
         out = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(scores, axis=-1), v)
         return out.reshape(b, t, d) @ wo + x
+
+    def block(x: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
+        @jax.checkpoint
+        def layer(c: jax.Array, _: None) -> tuple[jax.Array, None]:
+            y = jax.nn.gelu(c @ w, approximate=False)  # chlo.erfc in the text
+            return constrain(y, spec("dp", "tp")), None
+
+        c, _ = jax.lax.scan(layer, x, None, length=2)
+        return c, jax.lax.top_k(c, 3)[0]  # chlo.top_k
 
     programs = {
         "mlp": (mlp, [f32(8, 16), f32(16, 32), f32(32), f32(32, 8)],
@@ -68,17 +84,24 @@ def main(out: Path) -> None:
         "attention": (attention, [f32(4, 6, 32), f32(32, 96) * 0.2, f32(32, 32) * 0.2],
                       (spec("dp", None, None), spec(None, "tp"), spec("tp", None)),
                       spec("dp", None, None)),
+        "block": (block, [f32(8, 16), f32(16, 16) * 0.3],
+                  (spec("dp", None), spec(None, "tp")), (spec("dp", None), spec("dp", None))),
     }
     for form, shardy in (("sdy", True), ("gspmd", False)):
         jax.config.update("jax_use_shardy_partitioner", shardy)
+        def write(stem: str, jitted: Any, args: list[np.ndarray]) -> None:
+            (out / f"{stem}.mlir").write_text(jitted.lower(*args).as_text())
+            exported = export.export(jitted)(*args)
+            (out / f"{stem}.jaxexport").write_bytes(bytes(exported.serialize()))
+            (out / f"{stem}.mlirbc").write_bytes(bytes(exported.mlir_module_serialized))
+
         for name, (fn, args, ins, outs) in programs.items():
             jitted = jax.jit(fn, in_shardings=ins, out_shardings=outs)
-            (out / f"{name}_{form}.mlir").write_text(jitted.lower(*args).as_text())
-            exported = export.export(jitted)(*args)
-            (out / f"{name}_{form}.jaxexport").write_bytes(bytes(exported.serialize()))
-            (out / f"{name}_{form}.mlirbc").write_bytes(bytes(exported.mlir_module_serialized))
+            write(f"{name}_{form}", jitted, args)
             if shardy:
-                (out / f"{name}_plain.mlir").write_text(jax.jit(fn).lower(*args).as_text())
+                sharded[0] = False
+                write(f"{name}_plain", jax.jit(lambda *a, fn=fn: fn(*a)), args)  # traced anew
+                sharded[0] = True
                 expected = jax.tree_util.tree_leaves(jitted(*args))
                 np.savez(out / f"{name}.npz", **{f"in{i}": a for i, a in enumerate(args)},
                          **{f"out{i}": np.asarray(e) for i, e in enumerate(expected)})

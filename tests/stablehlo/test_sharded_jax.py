@@ -27,7 +27,7 @@ from irbridge.ir import Model
 from irbridge.summary import summarize
 
 HERE = Path(__file__).parent
-NAMES = ("mlp", "attention")
+NAMES = ("mlp", "attention", "block")
 FORMS = ("sdy", "gspmd")
 KINDS = ("mlir", "jaxexport", "mlirbc")
 
@@ -71,15 +71,15 @@ def test_global_sharded_program_imports_exactly(files: Path, name: str, form: st
     assert len(got) == len(expected)
     for g, e in zip(got, expected, strict=True):
         np.testing.assert_allclose(g, e, rtol=RTOL, atol=ATOL)
-    plain = _import(files / f"{name}_plain.mlir")
+    plain = _import(files / f"{name}_plain.{kind}")
     assert summarize(model).cost.macs == summarize(plain).cost.macs > 0
     assert _ops(model) == _ops(plain)  # the constraints add no node
     meta = model.metadata
     assert meta["stablehlo.mhlo.num_partitions"].split(" ")[0] == "8"
     shardings = {k: v for k, v in meta.items() if k.startswith(SHARDING_PREFIX)}
     first = SHARDING_PREFIX + model.graphs[0].inputs[0].name
-    # every argument, the result and the with_sharding_constraint value
-    assert len(shardings) == len(inputs) + 2, shardings
+    # every argument and result, and the with_sharding_constraint value
+    assert len(shardings) == len(inputs) + len(expected) + 1, shardings
     if form == "sdy":
         assert meta[MESH_PREFIX + "mesh"] == '["dp"=2, "tp"=4]'
         assert shardings[first].startswith('#sdy.sharding<@mesh, [{"dp"}')
@@ -89,7 +89,7 @@ def test_global_sharded_program_imports_exactly(files: Path, name: str, form: st
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_cli_info_shows_no_opaque_node_and_the_unsharded_macs(files: Path, form: str) -> None:
+def test_cli_info_shows_no_opaque_node_the_unsharded_macs_and_the_mesh(files: Path, form: str) -> None:
     sharded = run_cli("info", files / f"mlp_{form}.mlir", cwd=files)
     plain = run_cli("info", files / "mlp_plain.mlir", cwd=files)
     assert sharded.returncode == 0 and plain.returncode == 0, sharded.stderr + plain.stderr
@@ -100,6 +100,13 @@ def test_cli_info_shows_no_opaque_node_and_the_unsharded_macs(files: Path, form:
     assert "(0 opaque)" in line(sharded.stdout, "nodes")
     assert line(sharded.stdout, "MACs") == line(plain.stdout, "MACs")
     assert "warning" not in sharded.stderr
+    # the 4 arguments, the result and the with_sharding_constraint value
+    assert line(sharded.stdout, "shardings").split()[1:3] == ["6", "values"]
+    assert "shardings" not in plain.stdout
+    if form == "sdy":
+        assert line(sharded.stdout, "mesh @mesh").endswith('["dp"=2, "tp"=4]')
+    else:
+        assert "mesh @" not in sharded.stdout
 
 
 @pytest.mark.parametrize("form", FORMS)

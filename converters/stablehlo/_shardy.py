@@ -117,7 +117,10 @@ def shardy_to_generic(data: bytes, source: str) -> str:
                               f"in {limit} s; refusing") from exc
     except OSError as exc:
         raise FileFormatError(f"{source}: cannot start jaxlib's reader: {exc}") from exc
-    problem = one_line(proc.stderr.decode("utf-8", "replace"))
+    problem = proc.stderr.decode("utf-8", "replace")
+    located = re.search(r'error: "-":(\d+):(\d+): ([^\n]*)', problem)
+    problem = f"line {located[1]}:{located[2]}: {located[3]}" if located else problem
+    problem = one_line(problem)
     if proc.returncode == 2:
         raise FileFormatError(f"{source}: {_NEEDS_JAX}")
     if proc.returncode < 0:

@@ -14,7 +14,8 @@ form:
                        three kinds above (the MACs and ops reference)
   NAME.npz             inputs (in0, in1, ...) and the sharded function's outputs on the 8
                        devices (out0, ...)
-and the per-device programs the importer refuses: shard_map_FORM.mlir, pmap_FORM.mlir.
+mlp_sdy_generic.mlir (the Shardy MLP in MLIR's generic form) and the per-device programs
+the importer refuses: shard_map_FORM.mlir, pmap_FORM.mlir.
 """
 
 from __future__ import annotations
@@ -98,6 +99,10 @@ def main(out: Path) -> None:
         for name, (fn, args, ins, outs) in programs.items():
             jitted = jax.jit(fn, in_shardings=ins, out_shardings=outs)
             write(f"{name}_{form}", jitted, args)
+            if shardy and name == "mlp":  # MLIR's generic form, as JAX's own bindings print it
+                module = jitted.lower(*args).compiler_ir("stablehlo")
+                (out / "mlp_sdy_generic.mlir").write_text(
+                    module.operation.get_asm(print_generic_op_form=True))
             if shardy:
                 sharded[0] = False
                 write(f"{name}_plain", jax.jit(lambda *a, fn=fn: fn(*a)), args)  # traced anew

@@ -155,10 +155,13 @@ def test_shardy_without_jaxlib_is_a_one_line_error(files: Path, tmp_path: Path) 
     outcome = run_cli("analyze", path, cwd=tmp_path,
                       env={"PYTHONPATH": str(shadow.parent)})
     assert_one_line_error(outcome, str(path), "Shardy (sdy)", "needs jax installed")
-    # a file without Shardy ops still imports there (jaxlib is not needed for it)
-    plain = run_cli("info", files / "mlp_gspmd.mlir", cwd=tmp_path,
-                    env={"PYTHONPATH": str(shadow.parent)})
-    assert plain.returncode == 0, plain.stderr
+    # GSPMD files, and Shardy in MLIR's generic form, need no jaxlib
+    for name in ("mlp_gspmd.mlir", "mlp_sdy_generic.mlir"):
+        info = run_cli("info", files / name, cwd=tmp_path,
+                       env={"PYTHONPATH": str(shadow.parent)})
+        assert info.returncode == 0, info.stderr
+        assert "(0 opaque)" in info.stdout and "6 values annotated" in info.stdout
+    assert '["dp"=2, "tp"=4]' in info.stdout
 
 
 def test_malformed_shardy_text_is_one_line(files: Path, tmp_path: Path) -> None:
@@ -169,3 +172,6 @@ def test_malformed_shardy_text_is_one_line(files: Path, tmp_path: Path) -> None:
         import_stablehlo(path)
     message = str(err.value)
     assert "\n" not in message and str(path) in message and "nomesh" in message
+    line = text[:text.index("@mesh, [{\"dp\"}, {\"tp\"}]>")].count("\n") + 1
+    assert f"line {line}:" in message, message  # the line in the file as written
+    assert "'sdy.sharding_constraint' op unknown mesh: @nomesh" in message

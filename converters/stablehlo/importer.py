@@ -1013,24 +1013,29 @@ def _sharding_in(func: Any, key: str, index: int) -> str | None:
     return None
 
 
+_PER_VALUE = "#sdy.sharding_per_value<"
+
+
 def _per_value(text: str, count: int) -> list[str]:
-    """One sharding per result: a one-result op's annotation as is; for several results
-    the items of Shardy's `#sdy.sharding_per_value<[<...>, <...>]>` or of a GSPMD tuple
-    sharding `{{...}, {...}}`; the whole text for each result when it does not split so."""
-    if count == 1:
+    """One sharding per result: the items of Shardy's `#sdy.sharding_per_value<[<...>,
+    ...]>` (each as `#sdy.sharding<...>`) or of a GSPMD tuple sharding `{{...}, {...}}` of
+    several results; else the annotation as is, for each result."""
+    shardy = text.startswith(_PER_VALUE) and text.endswith(">")
+    if count == 1 and not shardy:
         return [text]
-    body = text.removeprefix("#sdy.sharding_per_value<").removesuffix(">").strip()
+    body = text[len(_PER_VALUE):-1].strip() if shardy else text.strip()
     if len(body) > 1 and body[0] + body[-1] in ("[]", "{}"):
+        opening, closing = ("<[{(", ">]})") if shardy else ("[{(", "]})")  # GSPMD has `<=`
         items, depth, start = [], 0, 1
         for i, ch in enumerate(body[1:-1], start=1):
-            depth += ch in "<[{("
-            depth -= ch in ">]})"
+            depth += ch in opening
+            depth -= ch in closing
             if ch == "," and depth == 0:
                 items.append(body[start:i].strip())
                 start = i + 1
         items.append(body[start:-1].strip())
         if len(items) == count:
-            return items
+            return [f"#sdy.sharding{item}" for item in items] if shardy else items
     return [text] * count
 
 

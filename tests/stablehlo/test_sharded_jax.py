@@ -175,3 +175,37 @@ def test_malformed_shardy_text_is_one_line(files: Path, tmp_path: Path) -> None:
     line = text[:text.index("@mesh, [{\"dp\"}, {\"tp\"}]>")].count("\n") + 1
     assert f"line {line}:" in message, message  # the line in the file as written
     assert "'sdy.sharding_constraint' op unknown mesh: @nomesh" in message
+
+
+@pytest.mark.parametrize(("attr", "first", "second"), [
+    ('mhlo.sharding = "{{devices=[2]<=[2]}, {replicated}}"', "{devices=[2]<=[2]}",
+     "{replicated}"),
+    ('sdy.sharding = #sdy.sharding_per_value<[<@mesh, [{"a"}]>, <@mesh, [{}]>]>',
+     '#sdy.sharding<@mesh, [{"a"}]>', "#sdy.sharding<@mesh, [{}]>"),
+])
+def test_sharding_of_an_op_with_two_results_is_split_over_them(
+        tmp_path: Path, attr: str, first: str, second: str) -> None:
+    """A GSPMD tuple sharding, and Shardy's per-value one in MLIR's generic form (which
+    parses without jaxlib), give each result its own annotation; the values are exact."""
+    path = tmp_path / "two.mlir"
+    path.write_text(f"""
+"sdy.mesh"() <{{mesh = #sdy.mesh<["a"=2]>, sym_name = "mesh"}}> : () -> ()
+func.func public @main(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {{
+  %0:2 = call @two(%x) {{{attr}}} : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  return %0#0, %0#1 : tensor<4xf32>, tensor<4xf32>
+}}
+func.func private @two(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {{
+  %a = stablehlo.negate %x : tensor<4xf32>
+  %b = stablehlo.abs %x : tensor<4xf32>
+  return %a, %b : tensor<4xf32>, tensor<4xf32>
+}}
+""")
+    model = _import(path)
+    outputs = model.graphs[0].outputs
+    assert model.metadata[SHARDING_PREFIX + outputs[0].name] == first
+    assert model.metadata[SHARDING_PREFIX + outputs[1].name] == second
+    assert model.metadata[MESH_PREFIX + "mesh"] == '["a"=2]'
+    x = np.array([-1.5, 0.0, 2.0, -3.0], np.float32)
+    neg, absolute = run_model(model, [x])
+    np.testing.assert_array_equal(neg, -x)
+    np.testing.assert_array_equal(absolute, np.abs(x))

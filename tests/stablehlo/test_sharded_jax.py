@@ -209,3 +209,18 @@ func.func private @two(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {{
     neg, absolute = run_model(model, [x])
     np.testing.assert_array_equal(neg, -x)
     np.testing.assert_array_equal(absolute, np.abs(x))
+
+
+def test_importing_keeps_jax_out_of_the_process(files: Path) -> None:
+    """jaxlib reads a Shardy file in a child process: neither it nor a GSPMD file brings
+    jax or jaxlib into the importing interpreter (its start-up cost, its global state)."""
+    script = ("import sys\n"
+              "from irbridge.converters.stablehlo import import_stablehlo\n"
+              "for path in sys.argv[1:]:\n"
+              "    assert not import_stablehlo(path).graphs[0].nodes[0].is_opaque\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib')))\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(files / "mlp_sdy.mlir"),
+                           str(files / "mlp_sdy.jaxexport"), str(files / "mlp_gspmd.mlir")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

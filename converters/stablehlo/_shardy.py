@@ -93,8 +93,12 @@ with ctx:
         except Exception as exc:
             sys.stderr.write("cannot legalise CHLO: " + (problems[0] if problems else str(exc)))
             sys.exit(4)
-    sys.stdout.write(module.operation.get_asm(print_generic_op_form=True,
-                                              enable_debug_info=True))
+    try:
+        text = module.operation.get_asm(print_generic_op_form=True, enable_debug_info=True)
+    except Exception as exc:
+        sys.stderr.write("cannot print the module: " + (problems[0] if problems else str(exc)))
+        sys.exit(5)
+sys.stdout.write(text)
 """
 
 _NEEDS_JAX = ("the module uses the Shardy (sdy) dialect (the shardings of a multi-device "

@@ -28,6 +28,7 @@ from .importer import (
     Bound,
     Scope,
     Unsupported,
+    _attr_text,
     _dtype,
     _Importer,
     _str,
@@ -1808,6 +1809,32 @@ def _case_chain(imp: _Importer, scope: Scope, index: Value, regions: list[Any], 
     return list(scope.builder.op_multi("if", [is_k], {"then_branch": then_graph,
                                                       "else_branch": else_graph},
                                        num_outputs=count))
+
+
+# -- sharding annotations --------------------------------------------------------------------
+
+@handles("sdy.sharding_constraint", "sdy.reshard")
+def _sharding_constraint(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                         ) -> list[Value | Bound]:
+    """Shardy's with_sharding_constraint (and reshard): the value itself; the sharding is
+    recorded as an annotation of the value (a sharding never changes what it holds)."""
+    bound = imp.lookup(scope, op.operands[0])[0]
+    if "sharding" in op.attributes:
+        imp.note_sharding(bound.value, _attr_text(op.attributes["sharding"]))
+    return [bound]
+
+
+@handles("stablehlo.custom_call")
+def _custom_call(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                 ) -> list[Value | Bound]:
+    """GSPMD's with_sharding_constraint (`custom_call @Sharding`, its `mhlo.sharding`
+    recorded by the importer) is the value itself; other targets stay opaque."""
+    target = _str(op.attributes["call_target_name"]) if "call_target_name" in op.attributes \
+        else "?"
+    if target == "Sharding" and len(op.operands) == 1 and len(op.results) == 1 and \
+            op.operands[0].type == op.results[0].type:
+        return [imp.lookup(scope, op.operands[0])[0]]
+    raise Unsupported(f"no mapping of stablehlo.custom_call @{target} to neutral ops")
 
 
 __all__ = ["HANDLERS"]

@@ -80,10 +80,23 @@ from ._mlir import (
     text_too_deep,
     version_tuple,
 )
+from ._shardy import is_shardy_problem, shardy_to_generic, uses_shardy_syntax
 
 SOURCE_FORMAT = "stablehlo"
 OPAQUE_REASON = "stablehlo.opaque_reason"
 """Annotation value on opaque nodes: why the importer could not map the op."""
+
+SHARDING_PREFIX = "stablehlo.sharding."
+"""Model metadata key prefix: `stablehlo.sharding.VALUE` holds the sharding annotation of the
+graph value named VALUE (an argument's or result's `sdy.sharding` / `mhlo.sharding`, a
+`with_sharding_constraint`, an op's sharding attribute), as the file wrote it; several
+different annotations of one value are joined by ' then ' in program order."""
+
+MESH_PREFIX = "stablehlo.mesh."
+"""Model metadata key prefix: `stablehlo.mesh.NAME` holds the axes of the Shardy mesh
+symbol @NAME as the file wrote them (`["dp"=2, "tp"=4]`)."""
+
+_SHARDING_ATTRS = ("sdy.sharding", "mhlo.sharding")
 
 SMALL_CONSTANT = 16
 """Constants with at most this many elements become `constant` nodes; larger ones model
@@ -213,19 +226,20 @@ def _parse_and_import(data: bytes, source: str,
             version = artifact_version(data)
             if version is not None:
                 _check_artifact_version(version, source)
-                try:
+            try:
+                if version is not None:
                     module = _stablehlo.deserialize_portable_artifact(ctx, data)
-                except Exception as exc:
-                    raise FileFormatError(f"{source}: cannot deserialize the StableHLO "
-                                          f"v{version} portable artifact: "
-                                          f"{diagnostics_line(exc, diagnostics)}") from exc
-            else:
-                try:
+                else:
                     module = ir.Module.parse(data)
-                except Exception as exc:
-                    raise FileFormatError(f"{source}: not a StableHLO portable artifact, and "
-                                          f"not readable MLIR bytecode: "
-                                          f"{diagnostics_line(exc, diagnostics)}") from exc
+            except Exception as exc:
+                problem = diagnostics_line(exc, diagnostics)
+                if not is_shardy_problem(problem):
+                    what = f"cannot deserialize the StableHLO v{version} portable artifact" \
+                        if version is not None else \
+                        "not a StableHLO portable artifact, and not readable MLIR bytecode"
+                    raise FileFormatError(f"{source}: {what}: {problem}") from exc
+                text = shardy_to_generic(data, source)
+                module = _parse_text(text, source)
         else:
             try:
                 text = data.decode("utf-8")
@@ -247,12 +261,11 @@ def _parse_and_import(data: bytes, source: str,
             if mismatch is not None:
                 raise FileFormatError(f"{source}: line {mismatch[0]}: a complex literal "
                                       f"(re, im) for a {mismatch[1]} constant")
-            if uses_chlo(text):
+            if uses_shardy_syntax(text):  # jaxlib legalises CHLO on the way
+                text = shardy_to_generic(text.encode("utf-8"), source)
+            elif uses_chlo(text):
                 text = legalize_chlo(text, source)
-            try:
-                module = ir.Module.parse(text)
-            except Exception as exc:
-                raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
+            module = _parse_text(text, source)
         try:
             if dims:
                 bind_main(module, dims, source)
@@ -262,6 +275,13 @@ def _parse_and_import(data: bytes, source: str,
             return _Importer(module, source, version, text).run()
         finally:
             del module
+
+
+def _parse_text(text: str, source: str) -> ir.Module:
+    try:
+        return ir.Module.parse(text)
+    except Exception as exc:
+        raise FileFormatError(f"{source}: {_parse_problem(exc)}") from exc
 
 
 _PROBE = """
@@ -412,12 +432,17 @@ class _Importer:
         self.inlining: list[str] = []
         self._resources: dict[str, bytes] | None = None
         self.tensor_names: set[str] = set()
+        self.shardings: list[tuple[Value, str]] = []
 
     # -- driver ---------------------------------------------------------------------------------
     def run(self) -> tuple[Model, ImportReport]:
         for op in self.module.body.operations:
             if op.operation.name == "func.func":
                 self.funcs[_symbol(op)] = op
+            elif op.operation.name == "sdy.mesh" and "mesh" in op.attributes:
+                mesh = str(op.attributes["mesh"])
+                axes = mesh.removeprefix("#sdy.mesh<").removesuffix(">")
+                self.model.metadata[MESH_PREFIX + _symbol(op)] = axes
         main = main_function(self.module)
         if main is None:
             public = [op for op in self.funcs.values()
@@ -429,7 +454,7 @@ class _Importer:
         module_op = self.module.operation
         if "sym_name" in module_op.attributes:
             self.model.name = _str(module_op.attributes["sym_name"])
-        for key in ("irbridge.producer", "mhlo.num_partitions"):
+        for key in ("irbridge.producer", "mhlo.num_partitions", "mhlo.num_replicas"):
             if key in module_op.attributes:
                 self.model.metadata[f"stablehlo.{key}"] = _attr_text(module_op.attributes[key])
         graph = Graph("main")
@@ -447,10 +472,13 @@ class _Importer:
             value = graph.add_input(name, TensorType(_dtype(rt, f"@main argument {index}"),
                                                      rt.static_shape()))
             scope.env[arg] = Bound(value, rt.static_shape())
+            self.note_sharding(value, _sharding_in(main, "arg_attrs", index))
         results = self.block(scope, block)
         outputs = [self.materialize(scope, r) for r in results]
         outputs = self.output_values(graph, builder, outputs, main)
         graph.set_outputs(outputs)
+        for index, value in enumerate(outputs):
+            self.note_sharding(value, _sharding_in(main, "res_attrs", index))
         self.finish()
         return self.model, self.report
 
@@ -460,7 +488,7 @@ class _Importer:
         than the inlined-op budget once every call is expanded (40 functions that each
         call the next twice are 2^40 ops). Iterative; each function is scanned once."""
         limit = _inline_budget()
-        scanned: dict[str, tuple[int, int, list[tuple[str, int]]]] = {}
+        scanned: dict[str, tuple[int, int, list[tuple[str, int]], str | None]] = {}
         total: dict[str, int] = {}
         depth: dict[str, int] = {}
         on_path: set[str] = set()
@@ -468,7 +496,7 @@ class _Importer:
         while stack:
             name, done = stack.pop()
             if done:
-                ops, own_depth, calls = scanned[name]
+                ops, own_depth, calls, _ = scanned[name]
                 count, deepest = ops, own_depth
                 for callee, site in calls:
                     count += total[callee]
@@ -482,7 +510,15 @@ class _Importer:
                 raise CaptureError(f"{self.source}: @{name} calls itself (directly or through "
                                    "other functions); recursion cannot be inlined")
             func = self.funcs.get(name)
-            scanned[name] = (0, 0, []) if func is None else _scan_function(func)
+            scanned[name] = (0, 0, [], None) if func is None else _scan_function(func)
+            construct = scanned[name][3]
+            if construct is not None:
+                raise CaptureError(
+                    f"{self.source}: @{name}: {construct} makes it a per-device SPMD program "
+                    "(each device computes its shard and exchanges data with the others); "
+                    "irbridge imports global programs only: lower the function with jax.jit "
+                    "and in_shardings/out_shardings or with_sharding_constraint instead of "
+                    "shard_map or pmap")
             on_path.add(name)
             stack.append((name, True))
             for callee, _ in scanned[name][2]:
@@ -528,6 +564,39 @@ class _Importer:
             final.append(value)
         return final
 
+    def note_sharding(self, value: Value, text: str | None) -> None:
+        """Record a sharding annotation of `value` (written to the metadata by finish):
+        shardings say how devices split a value, never what it is."""
+        if text:
+            self.shardings.append((value, text))
+
+    def op_shardings(self, scope: Scope, op: Any) -> None:
+        """Record an op's own sharding attribute (`sdy.sharding`, a per-value list, or
+        `mhlo.sharding`, a tuple sharding for several results) on its results."""
+        text = next((_attr_text(op.attributes[key]) for key in _SHARDING_ATTRS
+                     if key in op.attributes), None)
+        if text is None:
+            return
+        results = list(op.results)
+        parts = _per_value(text, len(results))
+        for result, part in zip(results, parts, strict=True):
+            found = scope.find(result)
+            if found is not None:
+                self.note_sharding(found[0].value, part)
+
+    def write_shardings(self) -> None:
+        alive = {id(v) for graph in self.model.graphs for v in _all_values(graph)}
+        meta = self.model.metadata
+        for value, text in self.shardings:
+            if id(value) not in alive:
+                continue
+            key = SHARDING_PREFIX + value.name
+            prior = meta.get(key)
+            if prior is None:
+                meta[key] = text
+            elif not prior.endswith(text):
+                meta[key] = f"{prior} then {text}"
+
     def finish(self) -> None:
         """Drop what the handlers emitted but nothing reads (iotas of recognised
         arg-max patterns, replaced constants), number nodes uniquely across all graphs,
@@ -542,6 +611,7 @@ class _Importer:
         for graph in self.model.graphs:
             _distinct_names(graph, taken, top=True)
         self.model.renumber_nodes()
+        self.write_shardings()
         report = self.report
         meta = self.model.metadata
         meta["stablehlo.source"] = self.source
@@ -590,6 +660,7 @@ class _Importer:
             except (OpError, ValueError, KeyError, IndexError, TypeError) as exc:
                 raise CaptureError(f"{where}: cannot import: {one_line(str(exc))}") from exc
             self.bind(scope, op, outs, types, where)
+            self.op_shardings(scope, op)
         finally:
             scope.builder.provenance = saved
 
@@ -825,12 +896,38 @@ class _Importer:
         return graph, outs
 
 
-def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]]]:
-    """A function's own op count, its deepest region nesting (its body is level 1), and
-    its calls (callee, level of the call site); composites count as calls of their
-    decomposition. Iterative, so any depth is safe to scan."""
+_COLLECTIVES = frozenset(f"stablehlo.{name}" for name in (
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
+    "collective_broadcast"))
+_DEVICE_INDEX = frozenset(("stablehlo.partition_id", "stablehlo.replica_id"))
+_SHARD_SHAPE_TARGETS = frozenset(("SPMDFullToShardShape", "SPMDShardToFullShape"))
+
+
+def _per_device_construct(name: str, attrs: Any) -> str | None:
+    """What makes an op part of a per-device SPMD program (a shard_map or pmap body), or
+    None: such a program computes one device's shard and exchanges data between devices,
+    which a single global graph does not express."""
+    if name == "sdy.manual_computation":
+        return "shard_map body (sdy.manual_computation)"
+    if name in _COLLECTIVES:
+        return f"cross-device collective {name}"
+    if name in _DEVICE_INDEX:
+        return f"{name} (the index of the device running it)"
+    if name == "stablehlo.custom_call" and "call_target_name" in attrs:
+        target = _str(attrs["call_target_name"])
+        if target in _SHARD_SHAPE_TARGETS:
+            return f"shard_map/pmap body (custom_call @{target})"
+    return None
+
+
+def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]], str | None]:
+    """A function's own op count, its deepest region nesting (its body is level 1), its
+    calls (callee, level of the call site; composites count as calls of their
+    decomposition) and the first per-device SPMD construct it holds. Iterative, so any
+    depth is safe to scan."""
     ops, deepest = 0, 0
     calls: list[tuple[str, int]] = []
+    spmd: str | None = None
     stack = [(region, 1) for region in func.regions]
     while stack:
         region, level = stack.pop()
@@ -844,8 +941,10 @@ def _scan_function(func: Any) -> tuple[int, int, list[tuple[str, int]]]:
                     calls.append((_str(attrs["callee"]), level))
                 elif name == "stablehlo.composite" and "decomposition" in attrs:
                     calls.append((_str(attrs["decomposition"]), level))
+                elif spmd is None:
+                    spmd = _per_device_construct(name, attrs)
                 stack.extend((inner, level + 1) for inner in op.operation.regions)
-    return ops, deepest, calls
+    return ops, deepest, calls, spmd
 
 
 def _rename(graph: Graph, value: Value, name: str) -> None:
@@ -890,6 +989,54 @@ def _distinct_names(graph: Graph, taken: set[str], top: bool = False) -> None:
     for node in graph.nodes:
         for sub in node.subgraphs():
             _distinct_names(sub, taken)
+
+
+def _all_values(graph: Graph) -> list[Value]:
+    found = list(graph.values.values())
+    for node in graph.nodes:
+        for sub in node.subgraphs():
+            found += _all_values(sub)
+    return found
+
+
+def _sharding_in(func: Any, key: str, index: int) -> str | None:
+    """The `sdy.sharding` / `mhlo.sharding` of argument or result `index` of a function
+    (`key` is arg_attrs or res_attrs), or None."""
+    if key not in func.attributes:
+        return None
+    attrs = list(func.attributes[key])
+    if index >= len(attrs):
+        return None
+    for name in _SHARDING_ATTRS:
+        if name in attrs[index]:
+            return _attr_text(attrs[index][name])
+    return None
+
+
+_PER_VALUE = "#sdy.sharding_per_value<"
+
+
+def _per_value(text: str, count: int) -> list[str]:
+    """One sharding per result: the items of Shardy's `#sdy.sharding_per_value<[<...>,
+    ...]>` (each as `#sdy.sharding<...>`) or of a GSPMD tuple sharding `{{...}, {...}}` of
+    several results; else the annotation as is, for each result."""
+    shardy = text.startswith(_PER_VALUE) and text.endswith(">")
+    if count == 1 and not shardy:
+        return [text]
+    body = text[len(_PER_VALUE):-1].strip() if shardy else text.strip()
+    if len(body) > 1 and body[0] + body[-1] in ("[]", "{}"):
+        opening, closing = ("<[{(", ">]})") if shardy else ("[{(", "]})")  # GSPMD has `<=`
+        items, depth, start = [], 0, 1
+        for i, ch in enumerate(body[1:-1], start=1):
+            depth += ch in opening
+            depth -= ch in closing
+            if ch == "," and depth == 0:
+                items.append(body[start:i].strip())
+                start = i + 1
+        items.append(body[start:-1].strip())
+        if len(items) == count:
+            return [f"#sdy.sharding{item}" for item in items] if shardy else items
+    return [text] * count
 
 
 def _all_parameters(graph: Graph) -> list[Value]:

@@ -73,6 +73,13 @@ def print_summary(s: ModelSummary, *, title: str, top_ops: int = 12) -> None:
     for key in ("capture.method", "capture.attempts"):
         if key in s.metadata:
             rows.append((key.replace(".", " "), s.metadata[key]))
+    for key, value in s.metadata.items():  # a multi-device JAX program's Shardy meshes
+        if key.startswith("stablehlo.mesh."):
+            rows.append((f"mesh @{key.removeprefix('stablehlo.mesh.')}", value))
+    sharded = sum(1 for key in s.metadata if key.startswith("stablehlo.sharding."))
+    if sharded:
+        rows.append(("shardings", f"{sharded} values annotated (metadata "
+                                  "stablehlo.sharding.VALUE)"))
     width = max(len(key) for key, _ in rows)
     lines = [clean(title)]  # every string from the file is cleaned (irbridge.sanitize)
     lines += [f"{key.ljust(width)}  {clean(value)}" for key, value in rows]

@@ -36,19 +36,33 @@ def summarize(model: Model) -> ModelSummary:
     """Counts, sizes and total cost of a model (all graphs, control-flow bodies included)."""
     histogram: Counter[str] = Counter()
     opaque: Counter[str] = Counter()
-    total = Cost()
     uncosted = 0
-    for _, node in model.all_nodes():
-        histogram[node.qualified_op] += 1
-        if node.is_opaque:
-            opaque[node.qualified_op] += 1
-        if not _static(node):
-            uncosted += 1  # symbolic or unknown shapes: no static cost until dims are bound
-            continue
-        try:
-            total = total + registry.node_cost(node)
-        except IrbridgeError:
-            uncosted += 1
+
+    def cost_of(nodes: list[Node]) -> Cost:
+        """The nodes' cost, control-flow bodies combined as the registry says (loops times
+        their static trip count, the costlier branch of an `if`)."""
+        nonlocal uncosted
+        total = Cost()
+        for node in nodes:
+            histogram[node.qualified_op] += 1
+            if node.is_opaque:
+                opaque[node.qualified_op] += 1
+            bodies = [cost_of(sub.nodes) for sub in node.subgraphs()]
+            if bodies:
+                try:
+                    total = total + registry.bodies_cost(node, bodies)
+                except IrbridgeError:
+                    total = total + sum(bodies, Cost())
+            if not _static(node):
+                uncosted += 1  # symbolic or unknown shapes: no static cost until bound
+                continue
+            try:
+                total = total + registry.node_cost(node)
+            except IrbridgeError:
+                uncosted += 1
+        return total
+
+    total = sum((cost_of(graph.nodes) for graph in model.graphs), Cost())
     nodes = sum(histogram.values())
     tensors = model.tensors.values()
     if not model.tensors:

@@ -18,7 +18,8 @@ Special nodes:
   their static parts and are reported as partial (lower bounds);
 - control-flow nodes (`if`, `loop`) carry the cost of their bodies, each body node once,
   or times the trip count where the op knows it statically (`Flops.repeats`: a loop with a
-  constant trip count and no cond input); both branches of an `if` are counted.
+  constant trip count and no cond input); of the two branches of an `if`, which are
+  alternatives, the costlier counts (FLOPs, then bytes): an upper bound of one execution.
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ def cost_model(model: Model, binding: Binding | None = None) -> CostReport:
                 nc.own = own
                 repeats = _repeats(node)
                 nc.note = f"includes {bodies} body nodes, " + (
+                    "the costlier branch counted" if _one_body(node) else
                     "each counted once" if repeats is None else f"run {repeats} times")
                 report.body_nodes += bodies
             nodes.append(nc)
@@ -152,22 +154,31 @@ def _repeats(node: Node) -> int | None:
         return None
 
 
+def _one_body(node: Node) -> bool:
+    try:
+        return registry.one_body_runs(node)
+    except IrbridgeError:  # the node's own cost failed: reported with it
+        return False
+
+
 def _bodies(node: Node, graph_index: int, report: CostReport) -> tuple[Cost, int]:
     """Cost of the bodies of a control-flow node (nested bodies included), each node times
     the runs of the loops around it where they are static; and how many body nodes."""
-    total, count = Cost(), 0
+    costs, count = [], 0
     for sub in node.subgraphs():
+        body = Cost()
         for inner in sub.nodes:
             inner_cost = cost_node(inner, graph_index)
             report.by_node[id(inner)] = inner_cost
             _record(report, inner_cost)
             nested, nested_count = _bodies(inner, graph_index, report)
-            total = total + inner_cost.cost + nested
+            body = body + inner_cost.cost + nested
             count += 1 + nested_count
-    repeats = _repeats(node)
-    if repeats is not None and count:
-        total = total.times(repeats)
-    return total, count
+        costs.append(body)
+    try:
+        return registry.bodies_cost(node, costs), count
+    except IrbridgeError:  # the node's own cost failed (reported with it): bodies summed
+        return sum(costs, Cost()), count
 
 
 def _record(report: CostReport, nc: NodeCost) -> None:

@@ -204,6 +204,9 @@ class Flops:
     repeats: int | None = None
     """Control flow: how many times the bodies run, where the op knows it statically (a
     loop with a constant trip count and no cond); None: unknown, each body counted once."""
+    one_body: bool = False
+    """Control flow: the bodies are alternatives of which one runs per execution (`if`):
+    the costliest counts, not their sum."""
 
 
 @dataclass
@@ -396,6 +399,30 @@ def body_repeats(node: Node) -> int | None:
     if node.is_opaque:
         return None
     return get(node.op).cost(context_for(node)).repeats
+
+
+def one_body_runs(node: Node) -> bool:
+    """Whether the bodies of a control-flow node are alternatives, one run per execution
+    (`Flops.one_body`)."""
+    if node.is_opaque:
+        return False
+    return get(node.op).cost(context_for(node)).one_body
+
+
+def bodies_cost(node: Node, costs: Sequence[Cost]) -> Cost:
+    """The cost of a control-flow node's bodies, from each body's own cost (in
+    `node.subgraphs()` order): the costliest of alternatives (`if`: FLOPs, then bytes), else
+    their sum, times the static trip count where the op knows it (`Flops.repeats`)."""
+    if not costs:
+        return Cost()
+    if node.is_opaque:
+        return sum(costs, Cost())
+    flops = get(node.op).cost(context_for(node))
+    if flops.one_body:
+        total = max(costs, key=lambda c: (c.flops, c.bytes_read + c.bytes_written))
+    else:
+        total = sum(costs, Cost())
+    return total if flops.repeats is None else total.times(flops.repeats)
 
 
 def input_reads(node: Node) -> list[int]:

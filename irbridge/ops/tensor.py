@@ -1540,11 +1540,17 @@ def _if_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
     return ctx.run_graph(attrs["then_branch" if taken else "else_branch"], [])
 
 
+def _if_cost(ctx: OpContext) -> Flops:
+    return Flops(one_body=True)
+
+
 define("if", Category.CONTROL, inputs=inputs("cond"), outputs=("outputs",),
        variadic_outputs=True,
        attrs=(attr("then_branch", AttrKind.GRAPH, doc="runs when cond is true"),
               attr("else_branch", AttrKind.GRAPH, doc="runs when cond is false")),
-       infer=_if_infer, cost=_no_flops, cost_doc=_CONTROL_COST, reference=_if_ref,
+       infer=_if_infer, cost=_if_cost,
+       cost_doc="0: the analysis backend costs the branches separately and counts the "
+                "costlier one (one branch runs)", reference=_if_ref,
        doc="Run one of two input-less branch graphs; outputs are that branch's outputs. "
            "Output types come from both branches: dims that differ are unknown.")
 

@@ -11,6 +11,7 @@ from irbridge.dtypes import DType
 from irbridge.errors import IrbridgeError
 from irbridge.ir import Model, SymDim, TensorType
 from irbridge.ops import node_cost
+from irbridge.summary import summarize
 
 
 def _conv_model(groups: int, dilation: int, stride: int = 1) -> Model:
@@ -173,9 +174,13 @@ def test_control_flow_nodes_carry_their_bodies() -> None:
     costs = cost_model(model)
     [nc] = costs.nodes
     assert costs.body_nodes == 2
-    bodies = node_cost(branches[0].nodes[0]) + node_cost(branches[1].nodes[0])
+    then_cost, else_cost = node_cost(branches[0].nodes[0]), node_cost(branches[1].nodes[0])
+    assert then_cost.other_flops < else_cost.other_flops  # relu is cheaper than tanh
     assert nc.own_cost == node_cost(nc.node)
-    assert nc.cost == nc.own_cost + bodies and bodies.other_flops > 0
+    # one branch runs: the costlier one counts, not the sum of both
+    assert nc.cost == nc.own_cost + else_cost
+    assert "the costlier branch counted" in nc.note
+    assert summarize(model).cost == costs.total  # `irbridge info` agrees with the analysis
 
 
 def _onnx_loop(trips: int, *, cond_input: bool = False, inner_trips: int | None = None
@@ -224,8 +229,10 @@ def test_loop_bodies_cost_times_a_static_trip_count() -> None:
     assert nc.cost.bytes_written - nc.own_cost.bytes_written == 4 * (24 + 1)
     assert "run 4 times" in nc.note
     # nested: 3 outer iterations of 2 inner ones
-    costs = cost_model(_onnx_loop(3, inner_trips=2))
+    nested = _onnx_loop(3, inner_trips=2)
+    costs = cost_model(nested)
     assert costs.total.other_flops == 3 * 2 * 6 and costs.body_nodes == 4
+    assert summarize(nested).cost.other_flops == 3 * 2 * 6  # `irbridge info` counted each once
     # zero iterations: the body never runs
     assert cost_model(_onnx_loop(0)).total.other_flops == 0
     # a cond input: the count depends on data, each body node is counted once

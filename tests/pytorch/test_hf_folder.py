@@ -148,3 +148,53 @@ def test_weights_the_folder_lacks_are_one_warning_line(tmp_path: Path) -> None:
                       "are not in the folder and keep random values: classifier.bias, "
                       "classifier.weight"]
     assert "LOAD REPORT" not in result.stderr and "\x1b[" not in result.stderr
+
+
+_CUSTOM_CONFIG = '''from transformers import PretrainedConfig
+
+
+class TinyConfig(PretrainedConfig):
+    model_type = "tinycustom"
+
+    def __init__(self, hidden=16, **kwargs):
+        self.hidden = hidden
+        super().__init__(**kwargs)
+'''
+
+_CUSTOM_MODEL = '''import torch
+from transformers import PreTrainedModel
+
+from .configuration_tiny import TinyConfig
+
+
+class TinyModel(PreTrainedModel):
+    config_class = TinyConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.lin = torch.nn.Linear(config.hidden, config.hidden)
+        self.post_init()
+
+    def forward(self, input_values):
+        return self.lin(input_values).relu()
+'''
+
+
+def test_a_trusted_folder_with_its_own_code_builds(tmp_path: Path) -> None:
+    """With the trust flag the folder's own classes are used (trust_remote_code); an input
+    its config says nothing about takes its shape from --input-shape."""
+    folder = tmp_path / "custom"
+    folder.mkdir()
+    (folder / "configuration_tiny.py").write_text(_CUSTOM_CONFIG)
+    (folder / "modeling_tiny.py").write_text(_CUSTOM_MODEL)
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "tinycustom", "hidden": 16, "architectures": ["TinyModel"],
+        "auto_map": {"AutoConfig": "configuration_tiny.TinyConfig",
+                     "AutoModel": "modeling_tiny.TinyModel"}}))
+    with pytest.raises(ZooError, match="cannot derive the audio input 'input_values'"):
+        zoo.build(str(folder), trust_checkpoint=True)
+    built = zoo.build(str(folder), trust_checkpoint=True, input_shape=(2, 16))
+    assert type(built.module).__name__ == "TinyModel"
+    assert [tuple(a.shape) for a in built.args] == [(2, 16)]
+    result = capture(built.module, built.args, built.kwargs, frontend="export")
+    assert verify(result, built.module).passed

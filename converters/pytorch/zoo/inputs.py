@@ -469,18 +469,21 @@ def _plan_inputs(
                         ("batch", "channels", "height", "width"),
                     )
                 )
-        elif kind in ("waveform", "features"):
-            plans.append(_audio(module, n, kind, keyword, batch, seq_len, float_dtype, model_name))
         else:
+            audio = kind in ("waveform", "features")
             try:
-                plans.append(_structural(module, n, keyword, batch, seq_len, image_size,
-                                         frames, float_dtype, model_name))
+                plans.append(
+                    _audio(module, n, kind, keyword, batch, seq_len, float_dtype, model_name)
+                    if audio else _structural(module, n, keyword, batch, seq_len, image_size,
+                                              frames, float_dtype, model_name))
             except ZooError:
                 if not shape_given or have_primary:
                     raise
                 # --input-shape gives the primary input's shape (applied after planning):
-                # a float tensor, whatever the first layer is (a quantized Linear, say)
-                plans.append(InputSpec(n, "tensor", (), float_dtype, keyword, ()))
+                # a float tensor, whatever the config or the first layer says (a custom
+                # audio model, a quantized Linear)
+                plans.append(InputSpec(n, "audio" if audio else "tensor", (), float_dtype,
+                                       keyword, ()))
         if kind != "mask":
             have_primary = True
     # An attention mask only makes sense next to token ids (the encoder's, where there is

@@ -71,7 +71,10 @@ _stablehlo.register_stablehlo_passes()
 ctx.allow_unregistered_dialects = True
 problems = []
 def collect(diagnostic):
-    problems.append("%s: %s" % (diagnostic.location, diagnostic.message))
+    try:
+        problems.append("%s: %s" % (diagnostic.location, diagnostic.message))
+    except Exception:  # a message with bytes that are not UTF-8 (a corrupt name)
+        problems.append("a diagnostic whose text is not valid UTF-8 (corrupt names)")
     return True
 ctx.attach_diagnostic_handler(collect)
 with ctx:
@@ -122,6 +125,8 @@ def shardy_to_generic(data: bytes, source: str) -> str:
     except OSError as exc:
         raise FileFormatError(f"{source}: cannot start jaxlib's reader: {exc}") from exc
     problem = proc.stderr.decode("utf-8", "replace")
+    if "Traceback (most recent call last)" in problem:  # the reader's own failure: its gist
+        problem = problem.strip().splitlines()[-1]
     located = re.search(r'error: "-":(\d+):(\d+): ([^\n]*)', problem)
     problem = f"line {located[1]}:{located[2]}: {located[3]}" if located else problem
     problem = one_line(problem)

@@ -30,7 +30,7 @@ from irbridge.converters.stablehlo import (
     to_mlir_text,
 )
 from irbridge.dtypes import DType
-from irbridge.errors import ExportError
+from irbridge.errors import ExportError, IrbridgeError
 from irbridge.executor import run_model
 from irbridge.ir import (
     Graph,
@@ -326,6 +326,9 @@ def test_target_versions(tmp_path: Path) -> None:
 
 def test_atomic_writes(tmp_path: Path) -> None:
     model, feeds = example_model("softmax")
+    with pytest.raises(IrbridgeError, match=r"sub/m.mlir: folder .*sub does not exist"):
+        export_stablehlo(model, tmp_path / "sub" / "m.mlir")  # as every one-file writer
+    (tmp_path / "sub").mkdir()
     text_path = export_stablehlo(model, tmp_path / "sub" / "m.mlir")
     assert "module @softmax" in text_path.read_text()
     assert_close(evaluate(text_path, feeds), reference(model, feeds))

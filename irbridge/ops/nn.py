@@ -310,10 +310,11 @@ def _grouped_matmul_infer(ctx: OpContext) -> list[TensorType]:
         if offs is not None:
             _same(ctx, offs[0], w[0], "offs length and w dim 0 (G)")
         if x is not None:
-            _same(ctx, x[1], w[1], "x dim 1 and w dim 1 (K)")
+            k = 2 if ctx.attrs["transpose_w"] else 1
+            _same(ctx, x[1], w[k], f"x dim 1 and w dim {k} (K)")
     if x is None or w is None:
         return [TensorType(dtype, None)]
-    return [TensorType(dtype, (x[0], w[2]))]
+    return [TensorType(dtype, (x[0], w[1] if ctx.attrs["transpose_w"] else w[2]))]
 
 
 def _grouped_matmul_cost(ctx: OpContext) -> Flops:
@@ -324,7 +325,7 @@ def _grouped_matmul_cost(ctx: OpContext) -> Flops:
     x, w = ctx.input(0).shape, ctx.input(1).shape
     if x is None or w is None:
         return Flops()
-    macs = _numel(x) * _numel(w[2:])
+    macs = _numel(x) * _numel(w[1:2] if ctx.attrs["transpose_w"] else w[2:])
     groups = _static((w[0], x[0]))
     per_group = _numel(w[1:]) * ctx.input(1).dtype.itemsize
     if groups is None or not per_group:
@@ -349,6 +350,8 @@ def _grouped_matmul_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.nd
     x, w, offs = _need(xs, 0), _need(xs, 1), xs[2]
     assert offs is not None
     group = _group_of_rows(offs, x.shape[0], ctx.where or "grouped_matmul")
+    if attrs["transpose_w"]:
+        w = np.swapaxes(w, 1, 2)
     y = np.zeros((x.shape[0], w.shape[2]), np.result_type(x, w))
     for g in range(w.shape[0]):
         rows = group == g
@@ -374,25 +377,32 @@ def _grouped_matmul_decompose(gb: GraphBuilder, xs: list[Value | None],
     passed = gb.op("cast", [gb.op("less_equal", [gb.op("unsqueeze", [offs64], {"axes": (0,)}),
                                                  index])], {"dtype": DType.INT64})
     group = gb.op("minimum", [gb.op("reduce_sum", [passed], {"axes": (1,), "keepdims": False}),
-                              gb.constant(np.int64(groups - 1), "last_group")])
-    picked = gb.op("gather", [w, group], {"axis": 0})                     # [S, K, N]
-    y = gb.op("matmul", [gb.op("unsqueeze", [x], {"axes": (1,)}), picked])  # [S, 1, N]
-    y = gb.op("squeeze", [y], {"axes": (1,)})
+                              gb.constant(np.array(groups - 1, np.int64), "last_group")])
+    picked = gb.op("gather", [w, group], {"axis": 0})  # [S, K, N] ([S, N, K] transposed)
+    if attrs["transpose_w"]:
+        y = gb.op("matmul", [picked, gb.op("unsqueeze", [x], {"axes": (2,)})])  # [S, N, 1]
+        y = gb.op("squeeze", [y], {"axes": (2,)})
+    else:
+        y = gb.op("matmul", [gb.op("unsqueeze", [x], {"axes": (1,)}), picked])  # [S, 1, N]
+        y = gb.op("squeeze", [y], {"axes": (1,)})
     end = gb.op("slice", [offs64], {"starts": (groups - 1,), "ends": (groups,), "axes": (0,)})
     inside = gb.op("less", [index, gb.op("unsqueeze", [end], {"axes": (0,)})])  # [S, 1]
     return [gb.op("where", [inside, y, _scalar(gb, 0.0, y, "zero")])]
 
 
 define("grouped_matmul", Category.MATMUL, inputs=inputs("x", "w", "offs"),
+       attrs=(attr("transpose_w", AttrKind.BOOL, False,
+                   "w is [G, N, K] and each group's matrix is used transposed"),),
        infer=_grouped_matmul_infer, cost=_grouped_matmul_cost, reference=_grouped_matmul_ref,
        decompose=_grouped_matmul_decompose,
        cost_doc="macs = S * K * N (each row meets one group's matrix); other = 0; bytes read: "
                 "x, offs and at most min(G, S) groups of w (a group with no rows is not read)",
        doc="Grouped matrix product of x [S, K] with w [G, K, N] (mixture-of-experts experts): "
            "offs [G] are cumulative row counts, rows offs[g-1] <= r < offs[g] (offs[-1] = 0) "
-           "use w[g]: y[r] = x[r] @ w[g]. Rows at or past offs[-1] are zero (torch's "
-           "aten::_grouped_mm leaves them unwritten, transformers' grouped_mm_fallback zeroes "
-           "them). offs must be non-negative and non-decreasing.")
+           "use w[g]: y[r] = x[r] @ w[g] (w[g]^T with transpose_w, w then [G, N, K]). Rows "
+           "at or past offs[-1] are zero (torch's aten::_grouped_mm leaves them unwritten, "
+           "transformers' grouped_mm_fallback zeroes them). offs must be non-negative and "
+           "non-decreasing.")
 
 
 # -- sliding windows (convolution and pooling) ---------------------------------------------------

@@ -212,6 +212,11 @@ def test_grouped_matmul_infer() -> None:
         infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), TensorType(I32, (3,)))
     with pytest.raises(OpError, match="offs must be integers"):
         infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), f32(4))
+    assert infer("grouped_matmul", f32(5, 8), f32(4, 16, 8), TensorType(I32, (4,)),
+                 transpose_w=True) == f32(5, 16)
+    with pytest.raises(OpError, match="w dim 2"):
+        infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), TensorType(I32, (4,)),
+              transpose_w=True)
 
 
 def test_grouped_matmul_cost_reads_at_most_one_group_per_row() -> None:
@@ -225,6 +230,9 @@ def test_grouped_matmul_cost_reads_at_most_one_group_per_row() -> None:
     c = node_cost(_build("grouped_matmul", [f32(100, 4), f32(8, 4, 5), offs], {})[1])
     assert c.macs == 100 * 4 * 5
     assert c.bytes_read == 100 * 4 * 4 + 8 * 4 * 5 * 4 + 8 * 4
+    c = node_cost(_build("grouped_matmul", [f32(3, 4), f32(8, 5, 4), offs],
+                         {"transpose_w": True})[1])
+    assert c.macs == 3 * 4 * 5 and c.bytes_read == 3 * 4 * 4 + 3 * (5 * 4 * 4) + 8 * 4
 
 
 def _random_offs(rng: np.random.Generator, groups: int, rows: int) -> np.ndarray:
@@ -252,6 +260,11 @@ def test_grouped_matmul_reference_against_torch(seed: int) -> None:
     close(ours, torch.ops.transformers.grouped_mm_fallback(t(x), t(w), t(offs)))
     assert not ours[end:].any()
     check_decompose("grouped_matmul", x, w, offs)
+    # the same experts stored [G, N, K] (transformers' default layout), used transposed
+    w_t = np.ascontiguousarray(np.swapaxes(w, 1, 2))
+    close(run("grouped_matmul", x, w_t, offs, transpose_w=True),
+          torch.ops.transformers.grouped_mm_fallback(t(x), t(w_t).transpose(1, 2), t(offs)))
+    check_decompose("grouped_matmul", x, w_t, offs, transpose_w=True)
 
 
 def test_grouped_matmul_bfloat16_against_torch() -> None:

@@ -18,6 +18,7 @@ from torchtools import assert_outputs_match
 from irbridge.converters.pytorch import capture
 from irbridge.converters.stablehlo import build_module
 from irbridge.errors import ExportError
+from irbridge.ops import node_cost
 from irbridge.summary import summarize
 
 BATCH, SEQ, VOCAB = 2, 5, 64
@@ -64,19 +65,21 @@ def _model(name: str, dtype: torch.dtype = torch.float32, device: str = "cpu") -
     return Logits(lm)
 
 
-def _ids(seed: int = 0, device: str = "cpu") -> torch.Tensor:
-    return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(seed)
+def _ids(seed: int = 0, device: str = "cpu", batch: int = BATCH, seq: int = SEQ
+         ) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (batch, seq), generator=torch.Generator().manual_seed(seed)
                          ).to(device)
 
 
-def _hand_macs(config: Any, tokens: int) -> int:
+def _hand_macs(config: Any, batch: int, seq: int) -> int:
     """MACs of a forward pass counted from the config alone: projections, attention
-    (QK^T and PV over the full SEQ x SEQ scores), router, experts (each token meets top_k experts of 3 matrices: gate, up, down), shared
+    (QK^T and PV over the full seq x seq scores), router, experts (each token meets top_k experts of 3 matrices: gate, up, down), shared
     expert and its gate, dense MLPs and the LM head."""
+    tokens = batch * seq
     h, heads, kv = config.hidden_size, config.num_attention_heads, config.num_key_value_heads
     hd = h // heads
     attention = tokens * h * (heads + 2 * kv) * hd + tokens * heads * hd * h
-    attention += BATCH * heads * SEQ * SEQ * 2 * hd
+    attention += batch * heads * seq * seq * 2 * hd
     # (the rotary frequencies' K = 1 outer product is lowered as an elementwise product)
     total = tokens * h * config.vocab_size
     for layer in range(config.num_hidden_layers):
@@ -135,12 +138,25 @@ def _assert_executor_and_onnxruntime_match_eager(model: torch.nn.Module, result:
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_moe_macs_equal_a_hand_count(name: str) -> None:
+@pytest.mark.parametrize(("batch", "seq"), [(BATCH, SEQ), (1, 1)])
+def test_moe_macs_equal_a_hand_count(name: str, batch: int, seq: int) -> None:
     model = _model(name, device="meta")
-    result = capture(model, (_ids(device="meta"),), frontend="export")
+    result = capture(model, (_ids(device="meta", batch=batch, seq=seq),), frontend="export")
     summary = summarize(result.model)
     assert summary.opaque_nodes == 0 and summary.uncosted_nodes == 0
-    assert summary.cost.macs == _hand_macs(model.lm.config, BATCH * SEQ)
+    assert summary.cost.macs == _hand_macs(model.lm.config, batch, seq)
+    # the experts' [E, N, K] weights are read in place (transpose_w), not through a copy
+    # of every expert's weights: the parameter bytes of each grouped_matmul are at most
+    # min(E, rows) experts' matrices (one token: top_k rows, fewer than the experts)
+    config = model.lm.config
+    experts = getattr(config, "num_local_experts", None) or config.num_experts
+    rows = batch * seq * config.num_experts_per_tok
+    for _, node in result.model.all_nodes():
+        if node.op == "grouped_matmul":
+            w = node.inputs[1]
+            assert w.is_parameter and node.attrs["transpose_w"] is True
+            assert node_cost(node).param_bytes == \
+                min(experts, rows) * w.type.nbytes() // experts
 
 
 @pytest.mark.parametrize("frontend", ["export", "dynamo"])

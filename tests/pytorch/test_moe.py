@@ -187,3 +187,16 @@ def test_dynamo_float32_mixtral_lowers_the_fallback() -> None:
     result = capture(model, (_ids(),), frontend="dynamo")
     assert result.opaque_count == 0, result.stats.notes
     _assert_executor_and_onnxruntime_match_eager(model, result, _ids(1))
+
+
+def test_training_step_of_an_moe_model_is_refused_in_one_line() -> None:
+    """Not lowered yet: the training step of a MoE model. make_fx meets the routing's
+    data-dependent sizes, and torch.func cannot differentiate through the exported graph's
+    transformers autograd function; capture_train says so in one CaptureError (and
+    `transformers::grouped_mm_fallback_backward` has no lowering)."""
+    from irbridge.converters.pytorch.train import capture_train
+    from irbridge.errors import CaptureError
+
+    with pytest.raises(CaptureError, match=r"could not trace the training step of Logits") as exc:
+        capture_train(_model("mixtral"), (_ids(),))
+    assert "\n" not in str(exc.value)

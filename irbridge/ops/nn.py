@@ -307,6 +307,8 @@ def _grouped_matmul_infer(ctx: OpContext) -> list[TensorType]:
     if offs is not None and len(offs) != 1:
         raise ctx.fail(f"offs must be a vector [G], got {format_shape(offs)}")
     if w is not None:
+        if w[0] == 0:
+            raise ctx.fail("w has no groups (G = 0)")
         if offs is not None:
             _same(ctx, offs[0], w[0], "offs length and w dim 0 (G)")
         if x is not None:
@@ -398,8 +400,9 @@ define("grouped_matmul", Category.MATMUL, inputs=inputs("x", "w", "offs"),
        cost_doc="macs = S * K * N (each row meets one group's matrix); other = 0; bytes read: "
                 "x, offs and at most min(G, S) groups of w (a group with no rows is not read)",
        doc="Grouped matrix product of x [S, K] with w [G, K, N] (mixture-of-experts experts): "
-           "offs [G] are cumulative row counts, rows offs[g-1] <= r < offs[g] (offs[-1] = 0) "
-           "use w[g]: y[r] = x[r] @ w[g] (w[g]^T with transpose_w, w then [G, N, K]). Rows "
+           "offs [G] are cumulative row counts, rows offs[g-1] <= r < offs[g] (r < offs[0] "
+           "for g = 0) use w[g]: y[r] = x[r] @ w[g] (w[g]^T with transpose_w, w then "
+           "[G, N, K]). Rows "
            "at or past offs[-1] are zero (torch's aten::_grouped_mm leaves them unwritten, "
            "transformers' grouped_mm_fallback zeroes them). offs must be non-negative and "
            "non-decreasing.")

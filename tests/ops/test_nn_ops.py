@@ -210,6 +210,8 @@ def test_grouped_matmul_infer() -> None:
         infer("grouped_matmul", f32(5, 7), f32(4, 8, 16), TensorType(I32, (4,)))
     with pytest.raises(OpError, match="offs length"):
         infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), TensorType(I32, (3,)))
+    with pytest.raises(OpError, match="no groups"):
+        infer("grouped_matmul", f32(5, 8), f32(0, 8, 16), TensorType(I32, (0,)))
     with pytest.raises(OpError, match="offs must be integers"):
         infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), f32(4))
     assert infer("grouped_matmul", f32(5, 8), f32(4, 16, 8), TensorType(I32, (4,)),

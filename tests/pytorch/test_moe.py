@@ -200,3 +200,27 @@ def test_training_step_of_an_moe_model_is_refused_in_one_line() -> None:
     with pytest.raises(CaptureError, match=r"could not trace the training step of Logits") as exc:
         capture_train(_model("mixtral"), (_ids(),))
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.parametrize(("phase", "seq"), [("prefill", 8), ("decode", 1)])
+def test_serving_phases_read_each_routed_expert_once(phase: str, seq: int) -> None:
+    """--phase captures MoE experts in transformers' grouped_mm form: one grouped_matmul
+    per projection reading the stored weights in place (at most min(E, tokens x top_k)
+    experts), no per-token gather of expert weights (the batched_mm form)."""
+    from irbridge.converters.pytorch.phases import example_inputs, phase_module
+
+    lm = _model("mixtral").lm
+    module = phase_module(lm, phase, kv_len=16)
+    result = capture(module, example_inputs(module, batch=1, seq_len=seq), {}, weights=False)
+    config = lm.config
+    rows = seq * config.num_experts_per_tok
+    matmuls = [n for _, n in result.model.all_nodes() if n.op == "grouped_matmul"]
+    assert len(matmuls) == 2 * config.num_hidden_layers
+    for node in matmuls:
+        w = node.inputs[1]
+        assert w.is_parameter and node.attrs["transpose_w"] is True
+        assert node_cost(node).param_bytes == \
+            min(config.num_local_experts, rows) * w.type.nbytes() // config.num_local_experts
+    gathered = [n for _, n in result.model.all_nodes() if n.op == "gather"
+                and n.inputs[0] is not None and n.inputs[0].is_parameter]
+    assert not gathered, [n.provenance.module_path for n in gathered]

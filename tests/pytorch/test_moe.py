@@ -13,11 +13,9 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from torchtools import assert_outputs_match
+from torchtools import assert_outputs_match, backend_outputs
 
 from irbridge.converters.pytorch import capture
-from irbridge.converters.stablehlo import build_module
-from irbridge.errors import ExportError
 from irbridge.ops import node_cost
 from irbridge.summary import summarize
 
@@ -103,7 +101,7 @@ def _hand_macs(config: Any, batch: int, seq: int) -> int:
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_float32_moe_matches_eager_in_executor_and_onnxruntime(name: str) -> None:
+def test_float32_moe_matches_eager_in_every_backend(name: str) -> None:
     model = _model(name)
     result = capture(model, (_ids(),), frontend="export")
     ops = [n.op for _, n in result.model.all_nodes()]
@@ -113,27 +111,15 @@ def test_float32_moe_matches_eager_in_executor_and_onnxruntime(name: str) -> Non
     # float32 through different summation orders (grouped vs gathered batched matmuls),
     # logits of magnitude ~1: 1e-4
     for seed in (0, 1):  # the capture's example and other tokens (other routing)
-        _assert_executor_and_onnxruntime_match_eager(model, result, _ids(seed))
-    # the routing's inverse permutation (`inv_perm[perm] = arange`) is an index_put, which
-    # the StableHLO exporter refuses, naming the node, until it lowers stablehlo.scatter
-    with pytest.raises(ExportError, match=r"index_put \(lm\.model\.layers\.\d\.mlp\.experts\)"):
-        build_module(result.model)
+        _assert_backends_match_eager(model, result, _ids(seed))
 
 
-def _assert_executor_and_onnxruntime_match_eager(model: torch.nn.Module, result: Any,
-                                                 ids: torch.Tensor) -> None:
-    import onnxruntime as ort
-
-    from irbridge.converters.onnx import to_onnx
-    from irbridge.executor import run_graphs
-
-    feeds = {result.model.graphs[0].inputs[0].name: ids.numpy()}
-    session = ort.InferenceSession(to_onnx(result.model).SerializeToString(),
-                                   providers=["CPUExecutionProvider"])
+def _assert_backends_match_eager(model: torch.nn.Module, result: Any, ids: torch.Tensor) -> None:
+    """The executor, onnxruntime (ONNX export) and the StableHLO interpreter (StableHLO
+    export) against eager logits, within 1e-4."""
     with torch.no_grad():
         want = [model(ids)]
-    for backend, got in (("executor", run_graphs(result.model, feeds)[-1]),
-                         ("onnxruntime", session.run(None, feeds))):
+    for backend, got in backend_outputs(result, (ids,)).items():
         assert_outputs_match(backend, got, want, result, rtol=1e-4, atol=1e-4)
 
 
@@ -186,7 +172,7 @@ def test_dynamo_float32_mixtral_lowers_the_fallback() -> None:
     model = _model("mixtral")
     result = capture(model, (_ids(),), frontend="dynamo")
     assert result.opaque_count == 0, result.stats.notes
-    _assert_executor_and_onnxruntime_match_eager(model, result, _ids(1))
+    _assert_backends_match_eager(model, result, _ids(1))
 
 
 def test_training_step_of_an_moe_model_is_refused_in_one_line() -> None:
@@ -224,3 +210,29 @@ def test_serving_phases_read_each_routed_expert_once(phase: str, seq: int) -> No
     gathered = [n for _, n in result.model.all_nodes() if n.op == "gather"
                 and n.inputs[0] is not None and n.inputs[0].is_parameter]
     assert not gathered, [n.provenance.module_path for n in gathered]
+
+
+def test_vector_index_put_lowers_to_a_scatter_every_backend_runs() -> None:
+    """A vector written at a vector of positions (the router's `inv_perm[perm] = arange`)
+    lowers to scatter_elements: negative positions wrap, accumulate adds repeats."""
+    from torchtools import FnModule, assert_matches_eager_everywhere
+
+    def write(x: torch.Tensor, perm: torch.Tensor, v: torch.Tensor) -> Any:
+        inverse = torch.empty_like(perm)
+        inverse[perm] = torch.arange(perm.size(0))
+        written = x.clone()
+        written[perm - perm.size(0)] = v  # negative positions
+        added = x.index_put((perm % 3,), v, accumulate=True)  # repeated positions add up
+        return inverse, written, added
+
+    def inputs(perturb: bool) -> tuple[torch.Tensor, ...]:
+        g = torch.Generator().manual_seed(int(perturb))
+        return (torch.randn(6, generator=g), torch.randperm(6, generator=g),
+                torch.randn(6, generator=g))
+
+    model = FnModule(write)
+    result = capture(model, inputs(False), frontend="export")
+    assert {n.op for _, n in result.model.all_nodes()} >= {"scatter_elements"}
+    assert "index_put" not in {n.op for _, n in result.model.all_nodes()}
+    # sums of at most 2 float32 values in another order: 1e-6
+    assert_matches_eager_everywhere(model, inputs, rtol=1e-6, atol=1e-6)

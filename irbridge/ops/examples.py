@@ -113,6 +113,9 @@ def examples() -> dict[str, OpExample]:
     ex["gemm"] = OpExample([t((16, 8)), t((32, 16)), t((32,))],
                            {"trans_a": True, "trans_b": True, "alpha": 0.5})
     ex["linear"] = OpExample([t((2, 10, 64)), t((128, 64)), t((128,))])
+    # group 1 empty, row 5 past offs[-1] (zero)
+    ex["grouped_matmul"] = OpExample([t((6, 8)), t((3, 8, 4)), t((3,), DType.INT32)],
+                                     values={2: np.array([2, 2, 5], np.int32)})
     ex["conv"] = OpExample([t((1, 3, 32, 32)), t((8, 3, 3, 3)), t((8,))],
                            {"strides": (1, 1), "pads": (1, 1, 1, 1)})
     ex["conv_transpose"] = OpExample([t((1, 8, 16, 16)), t((8, 4, 2, 2))],

@@ -290,6 +290,124 @@ define("linear", Category.MATMUL, inputs=inputs("x", "w", "b?"), infer=_linear_i
            "(torch.nn.functional.linear).")
 
 
+# -- grouped matmul (mixture-of-experts expert compute) ---------------------------------------
+
+def _grouped_matmul_infer(ctx: OpContext) -> list[TensorType]:
+    x_t, w_t, offs_t = ctx.input(0), ctx.input(1), ctx.input(2)
+    dtype = promote([x_t, w_t], _where(ctx))
+    if not offs_t.dtype.is_integer:
+        raise ctx.fail(f"offs must be integers, got {offs_t.dtype.short}")
+    x, w, offs = x_t.shape, w_t.shape, offs_t.shape
+    if x is not None and len(x) != 2:
+        raise ctx.fail(f"x must be [S, K], got {format_shape(x)} (only the 2-D x 3-D grouped "
+                       "matmul is supported)")
+    if w is not None and len(w) != 3:
+        raise ctx.fail(f"w must be [G, K, N], got {format_shape(w)} (only the 2-D x 3-D "
+                       "grouped matmul is supported)")
+    if offs is not None and len(offs) != 1:
+        raise ctx.fail(f"offs must be a vector [G], got {format_shape(offs)}")
+    if w is not None:
+        if w[0] == 0:
+            raise ctx.fail("w has no groups (G = 0)")
+        if offs is not None:
+            _same(ctx, offs[0], w[0], "offs length and w dim 0 (G)")
+        if x is not None:
+            k = 2 if ctx.attrs["transpose_w"] else 1
+            _same(ctx, x[1], w[k], f"x dim 1 and w dim {k} (K)")
+    if x is None or w is None:
+        return [TensorType(dtype, None)]
+    return [TensorType(dtype, (x[0], w[1] if ctx.attrs["transpose_w"] else w[2]))]
+
+
+def _grouped_matmul_cost(ctx: OpContext) -> Flops:
+    """macs = S * K * N: each row of x meets exactly one group's [K, N] matrix (rows past
+    offs[-1] meet none, but how many there are is data: the bound S is counted). Bytes:
+    x, offs and the output whole; of w at most min(G, S) groups, since a group with no
+    rows is not read (which groups are empty is data: the bound is counted)."""
+    x, w = ctx.input(0).shape, ctx.input(1).shape
+    if x is None or w is None:
+        return Flops()
+    macs = _numel(x) * _numel(w[1:2] if ctx.attrs["transpose_w"] else w[2:])
+    groups = _static((w[0], x[0]))
+    per_group = _numel(w[1:]) * ctx.input(1).dtype.itemsize
+    if groups is None or not per_group:
+        return Flops(macs=macs)
+    return Flops(macs=macs, reads=(None, min(groups) * per_group))
+
+
+def _group_of_rows(offs: np.ndarray, rows: int, where: str) -> np.ndarray:
+    """Group index of each row: the number of offsets <= the row, clamped to G - 1; -1 for
+    rows at or past offs[-1] (they belong to no group)."""
+    offs = offs.astype(np.int64)
+    if offs.size and (np.any(np.diff(offs) < 0) or offs[0] < 0):
+        raise OpError(f"{where}: offs must be non-negative and non-decreasing (cumulative "
+                      f"row counts), got {offs.tolist()}")
+    index = np.arange(rows)
+    group = np.minimum(np.searchsorted(offs, index, side="right"), max(offs.size - 1, 0))
+    end = int(offs[-1]) if offs.size else 0
+    return np.where(index < end, group, -1)
+
+
+def _grouped_matmul_ref(xs: Arrays, attrs: Attrs, ctx: RefContext) -> list[np.ndarray]:
+    x, w, offs = _need(xs, 0), _need(xs, 1), xs[2]
+    assert offs is not None
+    group = _group_of_rows(offs, x.shape[0], ctx.where or "grouped_matmul")
+    if attrs["transpose_w"]:
+        w = np.swapaxes(w, 1, 2)
+    y = np.zeros((x.shape[0], w.shape[2]), np.result_type(x, w))
+    for g in range(w.shape[0]):
+        rows = group == g
+        if rows.any():
+            y[rows] = x[rows] @ w[g]
+    return _result(y, ctx)
+
+
+def _grouped_matmul_decompose(gb: GraphBuilder, xs: list[Value | None],
+                              attrs: Attrs) -> list[Value]:
+    """Row r's group g = #(offs <= r) clamped to G - 1; y[r] = x[r] @ w[g] as a batched
+    matmul of the gathered [S, K, N] weights; rows at or past offs[-1] set to zero."""
+    x, w, offs = xs[0], xs[1], xs[2]
+    assert x is not None and w is not None and offs is not None
+    x_shape, w_shape = _type(x).shape, _type(w).shape
+    if x_shape is None or w_shape is None or not isinstance(x_shape[0], int) \
+            or not isinstance(w_shape[0], int):
+        raise OpError("grouped_matmul: the decomposition needs a static row count S and "
+                      "group count G")
+    rows, groups = x_shape[0], w_shape[0]
+    offs64 = gb.op("cast", [offs], {"dtype": DType.INT64})
+    index = gb.constant(np.arange(rows, dtype=np.int64).reshape(rows, 1), "row_index")
+    passed = gb.op("cast", [gb.op("less_equal", [gb.op("unsqueeze", [offs64], {"axes": (0,)}),
+                                                 index])], {"dtype": DType.INT64})
+    group = gb.op("minimum", [gb.op("reduce_sum", [passed], {"axes": (1,), "keepdims": False}),
+                              gb.constant(np.array(groups - 1, np.int64), "last_group")])
+    picked = gb.op("gather", [w, group], {"axis": 0})  # [S, K, N] ([S, N, K] transposed)
+    if attrs["transpose_w"]:
+        y = gb.op("matmul", [picked, gb.op("unsqueeze", [x], {"axes": (2,)})])  # [S, N, 1]
+        y = gb.op("squeeze", [y], {"axes": (2,)})
+    else:
+        y = gb.op("matmul", [gb.op("unsqueeze", [x], {"axes": (1,)}), picked])  # [S, 1, N]
+        y = gb.op("squeeze", [y], {"axes": (1,)})
+    end = gb.op("slice", [offs64], {"starts": (groups - 1,), "ends": (groups,), "axes": (0,)})
+    inside = gb.op("less", [index, gb.op("unsqueeze", [end], {"axes": (0,)})])  # [S, 1]
+    return [gb.op("where", [inside, y, _scalar(gb, 0.0, y, "zero")])]
+
+
+define("grouped_matmul", Category.MATMUL, inputs=inputs("x", "w", "offs"),
+       attrs=(attr("transpose_w", AttrKind.BOOL, False,
+                   "w is [G, N, K] and each group's matrix is used transposed"),),
+       infer=_grouped_matmul_infer, cost=_grouped_matmul_cost, reference=_grouped_matmul_ref,
+       decompose=_grouped_matmul_decompose,
+       cost_doc="macs = S * K * N (each row meets one group's matrix); other = 0; bytes read: "
+                "x, offs and at most min(G, S) groups of w (a group with no rows is not read)",
+       doc="Grouped matrix product of x [S, K] with w [G, K, N] (mixture-of-experts experts): "
+           "offs [G] are cumulative row counts, rows offs[g-1] <= r < offs[g] (r < offs[0] "
+           "for g = 0) use w[g]: y[r] = x[r] @ w[g] (w[g]^T with transpose_w, w then "
+           "[G, N, K]). Rows "
+           "at or past offs[-1] are zero (torch's aten::_grouped_mm leaves them unwritten, "
+           "transformers' grouped_mm_fallback zeroes them). offs must be non-negative and "
+           "non-decreasing.")
+
+
 # -- sliding windows (convolution and pooling) ---------------------------------------------------
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ B = SymDim("B")
 H = SymDim("H")
 NN_OPS = ("matmul", "gemm", "linear", "conv", "conv_transpose", "attention", "batch_norm",
           "layer_norm", "group_norm", "rms_norm", "max_pool", "avg_pool", "adaptive_avg_pool",
-          "adaptive_max_pool", "embedding", "resize")
+          "adaptive_max_pool", "embedding", "resize", "grouped_matmul")
 
 Array = np.ndarray | None
 
@@ -192,6 +192,103 @@ def test_linear_reference_and_decompose(x_shape: tuple, bias: bool) -> None:
     x, w, b = randn(*x_shape), randn(5, 4, seed=1), randn(5, seed=2) if bias else None
     close(run("linear", x, w, b), F.linear(t(x), t(w), None if b is None else t(b)))
     check_decompose("linear", x, w, b)
+
+
+# -- grouped matmul --------------------------------------------------------------------------
+
+I32 = DType.INT32
+
+
+def test_grouped_matmul_infer() -> None:
+    assert infer("grouped_matmul", f32(B, 8), f32(4, 8, 16), TensorType(I32, (4,))) == \
+        f32(B, 16)
+    with pytest.raises(OpError, match="only the 2-D x 3-D"):
+        infer("grouped_matmul", f32(2, 5, 8), f32(4, 8, 16), TensorType(I32, (4,)))
+    with pytest.raises(OpError, match="only the 2-D x 3-D"):
+        infer("grouped_matmul", f32(5, 8), f32(8, 16), TensorType(I32, (4,)))
+    with pytest.raises(OpError, match="K"):
+        infer("grouped_matmul", f32(5, 7), f32(4, 8, 16), TensorType(I32, (4,)))
+    with pytest.raises(OpError, match="offs length"):
+        infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), TensorType(I32, (3,)))
+    with pytest.raises(OpError, match="no groups"):
+        infer("grouped_matmul", f32(5, 8), f32(0, 8, 16), TensorType(I32, (0,)))
+    with pytest.raises(OpError, match="offs must be integers"):
+        infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), f32(4))
+    assert infer("grouped_matmul", f32(5, 8), f32(4, 16, 8), TensorType(I32, (4,)),
+                 transpose_w=True) == f32(5, 16)
+    with pytest.raises(OpError, match="w dim 2"):
+        infer("grouped_matmul", f32(5, 8), f32(4, 8, 16), TensorType(I32, (4,)),
+              transpose_w=True)
+
+
+def test_grouped_matmul_cost_reads_at_most_one_group_per_row() -> None:
+    offs = TensorType(I32, (8,))
+    # S=3 rows of 8 groups: MACs S*K*N, and at most 3 of the 8 [K, N] weight groups read
+    node = _build("grouped_matmul", [f32(3, 4), f32(8, 4, 5), offs], {})[1]
+    c = node_cost(node)
+    assert c.macs == 3 * 4 * 5 and c.other_flops == 0
+    assert c.bytes_read == 3 * 4 * 4 + 3 * (4 * 5 * 4) + 8 * 4
+    # S=100 rows: every group may be read, but no more than the whole w
+    c = node_cost(_build("grouped_matmul", [f32(100, 4), f32(8, 4, 5), offs], {})[1])
+    assert c.macs == 100 * 4 * 5
+    assert c.bytes_read == 100 * 4 * 4 + 8 * 4 * 5 * 4 + 8 * 4
+    c = node_cost(_build("grouped_matmul", [f32(3, 4), f32(8, 5, 4), offs],
+                         {"transpose_w": True})[1])
+    assert c.macs == 3 * 4 * 5 and c.bytes_read == 3 * 4 * 4 + 3 * (5 * 4 * 4) + 8 * 4
+
+
+def _random_offs(rng: np.random.Generator, groups: int, rows: int) -> np.ndarray:
+    """Cumulative row counts with some empty groups, ending at or before `rows`."""
+    counts = rng.integers(0, 7, groups) * (rng.random(groups) < 0.7)
+    offs = np.minimum(np.cumsum(counts), rows - int(rng.integers(0, 3)))
+    return np.maximum(offs, 0).astype(np.int32)
+
+
+@pytest.mark.parametrize("seed", range(7))
+def test_grouped_matmul_reference_against_torch(seed: int) -> None:
+    import transformers.integrations.moe  # noqa: F401  (registers transformers::grouped_mm_fallback)
+
+    rows, groups = 12, 5
+    x, w = randn(rows, 8, seed=seed), randn(groups, 8, 16, seed=seed + 1)
+    # seed 6: every row in a group (offs[-1] = S), first and last groups empty
+    offs = (np.array([0, 4, 4, 12, 12], np.int32) if seed == 6
+            else _random_offs(np.random.default_rng(seed), groups, rows))
+    ours = run("grouped_matmul", x, w, offs)
+    end = int(offs[-1])
+    # aten::_grouped_mm (CPU kernel) defines the rows before offs[-1] and leaves the rest
+    # unwritten; transformers' fallback writes zeros there. float32 sums of 8 products:
+    # 1e-5 covers a different summation order.
+    close(ours[:end], torch._grouped_mm(t(x), t(w), offs=t(offs))[:end])
+    close(ours, torch.ops.transformers.grouped_mm_fallback(t(x), t(w), t(offs)))
+    assert not ours[end:].any()
+    check_decompose("grouped_matmul", x, w, offs)
+    # the same experts stored [G, N, K] (transformers' default layout), used transposed
+    w_t = np.ascontiguousarray(np.swapaxes(w, 1, 2))
+    close(run("grouped_matmul", x, w_t, offs, transpose_w=True),
+          torch.ops.transformers.grouped_mm_fallback(t(x), t(w_t).transpose(1, 2), t(offs)))
+    check_decompose("grouped_matmul", x, w_t, offs, transpose_w=True)
+
+
+def test_grouped_matmul_bfloat16_against_torch() -> None:
+    import ml_dtypes
+
+    x = randn(12, 8).astype(ml_dtypes.bfloat16)
+    w = randn(4, 8, 16, seed=1).astype(ml_dtypes.bfloat16)
+    offs = np.array([3, 3, 7, 10], np.int32)
+    ours = run("grouped_matmul", x, w, offs)
+    assert ours.dtype == ml_dtypes.bfloat16
+    theirs = torch._grouped_mm(t(x.view(np.uint16)).view(torch.bfloat16),
+                               t(w.view(np.uint16)).view(torch.bfloat16), offs=t(offs))
+    # both accumulate in float32 and round once to bfloat16: at most one bfloat16 ulp
+    # (2^-8 relative) apart where the summation orders differ
+    np.testing.assert_allclose(ours[:10].astype(np.float32), theirs[:10].float().numpy(),
+                               rtol=2**-8, atol=1e-6)
+
+
+def test_grouped_matmul_rejects_decreasing_offs() -> None:
+    x, w = randn(6, 8), randn(3, 8, 4)
+    with pytest.raises(OpError, match="non-decreasing"):
+        run("grouped_matmul", x, w, np.array([3, 1, 5], np.int32))
 
 
 # -- convolution -----------------------------------------------------------------------------

@@ -56,7 +56,10 @@ INT64_MAX = 2**63 - 1
 def lookup(node: torch.fx.Node, gm: torch.fx.GraphModule) -> Handler | None:
     if node.op == "call_function":
         if isinstance(node.target, torch._ops.OpOverload):
-            return ATEN.get(node.target)
+            handler = ATEN.get(node.target)
+            if handler is None and _LATE and _register_late():
+                handler = ATEN.get(node.target)
+            return handler
         try:
             return FUNCTIONS.get(node.target)
         except TypeError:  # unhashable target
@@ -157,6 +160,36 @@ def _aten_fn(*ops: Any) -> Callable[[AtenFn], AtenFn]:
                 ATEN_FN[op] = fn
         return fn
     return deco
+
+
+_LATE: list[tuple[str, str, str, AtenFn]] = []
+"""(namespace, op, overload, handler) of custom ops that exist only once a library has
+registered them (`torch.ops.transformers.*` after `transformers.integrations.moe` is
+imported): `lookup` adds them to `ATEN`, keyed by the op object, once they exist."""
+
+
+def _late(namespace: str, name: str, overload: str = "default") -> Callable[[AtenFn], AtenFn]:
+    """Register an ATen-style handler of a library's custom op (`namespace::name.overload`)
+    that this process may not have loaded yet: the handler enters `ATEN` when a graph that
+    holds the op is lowered (the op then exists), without importing the library here."""
+    def deco(fn: AtenFn) -> AtenFn:
+        _LATE.append((namespace, name, overload, fn))
+        return fn
+    return deco
+
+
+def _register_late() -> bool:
+    """Move the `_late` handlers whose custom ops now exist into `ATEN`; whether any moved."""
+    moved = False
+    for entry in list(_LATE):
+        namespace, name, overload, fn = entry
+        packet = getattr(getattr(torch.ops, namespace), name, None)
+        op = getattr(packet, overload, None) if packet is not None else None
+        if isinstance(op, torch._ops.OpOverload):
+            _aten_fn(op)(fn)
+            _LATE.remove(entry)
+            moved = True
+    return moved
 
 
 def _op(name: str, overload: str = "default") -> Any:

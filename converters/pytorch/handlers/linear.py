@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from irbridge.ir import Value
 
 from ..lower import Emitter, Unsupported
@@ -11,6 +13,7 @@ from ._base import (
     Args,
     _aten_fn,
     _binary,
+    _late,
     _op,
     _tuple,
     aten,
@@ -40,6 +43,55 @@ def _matmul(em: Emitter, a: Args) -> Value:
     x = a["self"]
     y = a.get("mat2", a.get("other"))
     return em.op("matmul", [em.value(x), em.value(y)])
+
+
+@_aten_fn(aten._grouped_mm.default)
+def _grouped_mm(em: Emitter, a: Args) -> Value:
+    """torch._grouped_mm / F.grouped_mm: a [S, K] x [G, K, N] grouped product with offs is
+    the registry's grouped_matmul, [G, M, K] x [G, K, N] without offs a batched matmul; the
+    other forms (offs over K, a 2-D mat2) and a bias are not lowered."""
+    x, w, offs = em.value(a["self"]), em.value(a["mat2"]), a["offs"]
+    ranks = (em.rank(x), em.rank(w))
+    if a["bias"] is not None:
+        raise Unsupported("_grouped_mm with a bias")
+    if ranks == (2, 3) and offs is not None:
+        y = _grouped_matmul(em, x, w, em.value(offs))
+    elif ranks == (3, 3) and offs is None:
+        y = em.op("matmul", [x, w])
+    else:
+        raise Unsupported(f"_grouped_mm of {ranks[0]}-D x {ranks[1]}-D operands "
+                          f"{'with' if offs is not None else 'without'} offs (only "
+                          "2-D x 3-D with offs and 3-D x 3-D without are lowered)")
+    return em.cast(y, em.out_dtype())
+
+
+@_late("transformers", "grouped_mm_fallback")
+def _grouped_mm_fallback(em: Emitter, a: Args) -> Value:
+    """transformers' grouped matmul of MoE experts (integrations/moe.py), used where
+    torch._grouped_mm is not: input [S, K] x weight [G, K, N] by cumulative offs, rows
+    past offs[-1] zero."""
+    return _grouped_matmul(em, em.value(a["input"]), em.value(a["weight"]),
+                           em.value(a["offs"]))
+
+
+def _grouped_matmul(em: Emitter, x: Value, w: Value, offs: Value) -> Value:
+    """grouped_matmul of x, w and offs. transformers stores most experts' weights
+    [E, N, K] and passes `weight.transpose(-2, -1)`: a w made by a permute of its last two
+    dims that nothing else reads becomes `transpose_w` on the permute's input, and the
+    permute is dropped, so that the kernel reads the groups' weights in place (a
+    materialised copy would read every expert's weights, used or not)."""
+    producer = w.producer
+    source = em.node.args[1] if em.node is not None and len(em.node.args) > 1 else None
+    if (producer is not None and producer.op == "permute"
+            and producer.attrs.get("perm") == (0, 2, 1)
+            and isinstance(source, torch.fx.Node) and len(source.users) == 1
+            and not w.uses and w not in em.lowerer.graph.outputs):
+        inner = producer.inputs[0]
+        assert inner is not None
+        y = em.op("grouped_matmul", [x, inner, offs], transpose_w=True)
+        em.lowerer.graph.remove_node(producer)
+        return y
+    return em.op("grouped_matmul", [x, w, offs])
 
 
 def _add_product(em: Emitter, a: Args, product: Value) -> Value:

@@ -454,8 +454,17 @@ def _index_put(em: Emitter, a: Args) -> Value:
         axis += rank if em.type(v).dtype == DType.BOOL else 1
     if not tensors:
         raise Unsupported("index_put without index tensors")
-    return em.op("index_put", [x, values, *tensors], index_axes=axes,
-                 accumulate=bool(a.get("accumulate", False)))
+    accumulate = bool(a.get("accumulate", False))
+    if em.rank(x) == 1 and len(tensors) == 1 and em.rank(tensors[0]) == 1 \
+            and em.type(tensors[0]).dtype.is_integer and em.rank(values) <= 1:
+        # a vector written at a vector of positions (a MoE router's inverse permutation,
+        # `inv[perm] = arange`) is a scatter_elements, which every exporter lowers
+        index = tensors[0]
+        if em.shape(values) != em.shape(index):
+            values = _expand_to(em, values, em.shape(index))
+        return em.op("scatter_elements", [x, index, values], axis=0,
+                     reduction="add" if accumulate else "none")
+    return em.op("index_put", [x, values, *tensors], index_axes=axes, accumulate=accumulate)
 
 
 @_aten_fn(aten.index.Tensor, _op("_unsafe_index", "Tensor"))

@@ -442,7 +442,8 @@ def _plan_inputs(
             kind = "waveform"
         elif n in _AUDIO_FEATURE_NAMES:
             kind = "features"
-        elif encoder_decoder and any(p.name == n.removeprefix("decoder_") for p in plans):
+        elif encoder_decoder and any(p.name == n.removeprefix("decoder_")
+                                     and p.kind in ("audio", "tensor") for p in plans):
             kind = "decoder_copy"  # decoder_input_values next to input_values (SpeechT5)
         elif n in _IMAGE_POSITION_NAMES and any(p.kind == "image" for p in plans):
             kind = "image_positions"
@@ -562,7 +563,8 @@ def _plan_inputs(
             plans.append(InputSpec(n, "tensor", (batch, DEFAULT_REGIONS, _feature_dim(config, n) or 0),
                                    float_dtype, keyword, ("batch", "regions", "features")))
         elif kind == "decoder_copy":
-            source = next(p for p in plans if p.name == n.removeprefix("decoder_"))
+            source = next(p for p in plans if p.name == n.removeprefix("decoder_")
+                          and p.kind in ("audio", "tensor"))
             plans.append(replace(source, name=n, keyword=keyword))
         elif kind in ("waveform", "features"):
             try:

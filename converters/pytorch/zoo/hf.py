@@ -325,6 +325,7 @@ _HF_TASKS: dict[str, str] = {
     "object-detection": "AutoModelForObjectDetection",
     "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
     "image-text-to-text": "AutoModelForImageTextToText",
+    "universal-segmentation": "AutoModelForUniversalSegmentation",
 }
 
 

@@ -1082,3 +1082,21 @@ def test_hf_types_transformers_cannot_build_are_refused_in_one_line(spec: str,
         zoo.build(spec)
     assert "\n" not in str(info.value)
     assert re.search(message, str(info.value))
+
+
+def test_image_size_from_the_backbone_config() -> None:
+    """Depth Anything (SAM2 alike) says its image size only in backbone_config: it got the
+    224 fallback, which SAM2 rejects ("shape '[1, -1, 256, 256]' is invalid")."""
+    import transformers
+
+    backbone = transformers.Dinov2Config(**_SMALL_ENCODER, image_size=28, patch_size=14,
+                                         out_features=["stage1"], reshape_hidden_states=False)
+    config = transformers.DepthAnythingConfig(
+        backbone_config=backbone, reassemble_hidden_size=32, neck_hidden_sizes=[8],
+        reassemble_factors=[1.0],
+        fusion_hidden_size=8, head_hidden_size=8)
+    model = transformers.DepthAnythingForDepthEstimation(config)
+    args, kwargs, specs = zoo.derive_inputs(model)
+    assert [s.describe() for s in specs] == ["pixel_values: float32[1, 3, 28, 28]"]
+    # a depth map at the image's resolution
+    assert _run(model, args, kwargs).predicted_depth.shape == (1, 28, 28)

@@ -326,6 +326,7 @@ _HF_TASKS: dict[str, str] = {
     "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
     "image-text-to-text": "AutoModelForImageTextToText",
     "universal-segmentation": "AutoModelForUniversalSegmentation",
+    "depth-estimation": "AutoModelForDepthEstimation",
 }
 
 

@@ -109,7 +109,10 @@ def _image_size(module: nn.Module, hint: int | None) -> tuple[int, int]:
     hint, then 224."""
     config = _config(module)
     candidates: list[Any] = []
-    for cfg in (config, _vision_config(config)):
+    towers = [config, _vision_config(config)]
+    # then the backbone's (SAM2's Hiera under vision_config, Depth Anything's DINOv2)
+    towers += [getattr(cfg, "backbone_config", None) for cfg in towers if cfg is not None]
+    for cfg in towers:
         if cfg is not None:
             candidates.append(getattr(cfg, "image_size", None))
     candidates.append(getattr(module, "image_size", None))

@@ -1100,3 +1100,25 @@ def test_image_size_from_the_backbone_config() -> None:
     assert [s.describe() for s in specs] == ["pixel_values: float32[1, 3, 28, 28]"]
     # a depth map at the image's resolution
     assert _run(model, args, kwargs).predicted_depth.shape == (1, 28, 28)
+
+
+def test_speech_encoder_decoder_gets_a_waveform_not_its_generic_inputs_alias() -> None:
+    """SpeechEncoderDecoderModel.forward starts with a generic `inputs` (an alias of
+    input_values / input_features) and has decoder_input_ids before input_values: it got
+    `inputs` [1, 1, 128] from the first Conv1d and failed "Expected 2D ... input to conv1d"."""
+    import transformers
+
+    encoder = transformers.Wav2Vec2Config(
+        **_SMALL_ENCODER, conv_dim=(16,) * 7, num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2)
+    decoder = transformers.BertConfig(**_SMALL_ENCODER, vocab_size=100, is_decoder=True,
+                                      add_cross_attention=True)
+    config = transformers.SpeechEncoderDecoderConfig.from_encoder_decoder_configs(encoder,
+                                                                                 decoder)
+    model = transformers.SpeechEncoderDecoderModel(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=6)
+    assert [s.describe() for s in specs] == ["decoder_input_ids=int64[1, 6] ids<100",
+                                             "input_values=float32[1, 16000]"]
+    out = _run(model, args, kwargs)
+    assert out.logits.shape == (1, 6, 100)
+    assert out.encoder_last_hidden_state.shape == (1, 49, 32)  # 16000 samples / 320, as above

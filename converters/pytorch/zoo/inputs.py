@@ -423,6 +423,10 @@ def _plan_inputs(
     positional_open = True  # still passing contiguous leading parameters positionally
     have_primary = False
     grid = _patch_grid(config, signature.parameters)
+    named = _TOKEN_NAMES | _IMAGE_NAMES | _WAVEFORM_NAMES | _AUDIO_FEATURE_NAMES
+    # a generic optional first parameter beside specifically named ones is an alias of
+    # them (SpeechEncoderDecoderModel's `inputs` for input_values or input_features)
+    alias = not named.isdisjoint(signature.parameters)
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             positional_open = False
@@ -454,6 +458,8 @@ def _plan_inputs(
             kind = "patch_grid" if grid is not None else ""
         elif _feature_dim(config, n) is not None:
             kind = "regions"
+        elif n in _GENERIC_NAMES and alias and not required:
+            kind = ""
         elif n in _GENERIC_NAMES or (required and not have_primary):
             kind = "structural"
         else:
@@ -590,7 +596,7 @@ def _plan_inputs(
                 # --input-shape gives the primary input's shape (applied after planning):
                 # a float tensor, whatever the first layer is (a quantized Linear, say)
                 plans.append(InputSpec(n, "tensor", (), float_dtype, keyword, ()))
-        if kind not in ("mask", "patch_grid", "image_positions"):
+        if kind not in ("mask", "patch_grid", "image_positions", "decoder_tokens"):
             have_primary = True
     # An attention mask only makes sense next to token ids (the encoder's, where there is
     # an encoder: Whisper's mask would be for its audio frames).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -920,3 +921,204 @@ def test_eager_blame_keeps_a_capture_error_when_the_model_runs() -> None:
     with pytest.raises(CaptureError) as info, zoo.eager_blame(built):
         raise error
     assert info.value is error
+
+
+def test_siglip2_gets_patchified_pixels_with_their_mask_and_grid() -> None:
+    """SigLIP2 (NaFlex) takes its image cut into patches: pixel_values [batch, num_patches,
+    C * patch * patch], pixel_attention_mask over the patches and spatial_shapes (the patch
+    grid's rows and columns), all from vision_config; it used to get [1, 3, 224, 224] and fail
+    "mat1 and mat2 shapes cannot be multiplied"."""
+    import transformers
+
+    config = transformers.Siglip2Config(
+        text_config={**_SMALL_ENCODER, "vocab_size": 100, "max_position_embeddings": 12},
+        vision_config={**_SMALL_ENCODER, "num_patches": 16, "patch_size": 4})
+    model = transformers.Siglip2Model(config)
+    args, kwargs, specs = zoo.derive_inputs(model, batch=2)
+    assert [s.describe() for s in specs] == [
+        "input_ids=int64[2, 12] ids<100", "pixel_values=float32[2, 16, 48]",
+        "pixel_attention_mask=int64[2, 16]", "spatial_shapes=int64[2, 2] all 4",
+        "attention_mask=int64[2, 12]"]
+    assert kwargs["spatial_shapes"].tolist() == [[4, 4], [4, 4]]
+    assert bool((kwargs["pixel_attention_mask"] == 1).all())
+    out = _run(model, args, kwargs)
+    assert out.vision_model_output.last_hidden_state.shape == (2, 16, 32)
+    assert out.logits_per_image.shape == (2, 2)
+
+
+def test_vilt_gets_text_and_image() -> None:
+    """ViLT runs one transformer over text and image patches (image_size in its own config,
+    no vision_config): pixel_values are needed next to input_ids, not an alternative."""
+    import transformers
+
+    config = transformers.ViltConfig(**_SMALL_ENCODER, vocab_size=100,
+                                     max_position_embeddings=12, image_size=32, patch_size=8)
+    model = transformers.ViltModel(config)
+    args, kwargs, _ = zoo.derive_inputs(model, batch=2, seq_len=5)
+    assert kwargs["pixel_values"].shape == (2, 3, 32, 32) and kwargs["input_ids"].shape == (2, 5)
+    # 5 tokens + 4x4 patches + the image's cls token
+    assert _run(model, args, kwargs).last_hidden_state.shape == (2, 5 + 16 + 1, 32)
+
+
+def test_lxmert_gets_region_features_sized_by_its_config() -> None:
+    """LXMERT takes detector regions: visual_feats [batch, regions, visual_feat_dim] and
+    visual_pos [batch, regions, visual_pos_dim]; it used to get text alone and fail
+    "`visual_feats` cannot be `None`"."""
+    import transformers
+
+    config = transformers.LxmertConfig(
+        hidden_size=32, num_attention_heads=2, intermediate_size=37, l_layers=1, x_layers=1,
+        r_layers=1, vocab_size=100, visual_feat_dim=24, visual_pos_dim=4)
+    model = transformers.LxmertModel(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=7)
+    assert [s.describe() for s in specs] == [
+        "input_ids=int64[1, 7] ids<100", "visual_feats=float32[1, 36, 24]",
+        "visual_pos=float32[1, 36, 4]", "attention_mask=int64[1, 7]"]
+    out = _run(model, args, kwargs)
+    assert out.language_output.shape == (1, 7, 32) and out.vision_output.shape == (1, 36, 32)
+
+
+def test_audio_codec_gets_channels_and_whole_hops() -> None:
+    """DAC (sampling_rate and hop_length in its config) takes [batch, 1, samples], the
+    channels from its first Conv1d, the samples whole hops (16000 -> 16008 for a hop of 24);
+    it used to get [1, 16000] and fail."""
+    import transformers
+
+    config = transformers.DacConfig(
+        encoder_hidden_size=8, decoder_hidden_size=16, downsampling_ratios=[2, 3, 4],
+        upsampling_ratios=[4, 3, 2], hidden_size=16, n_codebooks=2, codebook_size=16,
+        codebook_dim=4, hop_length=24)
+    model = transformers.DacModel(config)
+    args, kwargs, specs = zoo.derive_inputs(model, batch=2)
+    assert [s.describe() for s in specs] == ["input_values: float32[2, 1, 16008]"]
+    out = _run(model, args, kwargs)
+    assert out.audio_codes.shape == (2, 2, 16008 // 24)  # one code per hop and codebook
+    assert out.audio_values.shape[0] == 2
+
+
+def test_vocoder_gets_mel_frames() -> None:
+    """UnivNet turns mel frames [batch, frames, num_mel_bins] into a waveform; it was refused
+    (its config gives only num_mel_bins)."""
+    import transformers
+
+    model = transformers.UnivNetModel(transformers.UnivNetConfig(num_mel_bins=20))
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=10)
+    assert [s.describe() for s in specs] == ["input_features: float32[1, 10, 20]"]
+    # one waveform of frames * hop (the product of the upsampling strides, 8 * 8 * 4)
+    assert _run(model, args, kwargs).waveforms.shape == (1, 10 * 256)
+
+
+def test_bare_speecht5_gets_hidden_states_for_encoder_and_decoder() -> None:
+    """SpeechT5Model without pre-nets takes hidden states [batch, seq, hidden_size] (its first
+    layer a LayerNorm), and decoder_input_values like them; it was refused."""
+    import transformers
+
+    config = transformers.SpeechT5Config(
+        hidden_size=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=37, decoder_ffn_dim=37)
+    model = transformers.SpeechT5Model(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=9)
+    assert [s.describe() for s in specs] == ["input_values=float32[1, 9, 32]",
+                                             "decoder_input_values=float32[1, 9, 32]"]
+    out = _run(model, args, kwargs)
+    assert out.last_hidden_state.shape == (1, 9, 32)
+    assert out.encoder_last_hidden_state.shape == (1, 9, 32)
+
+
+def test_kosmos2_marks_where_the_image_goes_in_the_text() -> None:
+    """Kosmos-2 needs image_embeds_position_mask: latent_query_num ones after the first
+    token (where its processor puts the image); without it the model failed "'NoneType'
+    object has no attribute 'to'"."""
+    import transformers
+
+    config = transformers.Kosmos2Config(
+        text_config={"embed_dim": 32, "layers": 1, "attention_heads": 2, "ffn_dim": 37,
+                     "vocab_size": 100, "max_position_embeddings": 64},
+        vision_config={**_SMALL_ENCODER, "image_size": 32, "patch_size": 8},
+        latent_query_num=4)
+    model = transformers.Kosmos2Model(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=10)
+    assert "image_embeds_position_mask=int64[1, 10] 4 ones" in [s.describe() for s in specs]
+    assert kwargs["image_embeds_position_mask"].tolist() == [[0, 1, 1, 1, 1, 0, 0, 0, 0, 0]]
+    out = _run(model, args, kwargs)
+    assert out.last_hidden_state.shape == (1, 10, 32) and out.image_embeds.shape == (1, 4, 32)
+    with pytest.raises(ZooError, match="an image takes 4 positions, more than --seq-len 4"):
+        zoo.derive_inputs(model, seq_len=4)
+
+
+def test_blip2_default_config_without_image_token_is_refused_honestly() -> None:
+    """transformers' default Blip2Config sets no image_token_index, and Blip2Model then fails
+    on any inputs ("'bool' object has no attribute 'unsqueeze'"); the error says the config
+    is at fault, not the inputs."""
+    import transformers
+
+    config = transformers.Blip2Config(
+        vision_config={**_SMALL_ENCODER, "image_size": 32, "patch_size": 8},
+        qformer_config={**_SMALL_ENCODER, "vocab_size": 100, "encoder_hidden_size": 32},
+        text_config={"model_type": "opt", "hidden_size": 32, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "ffn_dim": 37, "vocab_size": 100,
+                     "word_embed_proj_dim": 32},
+        num_query_tokens=4)
+    assert config.image_token_index is None
+    model = transformers.Blip2Model(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=8)
+    with pytest.raises(AttributeError):
+        _run(model, args, kwargs)  # transformers' own failure, whatever the inputs
+    built = zoo.BuiltModel(model, args, kwargs, "blip2-small", "hf", specs)
+    with pytest.raises(ZooError, match=r"^blip2-small cannot run on its config: Blip2Config"
+                       r"\.image_token_index is None, so the image features have no tokens"):
+        zoo.check_inputs(built)
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("hf:pop2piano", r"transformers' AutoModel has no class for pop2piano \(Pop2PianoConfig\); "
+                     r"the task speech-seq2seq has one \(hint: use hf:pop2piano:speech-seq2seq\)"),
+    ("hf:musicgen", r"could not build hf:musicgen: transformers' own MusicgenModel fails on the "
+                    r"default MusicgenConfig: AttributeError"),
+])
+def test_hf_types_transformers_cannot_build_are_refused_in_one_line(spec: str,
+                                                                    message: str) -> None:
+    with pytest.raises(ZooError) as info:
+        zoo.build(spec)
+    assert "\n" not in str(info.value)
+    assert re.search(message, str(info.value))
+
+
+def test_image_size_from_the_backbone_config() -> None:
+    """Depth Anything (SAM2 alike) says its image size only in backbone_config: it got the
+    224 fallback, which SAM2 rejects ("shape '[1, -1, 256, 256]' is invalid")."""
+    import transformers
+
+    backbone = transformers.Dinov2Config(**_SMALL_ENCODER, image_size=28, patch_size=14,
+                                         out_features=["stage1"], reshape_hidden_states=False)
+    config = transformers.DepthAnythingConfig(
+        backbone_config=backbone, reassemble_hidden_size=32, neck_hidden_sizes=[8],
+        reassemble_factors=[1.0],
+        fusion_hidden_size=8, head_hidden_size=8)
+    model = transformers.DepthAnythingForDepthEstimation(config)
+    args, kwargs, specs = zoo.derive_inputs(model)
+    assert [s.describe() for s in specs] == ["pixel_values: float32[1, 3, 28, 28]"]
+    # a depth map at the image's resolution
+    assert _run(model, args, kwargs).predicted_depth.shape == (1, 28, 28)
+
+
+def test_speech_encoder_decoder_gets_a_waveform_not_its_generic_inputs_alias() -> None:
+    """SpeechEncoderDecoderModel.forward starts with a generic `inputs` (an alias of
+    input_values / input_features) and has decoder_input_ids before input_values: it got
+    `inputs` [1, 1, 128] from the first Conv1d and failed "Expected 2D ... input to conv1d"."""
+    import transformers
+
+    encoder = transformers.Wav2Vec2Config(
+        **_SMALL_ENCODER, conv_dim=(16,) * 7, num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2)
+    decoder = transformers.BertConfig(**_SMALL_ENCODER, vocab_size=100, is_decoder=True,
+                                      add_cross_attention=True)
+    config = transformers.SpeechEncoderDecoderConfig.from_encoder_decoder_configs(encoder,
+                                                                                 decoder)
+    model = transformers.SpeechEncoderDecoderModel(config)
+    args, kwargs, specs = zoo.derive_inputs(model, seq_len=6)
+    assert [s.describe() for s in specs] == ["decoder_input_ids=int64[1, 6] ids<100",
+                                             "input_values=float32[1, 16000]"]
+    out = _run(model, args, kwargs)
+    assert out.logits.shape == (1, 6, 100)
+    assert out.encoder_last_hidden_state.shape == (1, 49, 32)  # 16000 samples / 320, as above

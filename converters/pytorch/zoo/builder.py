@@ -287,10 +287,28 @@ def check_inputs(built: BuiltModel) -> Any:
                 f"({_first_line(exc)})",
                 hint="build it on the CPU to check its inputs",
             ) from exc
+        if (gap := _config_gap(built)) is not None:
+            raise ZooError(f"{built.name} cannot run on its config: {gap} ({_first_line(exc)})",
+                           hint="build it from a config that sets it (a model folder)") from exc
         raise ZooError(
             f"{built.name} rejected inputs {built.input_desc}: {_first_line(exc)}",
             hint="pass --input-shape (and --batch/--seq-len) matching what the model expects",
         ) from exc
+
+
+def _config_gap(built: BuiltModel) -> str | None:
+    """What the model's config leaves out that its forward needs, where the inputs cannot
+    make up for it: a model that places image features at image tokens of its text, with
+    ``pixel_values`` among its inputs, whose config names no image token (transformers'
+    default Blip2Config, InstructBlipConfig)."""
+    config = getattr(built.module, "config", None)
+    if config is None or not any(spec.name == "pixel_values" for spec in built.inputs):
+        return None
+    for attr in ("image_token_index", "image_token_id"):
+        if hasattr(config, attr) and getattr(config, attr) is None:
+            return (f"{type(config).__name__}.{attr} is None, so the image features have no "
+                    "tokens of the text to go to")
+    return None
 
 
 @contextlib.contextmanager
@@ -310,6 +328,8 @@ def eager_blame(built: BuiltModel) -> Iterator[None]:
             cause = eager.__cause__
             if cause is None or (built.device.startswith("meta") and _is_data_dependent(cause)):
                 raise exc from None
+            if _config_gap(built) is not None:
+                raise eager from exc
             raise ZooError(
                 f"the example inputs do not run {built.name} eagerly "
                 f"({built.input_desc}): {_first_line(cause)}",

@@ -110,8 +110,9 @@ class InputSpec:
 
     name: str
     kind: str
-    """``tokens``, ``mask``, ``image``, ``image_list``, ``video``, ``audio``, ``tensor`` or
-    ``given``."""
+    """``tokens``, ``mask``, ``image``, ``image_list``, ``video``, ``audio``, ``tensor``,
+    ``pixel_mask`` (ones over image patches), ``grid`` (every element ``fill``),
+    ``image_positions`` (``fill`` ones after the first token, zeros elsewhere) or ``given``."""
     shape: tuple[int, ...]
     """Shape of the tensor (of each tensor, for ``image_list``)."""
     dtype: torch.dtype
@@ -123,6 +124,9 @@ class InputSpec:
     """Number of tensors in the list, for ``image_list``."""
     high: int | None = None
     """Token ids are drawn from ``[0, high)``."""
+    fill: int | None = None
+    """The value of every element, for ``grid`` (a patch grid's side); the number of ones,
+    for ``image_positions``."""
 
     def describe(self) -> str:
         dt = str(self.dtype).removeprefix("torch.")
@@ -132,6 +136,8 @@ class InputSpec:
             text = f"list of {self.count} x {text}"
         if self.high is not None:
             text += f" ids<{self.high}"
+        if self.fill is not None:
+            text += f" all {self.fill}" if self.kind == "grid" else f" {self.fill} ones"
         return f"{self.name}={text}" if self.keyword else f"{self.name}: {text}"
 
 

@@ -323,6 +323,10 @@ _HF_TASKS: dict[str, str] = {
     "sequence-classification": "AutoModelForSequenceClassification",
     "image-classification": "AutoModelForImageClassification",
     "object-detection": "AutoModelForObjectDetection",
+    "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
+    "image-text-to-text": "AutoModelForImageTextToText",
+    "universal-segmentation": "AutoModelForUniversalSegmentation",
+    "depth-estimation": "AutoModelForDepthEstimation",
 }
 
 
@@ -483,6 +487,10 @@ def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
             config = transformers.AutoConfig.for_model(
                 model_type, use_timm_backbone=False, use_pretrained_backbone=False)
         _hf_prepare(config)
+    except Exception as exc:
+        raise ZooError(f"could not build {entry.name}: {_first_line(exc)}") from exc
+    _check_auto_class(entry.name, model_type, auto_name, config)
+    try:
         if torch.get_default_device().type != "meta":
             with torch.device("meta"):
                 probe = auto_cls.from_config(config)
@@ -492,7 +500,30 @@ def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
     except ZooError:
         raise
     except Exception as exc:
-        raise ZooError(f"could not build {entry.name}: {_first_line(exc)}") from exc
+        model_cls = auto_cls._model_mapping[type(config)]
+        raise ZooError(
+            f"could not build {entry.name}: transformers' own {model_cls.__name__} fails on "
+            f"the default {type(config).__name__}: {_first_line(exc)}") from exc
+
+
+def _check_auto_class(name: str, model_type: str, auto_name: str, config: Any) -> None:
+    """Refuse a model type the task's auto class has no class for, naming the tasks that do
+    (pop2piano has no base model, only a seq2seq one; speech-encoder-decoder none at all)."""
+    import transformers
+
+    def covers(auto: str) -> bool:
+        return type(config) in getattr(transformers, auto)._model_mapping
+
+    if covers(auto_name):
+        return
+    tasks = [task for task, auto in _HF_TASKS.items() if covers(auto)]
+    raise ZooError(
+        f"transformers' {auto_name} has no class for {model_type} ({type(config).__name__})"
+        + (f"; the task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)} {'have' if len(tasks) > 1 else 'has'} one"
+           if tasks else f"; no task hf:TYPE:TASK offers ({', '.join(_HF_TASKS)}) has one either"),
+        hint=(f"use hf:{model_type}:{tasks[0]}" if tasks else
+              "use a factory that builds the model (path/to/file.py:Name)"),
+    )
 
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -35,6 +36,12 @@ _MASK_NAMES = frozenset({"attention_mask"})
 _IMAGE_NAMES = frozenset({"pixel_values", "images", "image", "img", "imgs"})
 _WAVEFORM_NAMES = frozenset({"input_values"})
 _AUDIO_FEATURE_NAMES = frozenset({"input_features"})
+_PATCH_MASK_NAMES = frozenset({"pixel_attention_mask"})
+_PATCH_GRID_NAMES = frozenset({"spatial_shapes"})
+_IMAGE_POSITION_NAMES = frozenset({"image_embeds_position_mask"})
+_IMAGE_QUERY_COUNT_NAMES = ("latent_query_num", "num_query_tokens")
+DEFAULT_REGIONS = 36
+"""Image regions given as features (LXMERT's ``visual_feats``): a detector's usual 36 boxes."""
 _VISION_CONFIG_NAMES = ("vision_config", "image_config")
 _AUDIO_CONFIG_NAMES = ("audio_config",)
 _IMAGE_TOKEN_NAMES = ("image_token_index", "image_token_id")
@@ -102,7 +109,10 @@ def _image_size(module: nn.Module, hint: int | None) -> tuple[int, int]:
     hint, then 224."""
     config = _config(module)
     candidates: list[Any] = []
-    for cfg in (config, _vision_config(config)):
+    towers = [config, _vision_config(config)]
+    # then the backbone's (SAM2's Hiera under vision_config, Depth Anything's DINOv2)
+    towers += [getattr(cfg, "backbone_config", None) for cfg in towers if cfg is not None]
+    for cfg in towers:
         if cfg is not None:
             candidates.append(getattr(cfg, "image_size", None))
     candidates.append(getattr(module, "image_size", None))
@@ -164,8 +174,46 @@ def _needs_every_modality(config: Any, kind: str) -> bool:
     text (LLaVA and kin: an ``image_token_index``) runs on text alone."""
     image = kind == "image"
     sub = _sub_config(config, _VISION_CONFIG_NAMES if image else _AUDIO_CONFIG_NAMES)
+    if image and sub is None and _config_int(config, "image_size") is not None \
+            and _config_int(config, "vocab_size") is not None:
+        sub = config  # one transformer over text and image patches (ViLT)
     tokens = _IMAGE_TOKEN_NAMES if image else _AUDIO_TOKEN_NAMES
     return sub is not None and not any(getattr(config, attr, None) is not None for attr in tokens)
+
+
+def _config_int(config: Any, attr: str) -> int | None:
+    """A positive integer setting of ``config`` (None where it has none)."""
+    value = getattr(config, attr, None) if config is not None else None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _feature_dim(config: Any, name: str) -> int | None:
+    """Feature size the config gives image regions passed as features (``visual_*``):
+    ``visual_feat_dim`` for ``visual_feats``, ``visual_pos_dim`` for ``visual_pos`` (LXMERT,
+    regions from an object detector)."""
+    if not name.startswith("visual_"):
+        return None
+    for attr in (f"{name}_dim", f"{name.removesuffix('s')}_dim"):
+        if (value := _config_int(config, attr)) is not None:
+            return value
+    return None
+
+
+def _patch_grid(config: Any, params: Mapping[str, inspect.Parameter]) -> tuple[int, int] | None:
+    """``(patches, side)`` of a vision tower that takes its image cut into patches, with a
+    patch mask and the patch grid's shape beside it (SigLIP2's NaFlex: ``pixel_values``
+    ``[batch, num_patches, C * patch * patch]``, ``spatial_shapes``): a square grid of the
+    config's ``num_patches``."""
+    if "spatial_shapes" not in params:
+        return None
+    vision = _vision_config(config) or config
+    patches = _config_int(vision, "num_patches")
+    side = math.isqrt(patches) if patches is not None else 0
+    if patches is None or side * side != patches:
+        return None
+    return patches, side
 
 
 def _image_channels(module: nn.Module) -> int:
@@ -310,9 +358,16 @@ def _audio(
     if kind == "waveform":
         if mel is not None and cfg_int("max_length") is not None:  # AST: [batch, frames, mel]
             return spec((batch, cfg_int("max_length") or 0, mel), ("batch", "frames", "mel"))
-        channels = cfg_int("audio_channels")  # EnCodec, DAC: [batch, channels, samples]
+        channels = cfg_int("audio_channels")  # EnCodec: [batch, channels, samples]
+        hop = cfg_int("hop_length")
+        if channels is None and hop is not None and cfg_int("sampling_rate") is not None \
+                and isinstance(layer, nn.Conv1d):
+            channels = layer.in_channels  # a codec (DAC): its first Conv1d's channels
         if channels is not None:
-            return spec((batch, channels, DEFAULT_SAMPLES), ("batch", "channels", "samples"))
+            samples = DEFAULT_SAMPLES
+            if hop is not None and hop > 0:  # whole frames of the codec's hop
+                samples = -(-samples // hop) * hop
+            return spec((batch, channels, samples), ("batch", "channels", "samples"))
         if isinstance(layer, nn.Conv1d) and layer.in_channels == 1:  # wav2vec2 and kin
             return spec((batch, DEFAULT_SAMPLES), ("batch", "samples"))
     else:
@@ -332,6 +387,8 @@ def _audio(
         feature_size = cfg_int("feature_size")
         if feature_size is not None:
             return spec((batch, seq_len, feature_size), ("batch", "frames", "features"))
+        if mel is not None:  # a vocoder (UnivNet): mel frames [batch, frames, mel]
+            return spec((batch, seq_len, mel), ("batch", "frames", "mel"))
     raise ZooError(
         f"cannot derive the audio input {name!r} of {model_name}: its config does not say "
         "what shape it takes",
@@ -365,6 +422,11 @@ def _plan_inputs(
     plans: list[InputSpec] = []
     positional_open = True  # still passing contiguous leading parameters positionally
     have_primary = False
+    grid = _patch_grid(config, signature.parameters)
+    named = _TOKEN_NAMES | _IMAGE_NAMES | _WAVEFORM_NAMES | _AUDIO_FEATURE_NAMES
+    # a generic optional first parameter beside specifically named ones is an alias of
+    # them (SpeechEncoderDecoderModel's `inputs` for input_values or input_features)
+    alias = not named.isdisjoint(signature.parameters)
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             positional_open = False
@@ -387,6 +449,17 @@ def _plan_inputs(
             kind = "waveform"
         elif n in _AUDIO_FEATURE_NAMES:
             kind = "features"
+        elif encoder_decoder and any(p.name == n.removeprefix("decoder_")
+                                     and p.kind in ("audio", "tensor") for p in plans):
+            kind = "decoder_copy"  # decoder_input_values next to input_values (SpeechT5)
+        elif n in _IMAGE_POSITION_NAMES and any(p.kind == "image" for p in plans):
+            kind = "image_positions"
+        elif n in _PATCH_MASK_NAMES or n in _PATCH_GRID_NAMES:
+            kind = "patch_grid" if grid is not None else ""
+        elif _feature_dim(config, n) is not None:
+            kind = "regions"
+        elif n in _GENERIC_NAMES and alias and not required:
+            kind = ""
         elif n in _GENERIC_NAMES or (required and not have_primary):
             kind = "structural"
         else:
@@ -445,6 +518,10 @@ def _plan_inputs(
                         count=batch,
                     )
                 )
+            elif grid is not None:
+                channels *= int(_config_int(_vision_config(config) or config, "patch_size") or 1) ** 2
+                plans.append(InputSpec(n, "image", (batch, grid[0], channels), float_dtype, keyword,
+                                       ("batch", "patches", "features")))
             elif (clip := _config_frames(config)) is not None:
                 # a transformers video model (VideoMAE, TimeSformer, ViViT, X-CLIP): frames
                 # before channels, as many as its config says
@@ -469,22 +546,62 @@ def _plan_inputs(
                         ("batch", "channels", "height", "width"),
                     )
                 )
-        else:
-            audio = kind in ("waveform", "features")
+        elif kind == "patch_grid" and grid is not None:
+            if n in _PATCH_MASK_NAMES:  # every patch is real
+                plans.append(InputSpec(n, "pixel_mask", (batch, grid[0]), torch.int64, keyword,
+                                       ("batch", "patches")))
+            else:  # the grid's [rows, columns] per image
+                plans.append(InputSpec(n, "grid", (batch, 2), torch.int64, keyword,
+                                       ("batch", "axes"), fill=grid[1]))
+        elif kind == "image_positions":
+            # which text positions take the image's features (Kosmos-2): as many as the
+            # image becomes (the config's latent_query_num), after the first token
+            count = next((v for a in _IMAGE_QUERY_COUNT_NAMES
+                          if (v := _config_int(config, a)) is not None), None)
+            if count is None or count + 1 > seq_len:
+                raise ZooError(
+                    f"cannot derive {n!r} of {model_name}: "
+                    + ("its config does not say how many positions an image takes"
+                       if count is None else
+                       f"an image takes {count} positions, more than --seq-len {seq_len} leaves"),
+                    hint="pass a longer --seq-len, or use a factory that returns "
+                    "(module, example_inputs)")
+            plans.append(InputSpec(n, "image_positions", (batch, seq_len), torch.int64, keyword,
+                                   ("batch", "seq"), fill=count))
+        elif kind == "regions":
+            plans.append(InputSpec(n, "tensor", (batch, DEFAULT_REGIONS, _feature_dim(config, n) or 0),
+                                   float_dtype, keyword, ("batch", "regions", "features")))
+        elif kind == "decoder_copy":
+            source = next(p for p in plans if p.name == n.removeprefix("decoder_")
+                          and p.kind in ("audio", "tensor"))
+            plans.append(replace(source, name=n, keyword=keyword))
+        elif kind in ("waveform", "features"):
             try:
-                plans.append(
-                    _audio(module, n, kind, keyword, batch, seq_len, float_dtype, model_name)
-                    if audio else _structural(module, n, keyword, batch, seq_len, image_size,
-                                              frames, float_dtype, model_name))
+                plans.append(_audio(module, n, kind, keyword, batch, seq_len, float_dtype,
+                                    model_name))
+            except ZooError:
+                if isinstance(_first_layer(module), nn.LayerNorm):
+                    # a bare encoder without its feature extractor (SpeechT5Model) takes
+                    # hidden states [batch, seq_len, hidden]
+                    plans.append(_structural(module, n, keyword, batch, seq_len, image_size,
+                                             frames, float_dtype, model_name))
+                elif shape_given and not have_primary:
+                    # --input-shape gives its shape (applied after planning): an audio
+                    # input the config says nothing about (a custom model)
+                    plans.append(InputSpec(n, "audio", (), float_dtype, keyword, ()))
+                else:
+                    raise
+        else:
+            try:
+                plans.append(_structural(module, n, keyword, batch, seq_len, image_size,
+                                         frames, float_dtype, model_name))
             except ZooError:
                 if not shape_given or have_primary:
                     raise
                 # --input-shape gives the primary input's shape (applied after planning):
-                # a float tensor, whatever the config or the first layer says (a custom
-                # audio model, a quantized Linear)
-                plans.append(InputSpec(n, "audio" if audio else "tensor", (), float_dtype,
-                                       keyword, ()))
-        if kind != "mask":
+                # a float tensor, whatever the first layer is (a quantized Linear, say)
+                plans.append(InputSpec(n, "tensor", (), float_dtype, keyword, ()))
+        if kind not in ("mask", "patch_grid", "image_positions", "decoder_tokens"):
             have_primary = True
     # An attention mask only makes sense next to token ids (the encoder's, where there is
     # an encoder: Whisper's mask would be for its audio frames).
@@ -526,8 +643,13 @@ def _make_tensor(
 ) -> torch.Tensor:
     if device.type == "meta":
         return torch.empty(shape, dtype=plan.dtype, device="meta")
-    if plan.kind == "mask":
+    if plan.kind in ("mask", "pixel_mask"):
         t = torch.ones(shape, dtype=plan.dtype)
+    elif plan.kind == "grid":
+        t = torch.full(shape, plan.fill or 0, dtype=plan.dtype)
+    elif plan.kind == "image_positions":
+        t = torch.zeros(shape, dtype=plan.dtype)
+        t[:, 1 : 1 + (plan.fill or 0)] = 1
     elif plan.kind == "tokens":
         t = torch.randint(0, plan.high or 1000, shape, generator=gen, dtype=plan.dtype)
     elif plan.kind == "image_list":

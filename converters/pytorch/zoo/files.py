@@ -118,7 +118,7 @@ def _program_target(name: str, trust: bool) -> _Target:
 
 def _placeholder_inputs(program: Any, name: str) -> tuple[torch.Tensor, ...]:
     """Random inputs of the program's user-input shapes (an archive saved without example
-    inputs); a symbolic dim takes its example value when the archive records one."""
+    inputs); an input of symbolic shape is refused, naming it."""
     from torch.export.graph_signature import InputKind
 
     user = {spec.arg.name for spec in program.graph_signature.input_specs

@@ -526,7 +526,6 @@ def _check_auto_class(name: str, model_type: str, auto_name: str, config: Any) -
     )
 
 
-
 # --------------------------------------------------------------------------------------------
 # A local Hugging Face model folder (save_pretrained, a downloaded hub snapshot)
 # --------------------------------------------------------------------------------------------

@@ -47,12 +47,8 @@ def summarize(model: Model) -> ModelSummary:
             histogram[node.qualified_op] += 1
             if node.is_opaque:
                 opaque[node.qualified_op] += 1
-            bodies = [cost_of(sub.nodes) for sub in node.subgraphs()]
-            if bodies:
-                try:
-                    total = total + registry.bodies_cost(node, bodies)
-                except IrbridgeError:
-                    total = total + sum(bodies, Cost())
+            total = total + registry.bodies_cost(node, [cost_of(sub.nodes)
+                                                        for sub in node.subgraphs()])
             if not _static(node):
                 uncosted += 1  # symbolic or unknown shapes: no static cost until bound
                 continue

@@ -175,10 +175,7 @@ def _bodies(node: Node, graph_index: int, report: CostReport) -> tuple[Cost, int
             body = body + inner_cost.cost + nested
             count += 1 + nested_count
         costs.append(body)
-    try:
-        return registry.bodies_cost(node, costs), count
-    except IrbridgeError:  # the node's own cost failed (reported with it): bodies summed
-        return sum(costs, Cost()), count
+    return registry.bodies_cost(node, costs), count
 
 
 def _record(report: CostReport, nc: NodeCost) -> None:

@@ -25,14 +25,12 @@ def _read(file: Path, *, weights: bool = True) -> Model:
     """An IR file as stored; a file of another format imported (`irbridge convert` reads
     it the same way). Only the IR path is on the start-up budget: the importers are
     imported when a file needs them."""
-    if file.suffix in IR_SUFFIXES:
-        return serde.load(file, weights=weights)
     if file.suffix in ONNX_SUFFIXES + STABLEHLO_SUFFIXES:
         return read_file(file, weights=weights)
     try:
         return serde.load(file, weights=weights)
     except FileFormatError as exc:  # a model to capture (.pt, .pt2, .py, ...) or another file
-        if exc.hint is None:
+        if file.suffix not in IR_SUFFIXES and exc.hint is None:
             exc.hint = ("this command reads irbridge, ONNX and StableHLO files; capture a "
                         f"PyTorch model first: irbridge convert {file} -o model.irb")
         raise

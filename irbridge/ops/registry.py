@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from irbridge.dtypes import DType
-from irbridge.errors import OpError
+from irbridge.errors import IrbridgeError, OpError
 from irbridge.ir import AttrValue, Cost, Graph, Node, Tensor, TensorType, Value, normalize_attr
 
 if TYPE_CHECKING:
@@ -412,12 +412,16 @@ def one_body_runs(node: Node) -> bool:
 def bodies_cost(node: Node, costs: Sequence[Cost]) -> Cost:
     """The cost of a control-flow node's bodies, from each body's own cost (in
     `node.subgraphs()` order): the costliest of alternatives (`if`: FLOPs, then bytes), else
-    their sum, times the static trip count where the op knows it (`Flops.repeats`)."""
+    their sum, times the static trip count where the op knows it (`Flops.repeats`). An
+    opaque node, or one whose own cost fails (reported with the node), sums its bodies."""
     if not costs:
         return Cost()
     if node.is_opaque:
         return sum(costs, Cost())
-    flops = get(node.op).cost(context_for(node))
+    try:
+        flops = get(node.op).cost(context_for(node))
+    except IrbridgeError:
+        return sum(costs, Cost())
     if flops.one_body:
         total = max(costs, key=lambda c: (c.flops, c.bytes_read + c.bytes_written))
     else:

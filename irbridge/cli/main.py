@@ -127,6 +127,9 @@ class _Group(TyperGroup):
                     raise
                 try:
                     line = error_line(exc)
+                    if isinstance(exc, (MemoryError, RecursionError)):
+                        where = _input_of(ctx)  # these exceptions name nothing themselves
+                        line = f"{where}: {line}" if where else line
                 except Exception as inner:  # a __str__ that fails must not escape either
                     line = f"{INTERNAL_ERROR}: {exc.__class__.__name__} " \
                            f"({inner.__class__.__name__} while formatting it); rerun with " \
@@ -150,7 +153,38 @@ class _Group(TyperGroup):
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
         lean_params(command, ctx)
+        ctx.meta[_INVOKED] = (name, command, list(rest))
         return name, command, rest
+
+
+_INVOKED = "irbridge.invoked"
+"""`ctx.meta` key: the command the group resolved and its arguments, for `_input_of`."""
+
+
+def _input_of(ctx: Any) -> str | None:
+    """The first argument given to the command that failed (the file, folder or model it
+    reads, whatever nesting of sub-commands leads to it), parsed again without running
+    anything; None when there is none. Duck-typed: typer vendors its own click."""
+    found = ctx.meta.get(_INVOKED)
+    if found is None:
+        return None
+    name, command, args = found
+    try:
+        for _ in range(4):  # irbridge GROUP COMMAND at most; a bound all the same
+            sub = command.make_context(name, list(args), parent=ctx, resilient_parsing=True)
+            if not hasattr(command, "resolve_command"):
+                break
+            rest = [*getattr(sub, "_protected_args", []), *sub.args]
+            if not rest:
+                return None
+            name, command, args = command.resolve_command(sub, rest)
+            ctx = sub
+        param = next((p for p in command.params
+                      if getattr(p, "param_type_name", "") == "argument"), None)
+        value = sub.params.get(param.name) if param is not None and param.name else None
+    except Exception:  # naming the input is a courtesy: never a second failure
+        return None
+    return str(value) if value not in (None, "", ()) else None
 
 
 def _print_warnings(caught: list[warnings.WarningMessage]) -> None:

@@ -83,3 +83,25 @@ def test_warnings_are_one_line_and_dropped_when_the_command_fails(tmp_path: Path
     # the opaque conv leaves Timeloop nothing to map: the importer warned, then the error
     failed = runner.invoke(app, ["export", str(source), "--to", "timeloop", "-o", str(tmp_path / "tl")])
     assert failed.exit_code == 2 and failed.stderr.count("\n") == 1, failed.stderr
+
+
+def test_memory_and_recursion_lines_name_the_input(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """MemoryError and RecursionError carry no path: the guard names the argument the
+    command was given, also below a sub-command group (`simulate scalesim FOLDER`)."""
+    model = serde.save(cnn(), tmp_path / "m.irb")
+    folder = tmp_path / "ss"
+    exported = runner.invoke(app, ["export", str(model), "--to", "scalesim", "-o", str(folder)])
+    assert exported.exit_code == 0, exported.output
+    (folder / "run.json").write_text("[" * 100_000 + "]" * 100_000)  # json recurses
+    result = runner.invoke(app, ["simulate", "scalesim", str(folder)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.output
+    assert result.stderr == f"error: {folder}: input nested too deeply (Python recursion " \
+                            "limit reached)\n"
+
+    def exhausted(*args: object, **kwargs: object) -> None:
+        raise MemoryError()
+
+    monkeypatch.setattr(serde, "load", exhausted)  # the failure injected where files load
+    result = runner.invoke(app, ["info", str(model)])
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {model}: out of memory")

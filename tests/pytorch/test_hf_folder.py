@@ -93,6 +93,7 @@ def test_a_folder_whose_config_names_code_needs_trust(tmp_path: Path) -> None:
     (None, "a folder without config.json, not a Hugging Face model folder"),
     ("{not json", "config.json: not a readable JSON config"),
     ("[1, 2]", "config.json: not a JSON object"),
+    ("[" * 100_000 + "]" * 100_000, r"config.json: not a readable JSON config \(nested too "),
     ('{"model_type": "no-such-type"}', "cannot read its config"),
     (" " * (16 << 20) + "{}", "more than a Hugging Face config"),
 ])

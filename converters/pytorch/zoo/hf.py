@@ -559,6 +559,8 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
         raw = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ZooError(f"{config_file}: not a readable JSON config ({_first_line(exc)})") from exc
+    except RecursionError as exc:
+        raise ZooError(f"{config_file}: not a readable JSON config (nested too deeply)") from exc
     if not isinstance(raw, dict):
         raise ZooError(f"{config_file}: not a JSON object, not a Hugging Face config")
     remote = "auto_map" in raw

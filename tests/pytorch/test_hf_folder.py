@@ -199,3 +199,69 @@ def test_a_trusted_folder_with_its_own_code_builds(tmp_path: Path) -> None:
     assert [tuple(a.shape) for a in built.args] == [(2, 16)]
     result = capture(built.module, built.args, built.kwargs, frontend="export")
     assert verify(result, built.module).passed
+
+
+def _build_bounded(folder: Path, fifo: Path) -> BaseException | None:
+    """zoo.build(folder) in a thread, given 60 s: a read blocked on the FIFO is released by
+    opening its other end, and the test fails as a hang."""
+    import threading
+
+    outcome: list[BaseException | None] = []
+
+    def work() -> None:
+        try:
+            zoo.build(str(folder))
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(60)
+    if thread.is_alive():
+        with open(fifo, "wb"):  # unblocks the reader
+            pass
+        thread.join(10)
+        pytest.fail(f"zoo.build blocked on {fifo.name}")
+    return outcome[0]
+
+
+def test_a_sharded_folder_loads_and_its_index_is_checked(tmp_path: Path) -> None:
+    folder = tmp_path / "bert"
+    original = _saved(folder)
+    for old in folder.glob("model*.safetensors"):
+        old.unlink()
+    original.save_pretrained(folder, max_shard_size="40KB")
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert len(shards) > 1
+    built = zoo.build(str(folder))
+    saved, loaded = original.state_dict(), built.module.state_dict()
+    assert all(torch.equal(saved[k], loaded[k]) for k in saved)
+
+    # a shard named outside the folder, or absolute, is refused before anything is read
+    for bad in ("../elsewhere.safetensors", "/etc/passwd"):
+        forged = dict(index, weight_map={k: bad for k in index["weight_map"]})
+        (folder / "model.safetensors.index.json").write_text(json.dumps(forged))
+        with pytest.raises(ZooError, match="is not a relative path inside the model folder"):
+            zoo.build(str(folder))
+    # a shard in a sub-folder that is a FIFO: refused, not a read that blocks forever
+    (folder / "sub").mkdir()
+    os.mkfifo(folder / "sub" / "s.safetensors")
+    forged = dict(index, weight_map={k: "sub/s.safetensors" for k in index["weight_map"]})
+    (folder / "model.safetensors.index.json").write_text(json.dumps(forged))
+    error = _build_bounded(folder, folder / "sub" / "s.safetensors")
+    assert isinstance(error, ZooError) and "is not a regular file" in str(error)
+
+
+@pytest.mark.parametrize("entry", ["model-00002-of-00002.safetensors", "generation_config.json"])
+def test_a_fifo_in_a_model_folder_is_refused_not_read(tmp_path: Path, entry: str) -> None:
+    """transformers opens files of the folder by name (weights, shards, generation config):
+    any entry that is not a regular file or a folder is refused before anything is read."""
+    folder = tmp_path / "bert"
+    _saved(folder)
+    os.mkfifo(folder / entry)
+    error = _build_bounded(folder, folder / entry)
+    assert isinstance(error, ZooError)
+    assert str(error) == f"{folder / entry}: not a regular file (a FIFO, socket or device); " \
+                         "refusing to read the model folder"

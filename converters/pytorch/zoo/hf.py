@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import stat
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -546,7 +548,6 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
     the folder's weights, read with ``local_files_only`` and weights-only loads. A config that
     needs the folder's own Python (``auto_map``) is refused unless ``trust``."""
     import json
-    from pathlib import Path
 
     folder = Path(name).expanduser()
     config_file = folder / "config.json"
@@ -570,7 +571,10 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
             "(auto_map); building it would run that code",
             hint="pass --trust-checkpoint (trust_checkpoint=True) if you trust where it came from",
         )
+    _check_folder_entries(folder)
     weights = next((f for f in HF_WEIGHT_FILES if (folder / f).is_file()), None)
+    if weights is not None and weights.endswith(".index.json"):
+        _check_shard_index(folder / weights)
 
     def make(pretrained: bool) -> tuple[nn.Module, Any]:
         import transformers
@@ -620,6 +624,63 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
         name=name, family=FAMILY_HF, source=str(folder),
         task="hf folder" + ("" if weights else " (config only: random weights)"), make=make,
         own_code=remote and trust, weights_from=str(folder) if weights else None)
+
+
+FOLDER_ENTRIES_LIMIT = 100_000
+"""Entries of a model folder looked at; hub snapshots hold tens."""
+
+
+def _check_folder_entries(folder: Path) -> None:
+    """transformers opens the folder's files by name (config, generation and adapter configs,
+    weights, shards): a FIFO would block the read forever and a device never end. Every entry
+    must be a regular file or a folder, symbolic links followed (a hub cache snapshot links
+    its files into ../../blobs); a link that leads nowhere is left to the reader."""
+    try:
+        with os.scandir(folder) as entries:
+            for count, entry in enumerate(entries):
+                if count >= FOLDER_ENTRIES_LIMIT:
+                    raise ZooError(f"{folder}: more than {FOLDER_ENTRIES_LIMIT:,} entries, "
+                                   "not a model folder")
+                try:
+                    mode = os.stat(entry.path).st_mode
+                except OSError:
+                    continue
+                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                    raise ZooError(f"{entry.path}: not a regular file (a FIFO, socket or "
+                                   "device); refusing to read the model folder")
+    except OSError as exc:
+        raise ZooError(f"{folder}: cannot list the model folder "
+                       f"({exc.strerror or type(exc).__name__})") from exc
+
+
+def _check_shard_index(index: Path) -> None:
+    """A sharded checkpoint's index names its shard files: each must be a relative path
+    inside the folder (transformers joins it to the folder as given) to a regular file."""
+    import json
+
+    if index.stat().st_size > CONFIG_LIMIT:
+        raise ZooError(f"{index}: {index.stat().st_size:,} bytes, more than a shard index "
+                       f"({CONFIG_LIMIT:,} at most)")
+    try:
+        raw = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ZooError(f"{index}: not a readable shard index ({_first_line(exc)})") from exc
+    weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+    if not isinstance(weight_map, dict):
+        raise ZooError(f"{index}: no weight_map object, not a shard index")
+    for shard in sorted({str(v) for v in weight_map.values()}):
+        parts = Path(shard).parts
+        if not shard or "\0" in shard or Path(shard).is_absolute() or ".." in parts:
+            raise ZooError(f"{index}: shard {shard!r} is not a relative path inside the "
+                           "model folder")
+        path = index.parent / shard
+        try:
+            mode = os.stat(path).st_mode
+        except OSError as exc:
+            raise ZooError(f"{index}: shard {shard!r}: {exc.strerror or 'cannot read it'}"
+                           ) from exc
+        if not stat.S_ISREG(mode):
+            raise ZooError(f"{index}: shard {shard!r} is not a regular file")
 
 
 def _warn_loading(name: str, cls: str, info: Mapping[str, Any]) -> None:

@@ -112,6 +112,22 @@ def check_output(target: Path, *, folder: bool = False) -> None:
                             + ("on a read-only file system" if ro else "not writable"))
 
 
+def not_a_file(path: str | os.PathLike[str], what: str = "file") -> str:
+    """Why `path`, which `Path.is_file()` rejected, cannot be read as the `what` expected:
+    "no such checkpoint file", "a folder, not a checkpoint file", "not a regular file (a
+    FIFO), not a checkpoint file" ...; the words after `PATH: ` in an error line, so that
+    a FIFO or a device is never called missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"no such {what}"
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or type(exc).__name__})"
+    if stat.S_ISDIR(st.st_mode):
+        return f"a folder, not a {what}"
+    return f"not a regular file ({_kind(st)})" + ("" if what == "file" else f", not a {what}")
+
+
 def _kind(st: os.stat_result) -> str:
     mode = st.st_mode
     for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

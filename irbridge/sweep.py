@@ -29,6 +29,7 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from irbridge.atomic import not_a_file
 from irbridge.errors import IrbridgeError
 
 PHASES = ("none", "prefill", "decode")
@@ -117,7 +118,7 @@ def _check_model(name: str) -> None:
         return
     if is_model_file(name):
         if not Path(name).is_file():
-            raise IrbridgeError(f"--models: {name}: no such file")
+            raise IrbridgeError(f"--models: {name}: {not_a_file(name)}")
         return
     from irbridge.converters.pytorch.zoo.registry import _unknown, find_model
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,7 @@ def test_onnx_one_step_import_and_export(net: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["convert", "resnet19"], "unknown model 'resnet19'; did you mean: resnet18"),
-    (["convert", "/nowhere/net.py:Net"], "no such model file: /nowhere/net.py"),
+    (["convert", "/nowhere/net.py:Net"], "/nowhere/net.py: no such model file"),
     (["convert", "{net}", "--input-shape", "1,3"], "the example inputs do not run"),
     (["convert", "{net}", "--input-shape", "a,b"], "expected integers like 1,3,224,224"),
     (["convert", "{net}", "--dynamic", "batch=9:1"], "MIN <= MAX"),
@@ -212,3 +213,33 @@ def test_export_checks_options_before_building(tmp_path: Path, args: list[str],
     assert len(lines) == 1 and message in lines[0], stderr
     assert not marker.exists()  # refused before the model was built (let alone captured)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.py"]
+
+
+@pytest.mark.parametrize("name, args, what", [
+    ("m.pt", ["convert", "{f}", "-o", "{tmp}/o.irb", "--trust-checkpoint"], "checkpoint file"),
+    ("m.yaml", ["convert", "{f}", "-o", "{tmp}/o.irb"], "model YAML"),
+    ("u.py", ["convert", "{f}:Net", "-o", "{tmp}/o.irb", "--trust-checkpoint"], "model file"),
+    ("w.pt", ["convert", "resnet18", "--weights", "{f}", "-o", "{tmp}/o.irb"], "weights file"),
+    ("m.onnx", ["compare", "{f}", "resnet18"], ""),
+    ("m.onnx", ["sweep", "--models", "{f}", "-o", "{tmp}/s.parquet"], ""),
+])
+def test_a_fifo_or_folder_is_named_as_such_never_missing(tmp_path: Path, name: str,
+                                                         args: list[str], what: str) -> None:
+    """Every path a command reads by name: a FIFO (which would block a read) or a folder is
+    refused before any read and called what it is, a missing file called missing."""
+    fifo, folder, missing = tmp_path / "fifo", tmp_path / "dir", tmp_path / "gone"
+    for place in (fifo, folder, missing):
+        place.mkdir()
+    os.mkfifo(fifo / name)
+    (folder / name).mkdir()
+    suffix = f", not a {what}" if what else ""
+    for place, problem in ((fifo, f"not a regular file (a FIFO){suffix}"),
+                           (folder, f"a folder, not a {what or 'file'}"),
+                           (missing, f"no such {what or 'file'}")):
+        if place is folder and name.endswith((".yaml", ".pt")) and args[1] == "{f}":
+            continue  # a folder named as the model is read as a model folder (its own error)
+        path = place / name
+        code, _, stderr = invoke(*[a.replace("{f}", str(path)).replace("{tmp}", str(tmp_path))
+                                   for a in args])
+        assert code == 2 and stderr.count("\n") == 1, stderr
+        assert f"{path}: {problem}" in stderr, stderr

@@ -17,6 +17,7 @@ import numpy as np
 
 from irbridge.analysis.binding import model_symbols
 from irbridge.analysis.check import check_shapes, check_structure
+from irbridge.atomic import not_a_file
 from irbridge.errors import IrbridgeError, UnknownDimError
 from irbridge.formats import binds_at_import, is_model_file, read_file
 from irbridge.ir import Model
@@ -75,7 +76,7 @@ def load_sides(left: str, right: str, left_how: str | None = None,
                 raise IrbridgeError(f"{spec} is a model file; --{('left', 'right')[index]} "
                                     f"{how} applies to a model name only")
             if not Path(spec).is_file():
-                raise IrbridgeError(f"{spec}: no such file")
+                raise IrbridgeError(f"{spec}: {not_a_file(spec)}")
         elif how is None:
             hows[index] = DEFAULT_HOWS[index]
         elif how not in HOWS:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from irbridge.atomic import not_a_file
 from irbridge.errors import CaptureError
 
 from .common import (
@@ -63,9 +64,10 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
             hint="name the architecture as the model and pass this file with --weights FILE",
         )
     if lowered.endswith((".yaml", ".yml")):
-        if Path(name).expanduser().is_file():
+        path = Path(name).expanduser()
+        if path.is_file():
             return _yaml_target(name, trust_checkpoint)
-        raise ZooError(f"no such model YAML: {name}")
+        raise ZooError(f"{name}: {not_a_file(path, 'model YAML')}")
     if lowered.endswith(".py"):
         raise ZooError(f"{name} needs the name of the model inside it: {name}:ClassOrFactory")
     raise _unknown(name)

@@ -9,6 +9,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from irbridge.atomic import not_a_file
+
 from .common import FAMILY_CHECKPOINT, FAMILY_YOLO, ModelEntry, ZooError, _first_line, _Target
 from .registry import _entry_target, find_model
 from .yolo import _ultralytics_env, _yaml_code_reason, _yolo_image_size, _yolo_task
@@ -24,7 +26,7 @@ def _checkpoint_target(name: str, trust: bool) -> _Target:
                 f"use {stem_entry.name!r} for the architecture with random weights, "
                 "or add --pretrained to fetch its published weights"
             )
-        raise ZooError(f"no such checkpoint file: {name}", hint=hint)
+        raise ZooError(f"{name}: {not_a_file(path, 'checkpoint file')}", hint=hint)
     if not trust:
         raise ZooError(
             f"refusing to load {name}: a .pt checkpoint is a pickle and loading it runs code "
@@ -174,7 +176,7 @@ def _yaml_target(name: str, trust: bool) -> _Target:
 
 def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
-        raise ZooError(f"no such weights file: {path}")
+        raise ZooError(f"{path}: {not_a_file(path, 'weights file')}")
     obj: Any
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file

@@ -15,6 +15,8 @@ from typing import Any
 
 from torch import nn
 
+from irbridge.atomic import not_a_file
+
 from .common import FAMILY_USER, ZooError, _first_line, _suggest, _Target
 
 
@@ -32,7 +34,7 @@ def _load_python_object(spec: str) -> Any:
     if is_file:
         path = Path(location).expanduser()
         if not path.is_file():
-            raise ZooError(f"no such model file: {location} (from {spec!r})")
+            raise ZooError(f"{location}: {not_a_file(path, 'model file')} (from {spec!r})")
         resolved = path.resolve()
         digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:10]
         safe_stem = re.sub(r"\W", "_", path.stem)

@@ -128,6 +128,42 @@ def not_a_file(path: str | os.PathLike[str], what: str = "file") -> str:
     return f"not a regular file ({_kind(st)})" + ("" if what == "file" else f", not a {what}")
 
 
+FOLDER_ENTRIES_LIMIT = 100_000
+"""Entries of an input folder looked at (model folders, simulator folders hold tens)."""
+
+
+def check_folder_entries(folder: Path, what: str, *, recursive: bool = False) -> None:
+    """Refuse an input folder holding anything but regular files and folders (symbolic
+    links followed, as a hub cache snapshot links its files; a link that leads nowhere is
+    left to the reader): the tool that reads the folder opens its files by name, and a
+    FIFO would block that read forever, a device never end. `what` names the folder in
+    the error line."""
+    pending, seen = [folder], 0
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > FOLDER_ENTRIES_LIMIT:
+                        raise IrbridgeError(f"{folder}: more than {FOLDER_ENTRIES_LIMIT:,} "
+                                            f"entries, not {what}")
+                    try:
+                        mode = os.stat(entry.path).st_mode
+                    except OSError:
+                        continue
+                    if stat.S_ISDIR(mode):
+                        if recursive and not entry.is_symlink():
+                            pending.append(Path(entry.path))
+                    elif not stat.S_ISREG(mode):
+                        raise IrbridgeError(f"{entry.path}: not a regular file ("
+                                            f"{_kind(os.stat(entry.path))}); refusing to "
+                                            f"read {what}")
+        except OSError as exc:
+            raise IrbridgeError(f"{current}: cannot list {what} "
+                                f"({exc.strerror or type(exc).__name__})") from exc
+
+
 def _kind(st: os.stat_result) -> str:
     mode = st.st_mode
     for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from irbridge.atomic import check_folder_entries
 from irbridge.cli.render import console  # the shared console, made on first use
 from irbridge.errors import IrbridgeError
 
@@ -21,9 +22,11 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, rich_markup_mode=N
 
 
 def _folder(path: Path, what: str) -> Path:
+    """The folder an export wrote, with nothing in it the simulator could block on."""
     if not path.is_dir():
         raise IrbridgeError(f"{path}: not a folder; pass the folder `irbridge export --to "
                             f"{what} -o DIR` wrote")
+    check_folder_entries(path, f"the {what} folder", recursive=True)
     return path
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,3 +96,23 @@ def test_simulate_astrasim_needs_the_sources(tmp_path: Path, mode: str,
     _error(["simulate", "astrasim", str(out), "--mode", mode],
            r"nowhere: no astra-sim-src.tar.gz.*IRBRIDGE_ASTRASIM_SOURCES")
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("kind", ["scalesim", "chakra"])
+def test_a_fifo_in_an_exported_folder_is_refused_not_read(tmp_path: Path, kind: str) -> None:
+    """The simulators open the folder's files by name: a FIFO in place of a topology file
+    or a trace (or anywhere below the folder) is one line before anything runs. In a child
+    process with a time limit: without the check, SCALE-Sim's read blocks forever."""
+    if kind == "scalesim":
+        out = scalesim.write(cnn(), tmp_path / "f", hardware="tpu-v4")
+        victim, command = next(out.glob("*_conv.csv")), "scalesim"
+    else:
+        out = chakra.write(cnn(), tmp_path / "f", hardware="h100")
+        victim, command = out / "cnn.0.et", "astrasim"
+    victim.unlink()
+    os.mkfifo(victim)
+    run = subprocess.run([sys.executable, "-c", "from irbridge.cli.main import app; app()",
+                          "simulate", command, str(out)],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 2 and run.stderr == (
+        f"error: {victim}: not a regular file (a FIFO); refusing to read the {kind} folder\n")

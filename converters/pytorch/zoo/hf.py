@@ -13,6 +13,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from irbridge.atomic import check_folder_entries
+
 from . import common
 from .common import (
     FAMILY_HF,
@@ -571,7 +573,7 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
             "(auto_map); building it would run that code",
             hint="pass --trust-checkpoint (trust_checkpoint=True) if you trust where it came from",
         )
-    _check_folder_entries(folder)
+    check_folder_entries(folder, "the model folder")
     weights = next((f for f in HF_WEIGHT_FILES if (folder / f).is_file()), None)
     if weights is not None and weights.endswith(".index.json"):
         _check_shard_index(folder / weights)
@@ -624,33 +626,6 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
         name=name, family=FAMILY_HF, source=str(folder),
         task="hf folder" + ("" if weights else " (config only: random weights)"), make=make,
         own_code=remote and trust, weights_from=str(folder) if weights else None)
-
-
-FOLDER_ENTRIES_LIMIT = 100_000
-"""Entries of a model folder looked at; hub snapshots hold tens."""
-
-
-def _check_folder_entries(folder: Path) -> None:
-    """transformers opens the folder's files by name (config, generation and adapter configs,
-    weights, shards): a FIFO would block the read forever and a device never end. Every entry
-    must be a regular file or a folder, symbolic links followed (a hub cache snapshot links
-    its files into ../../blobs); a link that leads nowhere is left to the reader."""
-    try:
-        with os.scandir(folder) as entries:
-            for count, entry in enumerate(entries):
-                if count >= FOLDER_ENTRIES_LIMIT:
-                    raise ZooError(f"{folder}: more than {FOLDER_ENTRIES_LIMIT:,} entries, "
-                                   "not a model folder")
-                try:
-                    mode = os.stat(entry.path).st_mode
-                except OSError:
-                    continue
-                if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                    raise ZooError(f"{entry.path}: not a regular file (a FIFO, socket or "
-                                   "device); refusing to read the model folder")
-    except OSError as exc:
-        raise ZooError(f"{folder}: cannot list the model folder "
-                       f"({exc.strerror or type(exc).__name__})") from exc
 
 
 def _check_shard_index(index: Path) -> None:

@@ -780,6 +780,20 @@ def _read_message(path: Path, data: bytes) -> pb.Model:
     return _parse_binary(data, str(path))
 
 
+def _check_head(head: bytes, size: int, source: str) -> None:
+    """Refuse from a file's first bytes and its size what `_read_message` would refuse
+    only after reading it whole: no magic and no text header, or a binary file larger than
+    a protobuf message can be (a sparse file of zeros, say, claims any size)."""
+    head = head.removeprefix(b"\xef\xbb\xbf")
+    if head.startswith(TEXT_HEADER.encode()[:len(head)]) and head:
+        return
+    if not head.startswith(MAGIC):
+        _parse_binary(head, source)  # raises its "not an irbridge file" line
+    if size > len(MAGIC) + _MAX_MESSAGE:
+        raise FileFormatError(f"{source}: {size:,} bytes, over protobuf's 2 GiB message limit; "
+                              "not a file irbridge writes (weights live in the sidecar)")
+
+
 def _load_once(path: Path, weights: bool) -> Model:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -797,7 +811,9 @@ def _load_once(path: Path, weights: bool) -> Model:
         raise FileFormatError(f"{path}: is not a regular file")
     with os.fdopen(fd, "rb") as handle:
         try:
-            data = handle.read()
+            head = handle.read(64)
+            _check_head(head, st.st_size, str(path))  # before reading gigabytes of a non-model
+            data = head + handle.read()
         except OSError as exc:
             raise FileFormatError(f"{path}: cannot read ({exc.strerror})") from exc
     msg = _read_message(path, data)

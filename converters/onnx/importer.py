@@ -179,10 +179,16 @@ def load_proto(file: Path) -> ModelProto:
         raise FileFormatError(f"{file}: " + ("no such ONNX file" if not file.exists() else
                                              "not a regular file, not an ONNX model"))
     try:
+        size = file.stat().st_size
+        if size > onnx.checker.MAXIMUM_PROTOBUF:  # a sparse file of zeros claims any size
+            raise FileFormatError(f"{file}: {size:,} bytes, over protobuf's 2 GiB message limit, "
+                                  "so not an ONNX model (larger models keep their weights "
+                                  "as external data)")
         data = file.read_bytes()
     except OSError as exc:
         raise FileFormatError(f"{file}: cannot read ({exc.strerror})") from exc
     return parse_proto(data, str(file))
+
 
 
 def parse_proto(data: bytes, source: str) -> ModelProto:

@@ -241,6 +241,9 @@ def _parse_and_import(data: bytes, source: str,
                 text = shardy_to_generic(data, source)
                 module = _parse_text(text, source)
         else:
+            if b"\0" in data:  # before decoding: a sparse file of zeros is gigabytes of them
+                raise FileFormatError(f"{source}: neither MLIR text (it holds NUL bytes) nor MLIR "
+                                      "bytecode")
             try:
                 text = data.decode("utf-8")
             except UnicodeDecodeError as exc:

@@ -5,8 +5,12 @@ half-written output behind (nor destroys an earlier one).
 Rules every writer shares (one place):
 - an output that exists must be a regular file (or, for folder outputs, an empty folder or
   an earlier irbridge output folder): `-o ./null` on a device, FIFO or socket is refused;
-- temporaries are named `.<output>.<host>-<pid>.<random>.tmp`; a later write to the same
-  output removes the ones whose writing process (same host) is gone, i.e. left by a kill;
+- temporaries are named `.<output>.<host>-<pid>.<random>.tmp` (an output name over 160
+  bytes by its first bytes and a hash, so that a legal name never gives an illegal
+  temporary); a later write to the same output removes the ones whose writing process
+  (same host) is gone, i.e. left by a kill;
+- an output whose name, or whose companion's (sidecar, external data), the file system
+  does not take is refused in one line before anything is written;
 - any OSError while writing (full disk, read-only folder, file size limit) becomes a
   one-line IrbridgeError naming the output, and nothing is left behind.
 """
@@ -41,9 +45,26 @@ def _host_tag() -> str:
 _HOST = _host_tag()
 
 
+TEMP_NAME_BYTES = 160
+"""Longest output name a temporary carries whole: the temporary adds about 40 bytes (and a
+sidecar's more), and file names stop at 255 bytes."""
+
+
+def _temp_stem(target: Path) -> str:
+    """The output's name as its temporaries carry it: whole when short, else a prefix and a
+    hash of the whole name (a legal 250-byte name must not give an illegal temporary)."""
+    name = target.name
+    encoded = os.fsencode(name)
+    if len(encoded) <= TEMP_NAME_BYTES:
+        return name
+    digest = hashlib.sha256(encoded).hexdigest()[:16]
+    head = os.fsdecode(encoded[:TEMP_NAME_BYTES - 17].decode("utf-8", "ignore").encode())
+    return f"{head}~{digest}"
+
+
 def temp_prefix(target: Path) -> str:
     """Prefix of the temporaries this process writes for `target` (see `remove_stale`)."""
-    return f".{target.name}.{_HOST}-{os.getpid()}."
+    return f".{_temp_stem(target)}.{_HOST}-{os.getpid()}."
 
 
 def _pid_alive(pid: int) -> bool:
@@ -60,7 +81,7 @@ def remove_stale(target: Path) -> list[Path]:
     """Remove temporaries of earlier writes to `target` whose writer (a process on this
     host) no longer runs: what a kill -9 or a power cut left. Only names of our own pattern
     are touched; a live writer's files (or another host's) are kept. Returns what went."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.{_HOST}-(\d+)\.[A-Za-z0-9_]+"
+    pattern = re.compile(rf"\.{re.escape(_temp_stem(target))}\.{_HOST}-(\d+)\.[A-Za-z0-9_]+"
                          r"(\.data)?\.tmp")
     removed: list[Path] = []
     try:
@@ -89,6 +110,10 @@ def check_output(target: Path, *, folder: bool = False) -> None:
     parent = target.parent
     if not parent.is_dir():
         raise IrbridgeError(f"{target}: folder {parent} does not exist")
+    limit = name_max(parent)
+    if len(os.fsencode(target.name)) > limit:
+        raise IrbridgeError(f"{target}: the file name is {len(os.fsencode(target.name))} bytes, "
+                            f"longer than this file system allows ({limit})")
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -110,6 +135,25 @@ def check_output(target: Path, *, folder: bool = False) -> None:
             ro = bool(os.statvfs(parent).f_flag & os.ST_RDONLY)
         raise IrbridgeError(f"{target}: folder {parent} is "
                             + ("on a read-only file system" if ro else "not writable"))
+
+
+def name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system of `folder` takes."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
+def check_companion_name(target: Path, name: str, what: str) -> None:
+    """Refuse an output whose companion file (`what`: a weights sidecar, external data)
+    would get a name the file system does not take: the output's own name is legal, the
+    companion's (the output's name plus a suffix) is not."""
+    limit = name_max(target.parent)
+    if len(os.fsencode(name)) > limit:
+        raise IrbridgeError(f"{target}: the name is too long for its {what} ({name!r} would be "
+                            f"{len(os.fsencode(name))} bytes, more than the file system's "
+                            f"{limit})", hint="use a shorter output name")
 
 
 def not_a_file(path: str | os.PathLike[str], what: str = "file") -> str:

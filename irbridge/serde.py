@@ -33,7 +33,14 @@ from google.protobuf import text_format
 
 from irbridge._gc import gc_paused
 from irbridge._proto import irbridge_pb2 as pb
-from irbridge.atomic import check_output, fsync_dir, remove_stale, temp_prefix, write_error
+from irbridge.atomic import (
+    check_companion_name,
+    check_output,
+    fsync_dir,
+    remove_stale,
+    temp_prefix,
+    write_error,
+)
 from irbridge.dtypes import DType
 from irbridge.errors import FileFormatError, IrbridgeError
 from irbridge.ir import (
@@ -623,6 +630,7 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
             if sidecar.placed:
                 side_tmp = temps[-1]
                 _stage("sidecar-written")
+                check_companion_name(path, side_name, "weights sidecar")
         else:
             msg = to_proto(model, weights=weights != "none", source=str(path))
         nested = any(True for _, node in model.all_nodes() for _ in node.subgraphs())

@@ -206,3 +206,35 @@ def test_one_file_outputs_need_their_folder(onnx_model: Path, tmp_path: Path, fm
     one_line_error(run(["export", str(onnx_model), "--to", fmt, "-o", str(target)]),
                    str(target), "does not exist")
     assert not (tmp_path / "missing").exists()
+
+
+def test_long_output_names_write_or_fail_in_one_line(onnx_model: Path, tmp_path: Path) -> None:
+    """A legal name (at most 255 bytes) must never fail on irbridge's own temporaries; an
+    output whose companion file (the .irb sidecar, ONNX external data) would get an illegal
+    name, or whose own name is illegal, is one line before anything is left behind."""
+    from irbridge.atomic import remove_stale, temp_prefix
+    from irbridge.converters.onnx import export_onnx, import_onnx
+
+    model = import_onnx(onnx_model)  # its 16 KiB weight goes to the sidecar
+    fine = tmp_path / ("a" * 225 + ".irb")  # its temporaries would be ~265 bytes in full
+    serde.save(model, fine, weights="external")  # the sidecar: 225 + 4 + 22 = 251 bytes
+    sidecars = list(tmp_path.glob("a*.irb.*.data"))
+    assert len(sidecars) == 1 and len(os.fsencode(sidecars[0].name)) == 251
+    back = serde.load(fine)
+    assert all(np.array_equal(back.tensors[n].data, t.data) for n, t in model.tensors.items())
+    stale = fine.with_name(f"{temp_prefix(fine).replace(str(os.getpid()), '999999999')}x.tmp")
+    stale.write_bytes(b"left by a kill")  # a dead writer's temporary of that long name
+    assert len(os.fsencode(stale.name)) <= 255 and remove_stale(fine) == [stale]
+
+    for target, call, companion in (
+            (tmp_path / ("b" * 240 + ".irb"), lambda p: serde.save(model, p, weights="external"),
+             "weights sidecar"),
+            (tmp_path / ("c" * 248 + ".onnx"), lambda p: export_onnx(model, p, external_data=True),
+             "external data file")):
+        before = sorted(tmp_path.iterdir())
+        with pytest.raises(IrbridgeError, match=f"the name is too long for its {companion}"):
+            call(target)
+        assert sorted(tmp_path.iterdir()) == before
+    with pytest.raises(IrbridgeError, match="the file name is 264 bytes, longer than this "
+                                            "file system allows"):
+        serde.save(model, tmp_path / ("d" * 260 + ".irb"))

@@ -43,7 +43,7 @@ from google.protobuf.message import EncodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
 from irbridge._gc import gc_paused
-from irbridge.atomic import check_output
+from irbridge.atomic import check_companion_name, check_output
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx import _export_opaque, _legal, _stream
 from irbridge.converters.onnx._common import (
@@ -323,6 +323,8 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = 
     weights = _weight_bytes(model)
     big = weights >= EXTERNAL_DATA_THRESHOLD
     external = big if external_data is None else external_data
+    if external:
+        check_companion_name(file, file.name + ".data", "external data file")
     # the check leaves pending weights out, as it always leaves out large ones
     proto, payloads = _build_checked(model, opset, optimize, fold_batch_norm, stream=True,
                                      check=check and not big,

@@ -13,6 +13,7 @@ caller (`symbols=`). Any conv/GEMM node left with a dim that is not static is an
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -118,9 +119,20 @@ Layer = ConvLayer | GemmLayer
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
 
 
-def safe_name(text: str) -> str:
-    """Letters, digits, '_', '.', '-' only: no commas or spaces (CSV fields, file names)."""
-    return _SAFE.sub("_", text).strip("_") or "layer"
+SAFE_NAME_CHARS = 96
+"""Longest safe name: file names built from it (`{model}.{rank}.et`, `{i}_{layer}.yaml`)
+stay far below the 255 bytes file systems take, whatever a file named its model or node."""
+
+
+def safe_name(text: str, default: str = "layer") -> str:
+    """Letters, digits, '_', '.', '-' only: no commas or spaces (CSV fields, file names);
+    a longer result than SAFE_NAME_CHARS is its start, '-' and 12 hex digits of the whole
+    name's SHA-256 (two long names that share their start stay apart)."""
+    cleaned = _SAFE.sub("_", text).strip("_").lstrip(".") or default
+    if len(cleaned) <= SAFE_NAME_CHARS:
+        return cleaned
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{cleaned[:SAFE_NAME_CHARS - 13]}-{digest}"
 
 
 @contextmanager

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from irbridge import __version__
 from irbridge._wire import varint
 from irbridge.atomic import atomic_dir
+from irbridge.converters._layers import safe_name
 from irbridge.converters.chakra import configs
 from irbridge.converters.chakra._proto import et_def_pb2 as et
 from irbridge.converters.chakra.parallel import Layout, Op
@@ -148,8 +148,9 @@ def encode(messages: Sequence[et.GlobalMetadata | et.Node]) -> bytes:
 
 
 def trace_prefix(plan: Plan) -> str:
-    """`{model}` of `{model}.{rank}.et`: the model name with path-unsafe characters as _."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", plan.model.name or "model").lstrip(".") or "model"
+    """`{model}` of `{model}.{rank}.et`: the model name with path-unsafe characters as _,
+    a long one shortened (`safe_name`)."""
+    return safe_name(plan.model.name or "model", default="model")
 
 
 def idle_metadata(plan: Plan, rank: int) -> et.GlobalMetadata:

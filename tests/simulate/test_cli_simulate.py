@@ -116,3 +116,27 @@ def test_a_fifo_in_an_exported_folder_is_refused_not_read(tmp_path: Path, kind: 
                          capture_output=True, text=True, timeout=120, check=False)
     assert run.returncode == 2 and run.stderr == (
         f"error: {victim}: not a regular file (a FIFO); refusing to read the {kind} folder\n")
+
+
+def test_long_model_and_module_names_give_legal_file_names(tmp_path: Path) -> None:
+    """File names inside exported folders come from the model's name and its modules'
+    paths, which a file may make any length: they are shortened with a hash (a 300-char
+    ONNX graph name made `export --to chakra` and `--to scalesim` fail with ENAMETOOLONG)."""
+    from irbridge.converters import timeloop
+    from irbridge.converters._layers import safe_name
+
+    model = cnn()
+    model.name = "G" * 300
+    for node in model.graphs[0].nodes:
+        node.provenance.module_path = "m" * 400 + node.op
+    folders = [chakra.write(model, tmp_path / "ch", hardware="h100"),
+               scalesim.write(model, tmp_path / "ss", hardware="tpu-v4"),
+               timeloop.write(model, tmp_path / "tl")]
+    for folder in folders:
+        names = [p.name for p in folder.rglob("*")]
+        assert names and max(len(os.fsencode(n)) for n in names) <= 120, names
+    run = CliRunner().invoke(app, ["simulate", "scalesim", str(folders[1])])
+    assert run.exit_code == 0, run.output
+    # two long names that share their first 96 characters stay apart; short ones as they were
+    assert safe_name("x" * 200 + "a") != safe_name("x" * 200 + "b")
+    assert safe_name("conv 1,a") == "conv_1_a" and len(safe_name("é" * 500)) <= 96

@@ -882,7 +882,7 @@ class _GraphImporter:
         return found
 
     def onnx_type(self, name: str) -> TensorType | None:
-        return tensor_type(self.mi.types.get(name), f"value {name!r}")
+        return tensor_type(self.mi.types.get(name), f"{self.mi.source}: value {name!r}")
 
     # -- conversion ---------------------------------------------------------------------------
     def convert(self) -> Graph:
@@ -895,7 +895,8 @@ class _GraphImporter:
         for vi in proto.input:
             if vi.name in initializer_names:
                 continue  # an overridable initializer (IR < 4): kept as a weight
-            t = tensor_type(vi.type if vi.HasField("type") else None, f"graph input {vi.name!r}")
+            t = tensor_type(vi.type if vi.HasField("type") else None,
+                            f"{mi.source}: graph input {vi.name!r}")
             if vi.name in self.graph.values:
                 raise CaptureError(f"{mi.source}: graph input {vi.name!r} is defined twice")
             self.env[vi.name] = self.graph.add_input(vi.name, t)

@@ -90,6 +90,8 @@ def _random_for(value: Value, rng: np.random.Generator) -> np.ndarray:
         return np.ones(shape, dtype=dtype)
     if np.issubdtype(dtype, np.integer):
         return rng.integers(0, 10, size=shape).astype(dtype)  # valid ids for any vocabulary
+    if np.issubdtype(dtype, np.complexfloating):  # both parts random, not a real array
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     return rng.standard_normal(shape).astype(dtype)
 
 
@@ -128,15 +130,17 @@ def _sig(values: list[Value]) -> str:
 
 
 def errors_of(left: np.ndarray, right: np.ndarray) -> tuple[float, float, float]:
-    """(max abs error, max rel error, max |left|) in float64; NaN at the same places on
-    both sides counts as equal, NaN on one side only as infinite error."""
-    a = np.asarray(left, dtype=np.float64)
-    b = np.asarray(right, dtype=np.float64)
+    """(max abs error, max rel error, max |left|) in float64 (complex128 for complex values:
+    |left - right| is the modulus of the difference, the imaginary parts count); NaN at the
+    same places on both sides counts as equal, NaN on one side only as infinite error."""
+    complex_ = np.iscomplexobj(left) or np.iscomplexobj(right)
+    a = np.asarray(left, dtype=np.complex128 if complex_ else np.float64)
+    b = np.asarray(right, dtype=np.complex128 if complex_ else np.float64)
     nan_a, nan_b = np.isnan(a), np.isnan(b)
     if np.any(nan_a != nan_b):
         return float("inf"), float("inf"), float(np.nanmax(np.abs(a), initial=0.0))
-    diff = np.abs(np.where(nan_a, 0.0, a) - np.where(nan_b, 0.0, b))
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, replaced below where a == b
+        diff = np.abs(np.where(nan_a, 0.0, a) - np.where(nan_b, 0.0, b))
         diff = np.where(np.isinf(a) & (a == b), 0.0, diff)
     max_abs = float(diff.max(initial=0.0))
     finite = np.abs(a[np.isfinite(a)])

@@ -4,6 +4,7 @@ unrelated models, bad sides, the CLI and the HTML report in a headless browser."
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +17,12 @@ from irbridge import serde
 from irbridge.cli.main import app
 from irbridge.compare import compare_models, load_side, match, normalize_path, to_dict
 from irbridge.compare.html import write_html
-from irbridge.compare.numeric import errors_of
+from irbridge.compare.numeric import _random_for, errors_of
 from irbridge.compare.report import to_markdown
 from irbridge.compare.sources import Side
 from irbridge.converters.onnx import export_onnx, import_onnx
+from irbridge.dtypes import DType
+from irbridge.ir import TensorType, Value
 
 
 def flagged_modules(result) -> set[str]:  # type: ignore[no-untyped-def]
@@ -161,6 +164,24 @@ def test_errors_are_measured_against_the_left_magnitude() -> None:
     nan = np.array([np.nan, 1.0])
     assert errors_of(nan, nan)[0] == 0.0
     assert errors_of(nan, np.array([0.0, 1.0]))[0] == float("inf")
+    # infinities equal on both sides are no error (and raise no numpy warning: the CLI
+    # would print it as a warning line)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert errors_of(np.array([np.inf, 2.0]), np.array([np.inf, 2.0])) == (0.0, 0.0, 2.0)
+
+
+def test_complex_errors_count_the_imaginary_parts() -> None:
+    """Found by hunting: compare cast complex outputs to float64, dropping the imaginary
+    parts (a numpy ComplexWarning line, and no difference seen where only they differ)."""
+    left = np.array([3 + 4j, 1j], dtype=np.complex64)
+    right = np.array([3 + 4j, 1.5j], dtype=np.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert errors_of(left, right) == (0.5, 0.1, 5.0)  # |0.5j| over max |3+4j| = 5
+    value = Value("z", TensorType(DType.COMPLEX64, (1000,)))
+    example = _random_for(value, np.random.default_rng(0))
+    assert example.dtype == np.complex64 and np.abs(example.imag).max() > 1.0
 
 
 @pytest.fixture

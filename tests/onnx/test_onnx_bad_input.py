@@ -102,6 +102,26 @@ def test_external_data_outside_the_model_folder(tmp_path: Path) -> None:
     assert "outside" in _one_line(exc)
 
 
+def test_types_the_ir_cannot_hold_name_the_file_and_value(tmp_path: Path) -> None:
+    """A string graph input, or a sequence value between nodes: one line naming the file
+    (it named only the value) and the value."""
+    strings = onnx_model([helper.make_node("Identity", ["x"], ["y"])],
+                         [tensor("x", onnx.TensorProto.STRING, [3])],
+                         [tensor("y", onnx.TensorProto.STRING, [3])])
+    path = _save(tmp_path, strings, "strings.onnx")
+    with pytest.raises(CaptureError) as exc:
+        import_onnx(path)
+    assert _one_line(exc) == (f"{path}: graph input 'x' has element type STRING, which the "
+                              "IR cannot represent")
+    sequence = onnx_model([helper.make_node("SequenceConstruct", ["x", "x"], ["s"]),
+                           helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+                          [tensor("x", F, [2])], [tensor("y", F, [4])])
+    path = _save(tmp_path, sequence, "sequence.onnx")
+    with pytest.raises(CaptureError) as exc:
+        import_onnx(path)
+    assert _one_line(exc).startswith(f"{path}: value 's' has ONNX type sequence")
+
+
 def test_unknown_domain_names_the_node() -> None:
     proto = onnx_model([helper.make_node("Thing", ["x"], ["y"], name="mystery",
                                          domain="com.nowhere")],

@@ -16,6 +16,7 @@ hold newlines or terminal control characters).
 
 from __future__ import annotations
 
+import unicodedata
 import warnings
 from typing import Annotated, Any
 
@@ -37,7 +38,9 @@ INTERNAL_ERROR = "internal error"
 
 def one_line(text: str) -> str:
     """`text` escaped onto one line: newlines, carriage returns and other control
-    characters (terminal escapes included) become backslash escapes."""
+    characters (terminal escapes included), and the invisible format characters that
+    reorder or hide text (bidi overrides and isolates, zero-width characters), become
+    backslash escapes (as `irbridge.sanitize.clean` does for everything else printed)."""
     out = []
     for ch in text:
         code = ord(ch)
@@ -47,8 +50,12 @@ def one_line(text: str) -> str:
             out.append("\\r")
         elif ch == "\t":
             out.append(" ")
-        elif code < 0x20 or 0x7F <= code < 0xA0 or ch in "\u2028\u2029\u0085":
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+        elif code < 0x20 or 0x7F <= code < 0xA0 or (
+                code > 0xA0 and unicodedata.category(ch) in ("Cf", "Cs", "Zl", "Zp")):
+            # controls, and the invisible format characters that reorder or hide text
+            # (a right-to-left override in a node name would reverse the rest of the line)
+            out.append(f"\\x{code:02x}" if code < 0x100 else
+                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
         else:
             out.append(ch)
     return "".join(out)

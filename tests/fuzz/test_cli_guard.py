@@ -45,6 +45,9 @@ def test_memory_recursion_and_unexpected_errors_are_one_line() -> None:
     assert error_line(FileFormatError("x.irb: truncated", hint="re-save it")) == \
         "x.irb: truncated (hint: re-save it)"
     assert one_line("a\r\nb\x07\u2028c") == "a\\r\\nb\\x07\\u2028c"
+    # a right-to-left override in a name from a file would reverse the rest of the line
+    assert one_line("node 'a\u202egnp.exe' \u2066x\u200b\U000e0001 é") == \
+        "node 'a\\u202egnp.exe' \\u2066x\\u200b\\U000e0001 é"
 
 
 def test_debug_keeps_the_traceback(tmp_path: Path) -> None:

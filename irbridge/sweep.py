@@ -70,6 +70,10 @@ class Grid:
     def size(self) -> int:
         return sum(len(g.cells) for g in self.groups())
 
+    def keys(self) -> set[tuple[Any, ...]]:
+        """The key of every cell of the grid (as `KEY` orders a result row's fields)."""
+        return {k for g in self.groups() for k in g.cell_keys()}
+
     def groups(self, done: set[tuple[Any, ...]] = frozenset()) -> list[Group]:  # type: ignore[assignment]
         """The groups with at least one cell not in `done`, each with only those cells.
         Tensor parallelism applies to serving phases: a `none` cell has tp 1 only."""
@@ -261,8 +265,8 @@ def run(grid: Grid, output: Path, *, engine: str = "local", jobs: int = 2,
     """Run every cell of `grid` not already in `output` (Parquet) and write the result set
     there after each group; return all rows (sorted by cell)."""
     check_run_options(engine, jobs, address)
-    rows = {_key(r): r for r in read_results(output)} if output.exists() else {}
-    wanted = {k for g in grid.groups() for k in g.cell_keys()}
+    rows = {row_key(r): r for r in read_results(output)} if output.exists() else {}
+    wanted = grid.keys()
     groups = grid.groups(done=set(rows) & wanted)
     total = len(wanted)
     done = len(wanted & set(rows))
@@ -270,7 +274,7 @@ def run(grid: Grid, output: Path, *, engine: str = "local", jobs: int = 2,
         progress(done, total)
     for finished in _engine(engine)(groups, jobs, address):
         for row in finished:
-            rows[_key(row)] = row
+            rows[row_key(row)] = row
         done += len(finished)
         write_results(output, sorted(rows.values(), key=_sort_key))
         if progress:
@@ -396,7 +400,8 @@ def _quiet_stderr() -> Iterator[None]:
 # -- result set ------------------------------------------------------------------------------
 
 
-def _key(row: dict[str, Any]) -> tuple[Any, ...]:
+def row_key(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A result row's cell key, as `Grid.keys` gives them."""
     return tuple(row[k] for k in KEY)
 
 

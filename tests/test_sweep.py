@@ -170,5 +170,22 @@ def test_kill_9_mid_run_leaves_a_result_set_that_resumes(tmp_path: Path) -> None
     assert [p.name for p in tmp_path.iterdir()] == ["r.parquet"]  # no temporary left
     # what a resume starts from: the finished cell done, the killed one still to run
     grid = sw.parse_grid(**args)
-    done = {sw._key(r) for r in first}
+    done = {sw.row_key(r) for r in first}
     assert [g.model for g in grid.groups(done=done)] == ["llama-3-70b"]
+
+
+def test_a_result_set_keeps_earlier_grids_and_says_so(tmp_path: Path) -> None:
+    """Writing a second grid to the same result set keeps the first grid's cells; the
+    summary line counts this grid's cells and names the kept ones apart (it said "2 of 2
+    cells analysed" for a one-cell grid)."""
+    out = tmp_path / "s.parquet"
+    base = ["sweep", "--models", "llama-tiny", "--hardware", "h100", "--jobs", "1",
+            "-o", str(out)]
+    first = CliRunner().invoke(app, [*base, "--seq-len", "8"])
+    assert first.exit_code == 0, first.output
+    assert f"1 of 1 cells analysed; wrote {out}, " in first.stdout
+    second = CliRunner().invoke(app, [*base, "--seq-len", "16"])
+    assert second.exit_code == 0, second.output
+    assert f"1 of 1 cells analysed; wrote {out}; 1 cell of earlier grids kept in it, " \
+        in second.stdout
+    assert sorted(r["seq_len"] for r in sw.read_results(out)) == [8, 16]

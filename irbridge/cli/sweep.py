@@ -71,8 +71,12 @@ def sweep(
         if open_line[0]:  # an error's line starts on its own line
             print(file=sys.stderr, flush=True)
     written = sw.write_reports(output, rows)
-    ok = sum(r["status"] == "ok" for r in rows)
-    console.print(f"{ok:,} of {len(rows):,} cells analysed; wrote {output}, "
+    keys = grid.keys()
+    mine = [r for r in rows if sw.row_key(r) in keys]
+    ok = sum(r["status"] == "ok" for r in mine)
+    kept = len(rows) - len(mine)  # a result set keeps the cells of earlier grids
+    earlier = f"; {_count(kept, 'cell')} of earlier grids kept in it" if kept else ""
+    console.print(f"{ok:,} of {len(mine):,} cells analysed; wrote {output}{earlier}, "
                   f"{', '.join(p.name for p in written)}", markup=False)
 
 

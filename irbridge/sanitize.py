@@ -22,7 +22,7 @@ import html
 import re
 import unicodedata
 
-__all__ = ["clean", "clean_lines", "html_text", "is_clean", "markdown"]
+__all__ = ["clean", "clean_lines", "clip", "html_text", "is_clean", "markdown"]
 
 # C0 controls, DEL, C1 controls; the Unicode format characters that reorder or hide text
 # (bidi embeddings, overrides and isolates, zero-width joiners, marks, BOM), line and
@@ -51,6 +51,19 @@ def clean(text: object) -> str:
     if not s.isprintable() and any(_format_char(ch) for ch in s):
         s = "".join(_escape_char(ch) if _format_char(ch) else ch for ch in s)
     return s
+
+
+CELL_CHARS = 200
+"""Longest name a terminal table shows whole: a file may name a module in a megabyte, which
+a folded column would print as tens of thousands of lines."""
+
+
+def clip(text: str, limit: int = CELL_CHARS) -> str:
+    """``text`` whole when short, else its start and how long the whole is (terminal
+    tables; machine-readable outputs keep every name whole)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def _escape_char(ch: str) -> str:

@@ -17,7 +17,7 @@ from irbridge.analysis.hardware import Target
 from irbridge.analysis.partition import Partition
 from irbridge.analysis.roofline import Mapping, Roof
 from irbridge.ir import Cost
-from irbridge.sanitize import clean, markdown
+from irbridge.sanitize import clean, clip, markdown
 from irbridge.summary import human_bytes, human_count
 
 
@@ -229,7 +229,7 @@ def print_tables(result: Result, console: Console, top: int = 10) -> None:
             table.add_column(column, justify="left" if column in ("batch", "fusion", "target")
                              else "right", no_wrap=column == "target")
         for row in rows:
-            table.add_row(*map(clean, row))
+            table.add_row(*(clip(clean(c)) for c in row))
         console.print(table)
     shown = set()
     for run in result.runs:
@@ -245,14 +245,14 @@ def print_tables(result: Result, console: Console, top: int = 10) -> None:
                          overflow="fold", max_width=40 if column == "kernel" else None,
                          no_wrap=column == "kind")
         for r in rows:
-            t.add_row(*map(clean, r))
+            t.add_row(*(clip(clean(c)) for c in r))
         console.print(t)
     if first.modules is not None:
         t = Table(title=f"modules ({_run_label(first)})", title_justify="left", show_edge=False)
         for column in _MODULE_HEADER:
             t.add_column(column, justify="left" if column in ("module", "output") else "right")
         for r in module_rows(first.modules):
-            t.add_row(*map(clean, r))
+            t.add_row(*(clip(clean(c)) for c in r))
         console.print(t)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,24 @@ def test_table_output(block_file: Path) -> None:
     assert "h100-sxm" in out and "a100-80gb" in out
     assert "top 2 fused kernels" in out and "conv+epilogue" in out
     assert "layer1" in out and "9,472" in out  # module rollup with parameters
+
+
+def test_a_megabyte_module_name_is_clipped_in_the_tables(tmp_path: Path) -> None:
+    """Found by hunting: a file naming a module in a megabyte made `analyze` print 6 MB
+    (the kernel column folds a name onto as many lines as it needs); terminal tables show
+    the start of a long name and its length, JSON keeps it whole."""
+    model = resnet_block_model(2)
+    long = "q" * 1_000_000
+    for node in model.graphs[0].nodes:
+        node.provenance.module_path = long
+    path = serde.save(model, tmp_path / "long.irb")
+    result = runner.invoke(app, ["analyze", str(path), "--by-module", "2"],
+                           env={"COLUMNS": "400"})  # wide: the clipped name on one line
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout) < 50_000
+    assert re.search(r"q\.\.\. \(1,000,00\d characters\)", result.stdout), result.stdout
+    as_json = runner.invoke(app, ["analyze", str(path), "--format", "json"])
+    assert long in as_json.stdout
 
 
 def test_json_output_and_fusion_comparison(block_file: Path) -> None:

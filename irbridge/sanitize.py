@@ -58,12 +58,14 @@ CELL_CHARS = 200
 a folded column would print as tens of thousands of lines."""
 
 
-def clip(text: str, limit: int = CELL_CHARS) -> str:
-    """``text`` whole when short, else its start and how long the whole is (terminal
-    tables; machine-readable outputs keep every name whole)."""
-    if len(text) <= limit:
+def clip(text: str, limit: int = CELL_CHARS, *, tail: int = 0) -> str:
+    """``text`` whole when short, else its start (and its last `tail` characters) and how
+    long the whole is (terminal tables, error lines; machine-readable outputs keep every
+    name whole)."""
+    if len(text) <= limit + tail:
         return text
-    return f"{text[:limit]}... ({len(text):,} characters)"
+    end = text[len(text) - tail:] if tail else ""
+    return f"{text[:limit]}... ({len(text):,} characters){' ...' + end if end else ''}"
 
 
 def _escape_char(ch: str) -> str:

@@ -26,10 +26,15 @@ from typer.core import TyperGroup
 from irbridge import __version__
 from irbridge.cli._params import lean_params
 from irbridge.errors import IrbridgeError
+from irbridge.sanitize import clip
 
 EXIT_PROBLEM = 1
 EXIT_BAD_INPUT = 2
 
+
+LINE_HEAD, LINE_TAIL = 1500, 500
+"""An error or warning line longer than their sum keeps its start (the file, the node) and
+its end (the problem): a file may name a node in a megabyte."""
 
 INTERNAL_ERROR = "internal error"
 """Marks the line of an unexpected exception: a bug, never a proper validation error
@@ -141,7 +146,8 @@ class _Group(TyperGroup):
                     line = f"{INTERNAL_ERROR}: {exc.__class__.__name__} " \
                            f"({inner.__class__.__name__} while formatting it); rerun with " \
                            "--debug for the traceback"
-                typer.echo(f"error: {one_line(line)}", err=True)
+                typer.echo(f"error: {clip(one_line(line), LINE_HEAD, tail=LINE_TAIL)}",
+                           err=True)
                 raise typer.Exit(EXIT_BAD_INPUT) from None
             _print_warnings(caught)
             return result
@@ -197,7 +203,7 @@ def _input_of(ctx: Any) -> str | None:
 def _print_warnings(caught: list[warnings.WarningMessage]) -> None:
     seen: set[str] = set()
     for w in caught:
-        line = one_line(str(w.message))
+        line = clip(one_line(str(w.message)), LINE_HEAD, tail=LINE_TAIL)
         if line not in seen:
             seen.add(line)
             typer.echo(f"warning: {line}", err=True)

@@ -108,3 +108,23 @@ def test_memory_and_recursion_lines_name_the_input(tmp_path: Path,
     monkeypatch.setattr(serde, "load", exhausted)  # the failure injected where files load
     result = runner.invoke(app, ["info", str(model)])
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {model}: out of memory")
+
+
+def test_an_error_about_a_megabyte_name_keeps_its_start_and_end(tmp_path: Path) -> None:
+    """A file may name a node in a megabyte: the error line keeps the file and the start
+    of the name, the problem at its end, and says how long it was."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Thing", ["x"], ["y"], name="n" * 1_000_000, domain="com.x")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    path = tmp_path / "long.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), str(path))
+    result = runner.invoke(app, ["info", str(path)])
+    assert result.exit_code == 2 and result.stderr.count("\n") == 1
+    assert len(result.stderr) < 2_100, len(result.stderr)
+    assert result.stderr.startswith(f"error: {path}: node 'nnn")
+    assert "characters) ...nnn" in result.stderr
+    assert result.stderr.endswith("which the model does not import (unknown domain)\n")

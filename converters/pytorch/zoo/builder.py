@@ -36,6 +36,8 @@ from .files import _checkpoint_target, _load_weights, _program_target, _yaml_tar
 from .hf import _hf_auto_entry, hf_folder_target
 from .inputs import _given_inputs, derive_inputs
 from .registry import _entry_target, _unknown, find_model
+from .timm import PREFIX as PREFIX_TIMM
+from .timm import timm_target
 from .user import _user_target
 
 
@@ -45,6 +47,8 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
         raise ZooError("no model name given", hint="pass " + MODEL_SPEC_HELP)
     if name.startswith("hf:"):
         return _entry_target(_hf_auto_entry(name))
+    if name.startswith(PREFIX_TIMM):
+        return timm_target(name)
     entry = find_model(name)
     if entry is not None:
         return _entry_target(entry)

@@ -17,6 +17,7 @@ from irbridge.errors import CaptureError
 
 from .common import (
     CHECKPOINT_SUFFIXES,
+    DEFAULT_BATCH,
     FAMILY_HF,
     MAX_DIM,
     MODEL_SPEC_HELP,
@@ -231,6 +232,8 @@ def build(
             device=dev,
         )
     else:
+        if input_shape is None and target.input_chw is not None:
+            input_shape = (batch or DEFAULT_BATCH, *target.input_chw)
         args, kwargs, specs = derive_inputs(
             module,
             model_name=target.name,

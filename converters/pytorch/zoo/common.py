@@ -308,6 +308,9 @@ class _Target:
     """Builds the module; returns (module, example inputs given by the user or None)."""
     image_size: int | None = None
     frames: int | None = None
+    input_chw: tuple[int, int, int] | None = None
+    """The image input's (channels, height, width) the model's own config states (timm's
+    ``pretrained_cfg``): the default input, the batch in front; None: derived."""
     build_on_cpu: bool = False
     own_code: bool = False
     """The user's own Python (``file.py:Name``): it runs as they wrote it, loads included."""

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from . import common
-from .common import FAMILY_TIMM, SEED, ZooError, _first_line, _suggest
+from .common import FAMILY_TIMM, ZooError, _first_line, _suggest
 from .hf import _check_memory, _has_timm
 
 PREFIX = "timm:"
@@ -63,9 +63,7 @@ def timm_target(name: str) -> common._Target:
             close = _suggest(full, tags)
             raise ZooError(f"timm model {arch} has no pretrained config {tag!r} in {name!r}"
                            + (f"; known: {close}" if close else ""))
-    cfg = get_pretrained_cfg(full)
-    size = _input_size(cfg)
-    square = size is not None and size[1] == size[2]
+    size = _input_size(get_pretrained_cfg(full))
 
     def make(pretrained: bool) -> tuple[nn.Module, Any]:
         if pretrained:
@@ -84,15 +82,10 @@ def timm_target(name: str) -> common._Target:
                 _check_memory(name, sum(p.numel() for p in probe.parameters()))
                 del probe
         try:
-            module = timm.create_model(full, pretrained=False)
+            return timm.create_model(full, pretrained=False), None
         except Exception as exc:
             raise ZooError(f"could not build {name}: timm.create_model({full!r}) failed: "
                            f"{_first_line(exc)}") from exc
-        if size is None or square:
-            return module, None  # inputs derived from the first layer, at image_size below
-        # a non-square input size (sapiens2's 1024x768): one image of exactly that size
-        gen = torch.Generator().manual_seed(SEED)
-        return module, torch.randn((1, *size), generator=gen, device="cpu")
 
     return common._Target(
         name=name,
@@ -100,5 +93,7 @@ def timm_target(name: str) -> common._Target:
         source=f"timm.create_model({full!r}, pretrained=False)",
         task="image-classification",
         make=make,
-        image_size=size[1] if size is not None and square else None,
+        # the input the config states (csatv2's first conv takes 64 DCT channels, not the
+        # image's 3: the first layer would mislead), any batch in front
+        input_chw=size,
     )

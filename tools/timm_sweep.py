@@ -373,11 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               + (f" at {row.get('stage')}: {row.get('error')}" if row["status"] != "pass" else "")
               + f" ({row['seconds']} s)", flush=True)
     info["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    rows = {n: results[n] for n in (sorted(state["counts"]) if args.all else todo)
-            if n in results}
-    if not args.all:
-        rows |= {n: results[n] for n in families.values() if n in results}
-    baseline = summarise(rows, families, args.all)
+    # every model the state holds a result for (earlier runs' --models too)
+    rows = {n: results[n] for n in sorted(results) if n in state["counts"]}
+    baseline = summarise(rows, families, all(n in results for n in state["counts"]))
     s = baseline["summary"]
     print(f"families: {s['families_passed']} of {s['families_tried']} pass; models: "
           f"{s['models_passed']} of {s['models_tried']}")

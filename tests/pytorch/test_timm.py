@@ -119,6 +119,32 @@ def test_cli_convert_and_analyze_take_timm_names(tmp_path: Path) -> None:
     json.loads(result.stdout)
 
 
+def test_cli_export_and_stablehlo_take_timm_names(tmp_path: Path) -> None:
+    """`irbridge export timm:NAME` writes ONNX; `convert timm:NAME --to stablehlo` a program
+    the StableHLO reference interpreter runs to the eager numbers (32x32: the interpreter
+    is slow on 224x224)."""
+    from irbridge.converters.stablehlo.evaluate import evaluate
+
+    runner = CliRunner()
+    out = tmp_path / "m.onnx"
+    result = runner.invoke(app, ["export", "timm:test_resnet", "--to", "onnx", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    built = zoo.build("timm:test_resnet")
+    with torch.no_grad():
+        eager = built.module(*built.args).numpy()
+    proto = onnx.load(str(out))
+    _close(_ort(proto, {proto.graph.input[0].name: built.args[0].numpy()})[0], eager)
+    shlo = tmp_path / "m.mlirbc"
+    result = runner.invoke(app, ["convert", "timm:test_resnet", "--input-shape", "1,3,32,32",
+                                 "--to", "stablehlo", "-o", str(shlo)])
+    assert result.exit_code == 0, result.output
+    small = zoo.build("timm:test_resnet", input_shape=(1, 3, 32, 32))
+    with torch.no_grad():
+        eager = small.module(*small.args).numpy()
+    (got,) = evaluate(shlo, [small.args[0].numpy()])
+    _close(got, eager)
+
+
 @pytest.mark.parametrize(("spec", "message"), [
     ("timm:resnt18", r"^unknown timm model 'resnt18' in 'timm:resnt18'; did you mean: "
                      r"resnet18, "),

@@ -21,7 +21,10 @@ own forked child process under a timeout (``--timeout``, 120 s) and a memory cap
    tests/onnx/test_onnx_pytorch.py): float32 end to end through tens to hundreds of layers,
    where onnxruntime's kernels (conv algorithms, blocked matmuls, its own GELU, softmax and
    normalisations) sum in other orders than torch's, which moves the last bits of every op;
-   errors of a wrong lowering are orders of magnitude larger;
+   errors of a wrong lowering are orders of magnitude larger. Where that fails, a float64
+   copy of the eager model decides: onnxruntime passes when it is no further from it than
+   float32 eager is (times 2), i.e. the difference is float32 rounding in a model whose
+   random-weight activations grow large (the row says ``float64_reference``);
 5. analyzes the IR (``irbridge analyze``'s driver, on h100-sxm): a failing or uncosted node
    fails this stage.
 
@@ -123,6 +126,40 @@ def compare(actual: Any, expected: Any) -> str | None:
             f"(max |eager| {scale:.3g}, atol {ATOL * scale:.3g}, rtol {RTOL})")
 
 
+def eager_float64(module: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any]:
+    """The eager outputs of a float64 copy of the model on the same (widened) inputs."""
+    import copy
+
+    import torch
+
+    def wide(x: Any) -> Any:
+        return x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+
+    wide_module = copy.deepcopy(module).double()
+    with torch.no_grad():
+        out = wide_module(*torch.utils._pytree.tree_map(wide, tuple(args)),
+                          **torch.utils._pytree.tree_map(wide, dict(kwargs)))
+    return [t.numpy() for t in torch.utils._pytree.tree_leaves(out)
+            if isinstance(t, torch.Tensor)]
+
+
+def rounding_only(actual: Any, expected: Any, exact: Any, why: str) -> str | None:
+    """Where onnxruntime misses the fixed tolerance: None when it is no further from the
+    float64 eager model than float32 eager is (times 2): the difference is float32 rounding
+    in a model whose activations grow large (random weights: efficientnetv2_rw_t's logits
+    reach 843, where float32 eager itself is 0.78 off float64), not a wrong lowering."""
+    import numpy as np
+
+    a, e, x = (np.asarray(v, np.float64) for v in (actual, expected, exact))
+    if a.shape != x.shape or not (np.isfinite(a).all() and np.isfinite(x).all()):
+        return why
+    own = float(np.abs(e - x).max(initial=0.0))
+    off = float(np.abs(a - x).max(initial=0.0))
+    if off <= 2 * own:
+        return None
+    return f"{why}; float64 eager: ort {off:.3g} off, float32 eager {own:.3g} off"
+
+
 def run_model(name: str) -> dict[str, Any]:
     """Build, capture, export, run and analyze one timm model (in a child process)."""
     import numpy as np
@@ -176,11 +213,17 @@ def run_model(name: str) -> dict[str, Any]:
             raise RuntimeError(f"{len(result.outputs)} captured outputs for {len(leaves)} "
                                "eager ones")
         worst = 0.0
+        reference64: list[Any] | None = None
         for i, (leaf, where) in enumerate(zip(leaves, result.outputs, strict=True)):
             if where is None:
                 raise RuntimeError(f"eager output {i} was not captured")
             expected = leaf.detach().numpy()
             why = compare(got[where[1]], expected)
+            if why is not None:
+                if reference64 is None:
+                    reference64 = eager_float64(built.module, built.args, built.kwargs)
+                why = rounding_only(got[where[1]], expected, reference64[i], why)
+                row["float64_reference"] = True
             if why is not None:
                 raise RuntimeError(f"output {i}: {why}")
             if expected.size and np.issubdtype(expected.dtype, np.floating):
@@ -280,7 +323,10 @@ def write_doc(baseline: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]
         "model with the fewest parameters), each built as `timm:NAME` (random weights, the",
         "input size of its own pretrained config), captured with the default front-end,",
         "exported to ONNX, run in onnxruntime against the eager model",
-        f"(`|ort - eager| <= {ATOL:g} * max(1, max|eager|) + {RTOL:g} * |eager|`, float32)",
+        f"(`|ort - eager| <= {ATOL:g} * max(1, max|eager|) + {RTOL:g} * |eager|`, float32;",
+        "where that fails, onnxruntime passes when it is no further from a float64 copy of",
+        "the eager model than float32 eager is, times 2: float32 rounding where random",
+        "weights make the activations large)",
         "and analyzed on h100-sxm. Each model runs in its own child process with a timeout and",
         "a memory cap; the reason is the first failing stage's error, in one line.",
         "",
@@ -288,6 +334,10 @@ def write_doc(baseline: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]
         "",
         *fm.machine_lines(info),
         f"- timm {info.get('timm', '?')}",
+        "",
+        "Results are kept in a resumable state file across runs; they come from the code at "
+        + ", ".join(f"`{c}`" for c in sorted({str(r.get("commit", "?")) for r in rows.values()}))
+        + ".",
         "",
         "## Totals",
         "",
@@ -311,8 +361,11 @@ def write_doc(baseline: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]
                       f"{fm.md_escape(fam.get('error') or '')} |")
     extra = sorted(set(rows) - {f["model"] for f in baseline["families"].values()})
     if extra:
-        lines += ["", "## Other models", "", "| model | result | stage | reason |",
-                  "|---|---|---|---|"]
+        lines += ["", "## Other models", "",
+                  "Models run with `--models` besides the representatives (here: the smallest "
+                  "model of each name prefix within a family, where it is not the "
+                  "representative, up to 60 M parameters).", "",
+                  "| model | result | stage | reason |", "|---|---|---|---|"]
         for name in extra:
             r = rows[name]
             lines.append(f"| `{name}` | {r['status']} | {r.get('stage') or ''} | "
@@ -367,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             row = {"model": name, "status": "fail", "stage": row["status"],
                    "error": row["error"]}
         row["seconds"] = round(time.perf_counter() - start, 1)
+        row["commit"] = info["git"]
         results[name] = row
         save_state(args.state, state)
         print(f"[{i}/{len(todo)}] {name}: {row['status']}"

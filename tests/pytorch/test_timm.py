@@ -185,3 +185,17 @@ def test_without_timm_the_line_names_the_extra() -> None:
     assert done.stdout.strip().splitlines() == [
         "timm:resnet18 needs the timm package, which is not installed (hint: install "
         "irbridge's `timm` extra: pip install 'irbridge[timm]' (or uv sync --extra timm))"]
+
+
+def test_sweep_grid_takes_timm_names() -> None:
+    """`irbridge sweep --models timm:NAME` is checked up front like hf:TYPE (it was refused as
+    an unknown model)."""
+    from irbridge import sweep as sw
+    from irbridge.errors import IrbridgeError
+
+    grid = sw.parse_grid(models="timm:test_resnet,timm:test_vit", hardware="h100-sxm",
+                         batch="1", seq_len="16", phase="none", dtype="bf16", tp="1")
+    assert grid.size == 2
+    with pytest.raises(IrbridgeError, match="unknown model 'tim:test_resnet'"):
+        sw.parse_grid(models="tim:test_resnet", hardware="h100-sxm", batch="1",
+                      seq_len="16", phase="none", dtype="bf16", tp="1")

@@ -18,8 +18,26 @@ import timm_sweep as sweep  # noqa: E402
 BASELINE = json.loads((ROOT / "tests" / "data" / "timm_baseline.json").read_text())
 DOC = (ROOT / "docs" / "pytorch-timm.md").read_text()
 
-# the families (timm.models modules) that passed every stage in the recorded run
-FLOOR: frozenset[str] = frozenset()
+# the families (timm.models modules) that passed every stage in the recorded run (timm
+# 1.0.31, 2026-11-27: 97 of 98; deepseek_vit's 412 M parameters run out of the sweep's
+# 8 GiB cap at the ONNX export)
+FLOOR: frozenset[str] = frozenset({
+    "beit", "byoanet", "byobnet", "cait", "coat", "convit", "convmixer", "convnext",
+    "cpubone", "crossvit", "csatv2", "cspnet", "cspnext", "davit", "deit", "densenet", "dla",
+    "dpn", "edgenext", "efficientformer", "efficientformer_v2", "efficientnet",
+    "efficientvim", "efficientvit_mit", "efficientvit_msra", "eva", "fasternet", "fastvit",
+    "focalnet", "gcvit", "gemma4_vit", "ghostnet", "hardcorenas", "hgnet", "hiera",
+    "hieradet_sam2", "hrnet", "iformer", "inception_next", "inception_resnet_v2",
+    "inception_v3", "inception_v4", "lcnetv2", "levit", "lowformer", "mambaout", "maxxvit",
+    "metaformer", "mlp_mixer", "mobilenetv3", "mobilenetv5", "mobilevit", "mvitv2",
+    "naflexvit", "nasnet", "nest", "nextvit", "nfnet", "pit", "pnasnet", "pvt_v2",
+    "qwen3_vit", "rdnet", "regnet", "repghost", "repvit", "res2net", "resnest", "resnet",
+    "resnetv2", "rexnet", "selecsls", "senet", "sequencer", "shvit", "sknet", "starnet",
+    "swiftformer", "swin_transformer", "swin_transformer_v2", "swin_transformer_v2_cr",
+    "tiny_vit", "tnt", "tresnet", "twins", "vgg", "visformer", "vision_transformer",
+    "vision_transformer_hybrid", "vision_transformer_relpos", "vision_transformer_sam",
+    "vitamin", "volo", "vovnet", "xception", "xception_aligned", "xcit"
+})
 
 
 def test_passing_families_never_go_down() -> None:

@@ -114,7 +114,7 @@ def parse_grid(*, models: str, hardware: str, batch: str, seq_len: str, phase: s
 
 
 def _check_model(name: str) -> None:
-    """A zoo name (or hf:TYPE) or an existing model file; anything else is refused before
+    """A zoo name (or hf:TYPE, timm:NAME) or an existing model file; anything else is refused before
     any work starts."""
     from irbridge.formats import is_model_file, is_model_folder
 
@@ -126,7 +126,7 @@ def _check_model(name: str) -> None:
         return
     from irbridge.converters.pytorch.zoo.registry import _unknown, find_model
 
-    if not name.startswith("hf:") and find_model(name) is None:
+    if not name.startswith(("hf:", "timm:")) and find_model(name) is None:
         raise _unknown(name)
 
 

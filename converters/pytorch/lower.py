@@ -120,6 +120,9 @@ class ModelLowerer:
         for name, t in list(capture.root.named_parameters(remove_duplicate=False)) + \
                 list(capture.root.named_buffers(remove_duplicate=False)):
             self.tensor_names.setdefault(id(t), name)
+        # tensor constants of the traced graphs (not the root's), named here; kept alive so
+        # that their ids stay theirs
+        self._constants: list[torch.Tensor] = []
 
     def lower(self) -> Model:
         next_id = 0
@@ -145,6 +148,21 @@ class ModelLowerer:
             return existing
         share = self.share_weights and isinstance(value, torch.nn.Parameter)
         return self.model.add_tensor(make_tensor(name, value, self.weights, share=share))
+
+    def constant_name(self, name: str, value: torch.Tensor) -> str:
+        """The model tensor name of a graph's tensor constant (fx's `_tensor_constant0`),
+        not a tensor of the root: each graph module (a retraced node's, another graph of a
+        dynamo capture) numbers its own from 0, so a name another constant took is made
+        unique, and the same constant keeps its name."""
+        known = self.tensor_names.get(id(value))
+        if known is not None:
+            return known
+        unique, k = name, 1
+        while unique in self.model.tensors:
+            unique, k = f"{name}_{k}", k + 1
+        self.tensor_names[id(value)] = unique
+        self._constants.append(value)
+        return unique
 
     # -- types --------------------------------------------------------------------------
     def dim(self, size: Any) -> Dim:
@@ -555,6 +573,8 @@ class GraphLowerer:
             if obj.numel() <= 16 and has_data(obj) and id(obj) not in known:
                 em = Emitter(self, node, self.provenance(node, gm), gm)
                 return em.const_tensor(obj)
+            if id(obj) not in known:
+                name = self.owner.constant_name(name, obj)
             return self.parameter(self.owner.tensor(name, obj))
         return obj
 

@@ -81,3 +81,39 @@ def test_the_aten_tables_skip_ops_this_torch_lacks() -> None:
     before = dict(ATEN)
     _aten(aten.no_such_op_in_any_torch.default)(lambda em, args: None)
     assert before == ATEN
+
+
+class _ListIndexOverConstant(torch.nn.Module):
+    """timm's csatv2 stem: `x[:, :, self.permutation]` (a Python list index, lowered by
+    retracing the node, whose graph holds the index as its `_tensor_constant0`) and
+    `x / (self.var ** 0.5)` (computed while fx traces: the root graph's `_tensor_constant0`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.register_buffer("var", torch.rand(3, 32, generator=gen) + 0.5, persistent=False)
+        self.permutation = [(5 * i) % 32 for i in range(32)]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :, self.permutation] / (self.var ** 0.5 + 1e-8)
+
+
+def test_tensor_constants_of_two_graph_modules_keep_their_own_values() -> None:
+    """Both constants were named `_tensor_constant0` and the model kept the first: the
+    division read the int64 index (0 at the front: inf), so csatv2 came out all NaN."""
+    import numpy as np
+    import onnxruntime as ort
+
+    from irbridge.converters.onnx import to_onnx
+
+    module = _ListIndexOverConstant().eval()
+    x = torch.randn(2, 3, 32, generator=torch.Generator().manual_seed(1))
+    result = capture(module, (x,), frontend="fx")
+    assert result.opaque_count == 0
+    report = verify(result, module)
+    assert report.passed, report.summary()
+    session = ort.InferenceSession(to_onnx(result.model).SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, {k: v.numpy() for k, v in result.inputs.items()})
+    # float32 elementwise (a gather, a sqrt, a division): a few ulps
+    np.testing.assert_allclose(got, module(x).numpy(), rtol=1e-6, atol=0)

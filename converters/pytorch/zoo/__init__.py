@@ -8,6 +8,8 @@ A model is named in one of these ways:
   (``yolov8n``, ``yolo11s-seg``, ...);
 * ``hf:MODEL_TYPE`` or ``hf:MODEL_TYPE:TASK``: any transformers architecture built from the
   default config of that model type (``hf:roberta``, ``hf:gpt_neox:causal-lm``);
+* ``timm:NAME``: any timm architecture (``timm.create_model(NAME)``, random weights, the
+  input size of its own pretrained config; needs the ``timm`` extra);
 * ``path/to/file.py:Name`` or ``package.module:Name``: a user's ``nn.Module`` class
   (instantiated with no arguments) or factory (called with no arguments; it may return a
   module or ``(module, example_inputs)``);
@@ -30,7 +32,7 @@ from the model's name. :func:`check_inputs` runs one trial forward; :func:`eager
 turns a capture failure into an error about the inputs when the eager model rejects them too.
 
 The package holds one module per family: :mod:`.tv` (torchvision), :mod:`.hf` (Hugging Face
-transformers presets and ``hf:TYPE``), :mod:`.yolo` (ultralytics YAMLs), :mod:`.user` (your
+transformers presets and ``hf:TYPE``), :mod:`.timm` (``timm:NAME``), :mod:`.yolo` (ultralytics YAMLs), :mod:`.user` (your
 ``file.py:Name``), :mod:`.files` (pickled checkpoints, model YAMLs, state_dict weights), with
 :mod:`.common` (types, constants), :mod:`.registry` (name lookup), :mod:`.inputs` (example
 inputs) and :mod:`.builder` (:func:`build`, :func:`check_inputs`, :func:`eager_blame`).

@@ -18,6 +18,7 @@ from irbridge.errors import CaptureError
 
 from .common import (
     CHECKPOINT_SUFFIXES,
+    DEFAULT_BATCH,
     FAMILY_HF,
     MAX_DIM,
     MODEL_SPEC_HELP,
@@ -37,6 +38,8 @@ from .files import _checkpoint_target, _load_weights, _program_target, _yaml_tar
 from .hf import _hf_auto_entry, hf_folder_target
 from .inputs import _given_inputs, derive_inputs
 from .registry import _entry_target, _unknown, find_model
+from .timm import PREFIX as PREFIX_TIMM
+from .timm import timm_target
 from .user import _user_target
 
 
@@ -46,6 +49,8 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
         raise ZooError("no model name given", hint="pass " + MODEL_SPEC_HELP)
     if name.startswith("hf:"):
         return _entry_target(_hf_auto_entry(name))
+    if name.startswith(PREFIX_TIMM):
+        return timm_target(name)
     entry = find_model(name)
     if entry is not None:
         return _entry_target(entry)
@@ -229,6 +234,8 @@ def build(
             device=dev,
         )
     else:
+        if input_shape is None and target.input_chw is not None:
+            input_shape = (batch or DEFAULT_BATCH, *target.input_chw)
         args, kwargs, specs = derive_inputs(
             module,
             model_name=target.name,

@@ -28,6 +28,7 @@ FAMILY_TV_SEG = "torchvision-segmentation"
 FAMILY_TV_VIDEO = "torchvision-video"
 FAMILY_HF = "transformers"
 FAMILY_YOLO = "ultralytics"
+FAMILY_TIMM = "timm"
 FAMILY_USER = "user"
 FAMILY_CHECKPOINT = "checkpoint"
 
@@ -43,6 +44,7 @@ FAMILIES: tuple[str, ...] = (
 
 MODEL_SPEC_HELP = (
     "a name from `irbridge models`; hf:MODEL_TYPE[:TASK] for any transformers architecture; "
+    "timm:NAME for any timm architecture; "
     "path/to/file.py:ClassOrFactory or package.module:factory for your own model; "
     "path/to/model.pt (a pickled model, needs --trust-checkpoint); "
     "path/to/program.pt2 (torch.export.save's archive, needs --trust-checkpoint); "
@@ -306,6 +308,9 @@ class _Target:
     """Builds the module; returns (module, example inputs given by the user or None)."""
     image_size: int | None = None
     frames: int | None = None
+    input_chw: tuple[int, int, int] | None = None
+    """The image input's (channels, height, width) the model's own config states (timm's
+    ``pretrained_cfg``): the default input, the batch in front; None: derived."""
     build_on_cpu: bool = False
     own_code: bool = False
     """The user's own Python (``file.py:Name``): it runs as they wrote it, loads included."""

@@ -27,6 +27,7 @@ FAMILY_TV_DET = "torchvision-detection"
 FAMILY_TV_SEG = "torchvision-segmentation"
 FAMILY_TV_VIDEO = "torchvision-video"
 FAMILY_HF = "transformers"
+FAMILY_DIFFUSERS = "diffusers"
 FAMILY_YOLO = "ultralytics"
 FAMILY_USER = "user"
 FAMILY_CHECKPOINT = "checkpoint"
@@ -43,6 +44,7 @@ FAMILIES: tuple[str, ...] = (
 
 MODEL_SPEC_HELP = (
     "a name from `irbridge models`; hf:MODEL_TYPE[:TASK] for any transformers architecture; "
+    "diffusers:ClassName[:config.json] for a diffusers model class; "
     "path/to/file.py:ClassOrFactory or package.module:factory for your own model; "
     "path/to/model.pt (a pickled model, needs --trust-checkpoint); "
     "path/to/program.pt2 (torch.export.save's archive, needs --trust-checkpoint); "

@@ -396,6 +396,26 @@ def _audio(
     )
 
 
+def _float_dtype(module: nn.Module, dtype: torch.dtype | None) -> torch.dtype:
+    float_dtype = dtype or _module_dtype(module)
+    if float_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        float_dtype = torch.float32
+    return float_dtype
+
+
+def _signature(module: nn.Module, model_name: str) -> inspect.Signature:
+    problem = torchscript_problem(module)
+    if problem is not None:
+        raise ZooError(f"{model_name}: {problem}")
+    try:
+        return inspect.signature(module.forward)
+    except (TypeError, ValueError) as exc:
+        raise ZooError(
+            f"cannot read the forward signature of {model_name}: {_first_line(exc)}",
+            hint="use a factory that returns (module, example_inputs)",
+        ) from exc
+
+
 def _plan_inputs(
     module: nn.Module,
     *,
@@ -407,16 +427,7 @@ def _plan_inputs(
     float_dtype: torch.dtype,
     shape_given: bool = False,
 ) -> list[InputSpec]:
-    problem = torchscript_problem(module)
-    if problem is not None:
-        raise ZooError(f"{model_name}: {problem}")
-    try:
-        signature = inspect.signature(module.forward)
-    except (TypeError, ValueError) as exc:
-        raise ZooError(
-            f"cannot read the forward signature of {model_name}: {_first_line(exc)}",
-            hint="use a factory that returns (module, example_inputs)",
-        ) from exc
+    signature = _signature(module, model_name)
     config = _config(module)
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     plans: list[InputSpec] = []
@@ -700,14 +711,18 @@ def derive_inputs(
     positionally, optional and keyword-only ones as keywords.
     """
     b = batch or DEFAULT_BATCH
+    if is_diffusion_model(module):
+        plans = _diffusion_plans(module, _signature(module, model_name), model_name=model_name,
+                                 batch=b, seq_len=seq_len, float_dtype=_float_dtype(module, dtype))
+        if input_shape is not None:
+            plans = _apply_input_shape(plans, tuple(int(d) for d in input_shape), batch)
+        return _realise(plans, torch.device(device), model_name)
     max_pos = _max_positions(_config(module))
     # the default sequence fits the model (CLIP's text tower takes 77 tokens); one asked
     # for that does not is refused below
     s = seq_len or min(DEFAULT_SEQ_LEN, max_pos or DEFAULT_SEQ_LEN)
     dev = torch.device(device)
-    float_dtype = dtype or _module_dtype(module)
-    if float_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-        float_dtype = torch.float32
+    float_dtype = _float_dtype(module, dtype)
     plans = _plan_inputs(
         module,
         model_name=model_name,
@@ -732,6 +747,12 @@ def derive_inputs(
                 "supports",
                 hint=f"pass --seq-len {max_pos} or less",
             )
+    return _realise(plans, dev, model_name)
+
+
+def _realise(plans: list[InputSpec], dev: torch.device, model_name: str
+             ) -> tuple[tuple[Any, ...], dict[str, Any], list[InputSpec]]:
+    """The planned inputs as tensors (seeded), split into positional and keyword ones."""
     if dev.type != "meta":
         _check_input_memory(plans, model_name)
     gen = torch.Generator().manual_seed(SEED)
@@ -846,3 +867,146 @@ def _given_spec(name: str, value: Any, keyword: bool) -> InputSpec:
         )
     return InputSpec(name, "given", (), torch.float32, keyword)
 
+
+
+# --------------------------------------------------------------------------------------------
+# Diffusion models (diffusers' ModelMixin classes): inputs from the config
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_LATENT_SIZE = 64
+"""Latent side where a diffusion model's config gives no ``sample_size``: Stable Diffusion
+1.5's 64x64 latents (512x512 images)."""
+DEFAULT_TEXT_LEN = 77
+"""Text tokens of a diffusion model's ``encoder_hidden_states`` unless --seq-len says: CLIP's
+77, what Stable Diffusion's text encoders give."""
+DEFAULT_LATENT_FRAMES = 8
+"""Latent frames of a video diffusion model whose config names none."""
+DEFAULT_TIMESTEP = 1
+"""Every ``timestep`` element: small, so that models scaling it (Flux: x1000) keep their
+sinusoid arguments where float32 is exact to 1e-4."""
+_LATENT_NAMES = ("sample", "hidden_states")
+_TEXT_DIM_KEYS = ("encoder_hid_dim", "joint_attention_dim", "caption_channels",
+                  "cross_attention_dim", "text_embed_dim")
+"""Config settings that give the feature size of ``encoder_hidden_states``, first that is
+set wins (a UNet's ``encoder_hid_dim`` projects text of that size to its
+``cross_attention_dim``; PixArt's ``caption_channels`` to its)."""
+
+
+def is_diffusion_model(module: nn.Module) -> bool:
+    """A diffusers model class (its config is a diffusers FrozenDict of settings)."""
+    return type(module).__module__.startswith("diffusers.") and isinstance(_config(module), Mapping)
+
+
+def _first_conv(module: nn.Module) -> nn.Module | None:
+    for sub in module.modules():
+        if isinstance(sub, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+            return sub
+    return None
+
+
+def _latent_side(config: Mapping[str, Any]) -> tuple[int, int]:
+    size = config.get("sample_size")
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(s, int) for s in size):
+        return int(size[0]), int(size[1])
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size, size
+    return DEFAULT_LATENT_SIZE, DEFAULT_LATENT_SIZE
+
+
+def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_name: str,
+                     batch: int, seq_len: int | None, float_dtype: torch.dtype) -> list[InputSpec]:
+    """Inputs of a diffusion model, from its config and forward signature: the latent
+    ``sample``/``hidden_states`` (``[B, in_channels, H, W]`` at the config's ``sample_size``,
+    5-d ``[B, C, frames, H, W]`` where the first conv is 3-d, or ``[B, tokens, in_channels]``
+    for a model that takes packed tokens with their ``img_ids``), ``timestep`` ``[B]``,
+    ``encoder_hidden_states`` ``[B, text, dim]`` (dim from the config, see
+    :data:`_TEXT_DIM_KEYS`), ``pooled_projections``, ``img_ids``/``txt_ids`` (rope positions,
+    one column per ``axes_dims_rope`` entry), ``guidance`` (``guidance_embeds``),
+    ``class_labels`` (ids below ``num_embeds_ada_norm``/``num_class_embeds``) and a
+    ControlNet's ``controlnet_cond`` image. Optional parameters the config does not call for
+    are left out."""
+    config: Mapping[str, Any] = _config(module)
+    params = signature.parameters
+    text = seq_len or DEFAULT_TEXT_LEN
+    h, w = _latent_side(config)
+    channels = _config_int(config, "in_channels")
+    conv = _first_conv(module)
+    if channels is None and conv is not None:
+        channels = int(conv.in_channels)  # type: ignore[arg-type]
+    packed = "img_ids" in params and config.get("sample_size") is None
+    # Flux and kin take latents packed 2x2 into tokens: a 32x32 grid for 64x64 latents
+    tokens = (h // 2) * (w // 2) if packed else 0
+    axes = config.get("axes_dims_rope")
+    n_axes = len(axes) if isinstance(axes, (list, tuple)) else 3
+    labels = next((v for k in ("num_embeds_ada_norm", "num_class_embeds")
+                   if (v := _config_int(config, k)) is not None), None)
+    plans: list[InputSpec] = []
+    positional_open = True
+    for param in params.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            positional_open = False
+            continue
+        n = param.name
+        required = param.default is inspect.Parameter.empty
+        plan: InputSpec | None = None
+        if n in _LATENT_NAMES and not any(p.name in _LATENT_NAMES for p in plans):
+            if packed:
+                plan = InputSpec(n, "tensor", (batch, tokens, channels or 64), float_dtype, False,
+                                 ("batch", "tokens", "channels"))
+            elif isinstance(conv, nn.Conv3d):
+                frames = next((v for k in ("num_frames", "sample_frames")
+                               if (v := _config_int(config, k)) is not None), DEFAULT_LATENT_FRAMES)
+                plan = InputSpec(n, "tensor", (batch, channels or 4, frames, h, w), float_dtype,
+                                 False, ("batch", "channels", "frames", "height", "width"))
+            elif isinstance(conv, nn.Conv1d):
+                plan = InputSpec(n, "tensor", (batch, channels or 4, h * w), float_dtype, False,
+                                 ("batch", "channels", "length"))
+            else:
+                plan = InputSpec(n, "tensor", (batch, channels or 4, h, w), float_dtype, False,
+                                 ("batch", "channels", "height", "width"))
+        elif n in ("timestep", "timesteps"):
+            plan = InputSpec(n, "grid", (batch,), torch.int64, False, ("batch",),
+                             fill=DEFAULT_TIMESTEP)
+        elif n == "encoder_hidden_states":
+            dim = next((v for k in _TEXT_DIM_KEYS if (v := _config_int(config, k)) is not None),
+                       None)
+            if dim is not None:
+                plan = InputSpec(n, "tensor", (batch, text, dim), float_dtype, False,
+                                 ("batch", "seq", "features"))
+        elif n == "pooled_projections":
+            dim = _config_int(config, "pooled_projection_dim")
+            if dim is not None:
+                plan = InputSpec(n, "tensor", (batch, dim), float_dtype, False,
+                                 ("batch", "features"))
+        elif n in ("img_ids", "txt_ids") and packed:
+            rows = tokens if n == "img_ids" else text
+            plan = InputSpec(n, "tensor", (rows, n_axes), float_dtype, False, ("seq", "axes"))
+        elif n == "guidance" and config.get("guidance_embeds"):
+            plan = InputSpec(n, "grid", (batch,), float_dtype, False, ("batch",), fill=1)
+        elif n == "class_labels" and labels is not None and (
+                required or config.get("class_embed_type") is not None
+                or "num_embeds_ada_norm" in config):
+            plan = InputSpec(n, "tokens", (batch,), torch.int64, False, ("batch",), high=labels)
+        elif n == "controlnet_cond":
+            blocks = config.get("conditioning_embedding_out_channels")
+            scale = 2 ** (len(blocks) - 1) if isinstance(blocks, (list, tuple)) and blocks else 8
+            plan = InputSpec(n, "tensor",
+                             (batch, _config_int(config, "conditioning_channels") or 3,
+                              h * scale, w * scale), float_dtype, False,
+                             ("batch", "channels", "height", "width"))
+        if plan is None:
+            if required:
+                raise ZooError(
+                    f"cannot derive an example input for required parameter {n!r} of "
+                    f"{model_name}.forward from its config",
+                    hint="use a factory that returns (module, example_inputs)")
+            positional_open = False
+            continue
+        positional = positional_open and required and param.kind in (
+            param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD)
+        positional_open = positional_open and positional
+        plans.append(replace(plan, keyword=not positional))
+    if not plans:
+        raise ZooError(f"found no input to derive from the forward signature of {model_name} "
+                       f"{signature}", hint="use a factory that returns (module, example_inputs)")
+    return plans

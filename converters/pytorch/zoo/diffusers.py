@@ -10,7 +10,6 @@ example inputs come from the config and the forward signature (``zoo.inputs``)."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import typing
 from pathlib import Path
@@ -32,8 +31,10 @@ PICKLED = (".bin", ".bin.index.json")
 
 
 def _require() -> None:
-    if importlib.util.find_spec("diffusers") is None:
-        raise ZooError("diffusers is not installed; " + EXTRA_HINT)
+    try:
+        import diffusers  # noqa: F401
+    except ImportError as exc:
+        raise ZooError(f"diffusers is not installed ({_first_line(exc)}); {EXTRA_HINT}") from exc
 
 
 def model_class_names() -> list[str]:
@@ -54,11 +55,11 @@ def model_class(name: str) -> type[nn.Module]:
     """The diffusers model class called ``name``; a one-line error naming close matches when
     diffusers has none (or ``name`` is not a model class)."""
     _require()
-    import diffusers
+    from diffusers import ModelMixin, models
 
     known = model_class_names()
-    cls = getattr(diffusers, name, None) if name in known else None
-    if not (isinstance(cls, type) and issubclass(cls, diffusers.ModelMixin)):
+    cls = getattr(models, name, None) if name in known else None
+    if not (isinstance(cls, type) and issubclass(cls, ModelMixin)):
         close = _suggest(name, known)
         raise ZooError(f"unknown diffusers model class {name!r}"
                        + (f"; did you mean: {close}?" if close else ""),

@@ -765,7 +765,10 @@ def _realise(plans: list[InputSpec], dev: torch.device, model_name: str
             value = [_make_tensor(plan, plan.shape, dev, gen) for _ in range(plan.count or 1)]
         else:
             value = _make_tensor(plan, plan.shape, dev, gen)
-        if plan.keyword:
+        if plan.keyword and "." in plan.name:  # one entry of a dict argument
+            outer, _, key = plan.name.partition(".")
+            kwargs.setdefault(outer, {})[key] = value
+        elif plan.keyword:
             kwargs[plan.name] = value
         else:
             args.append(value)
@@ -897,6 +900,23 @@ def is_diffusion_model(module: nn.Module) -> bool:
     return type(module).__module__.startswith("diffusers.") and isinstance(_config(module), Mapping)
 
 
+_TEMPORAL_RATIO_KEYS = ("temporal_compression_ratio", "temporal_compress_times",
+                        "scale_factor_temporal")
+
+
+def _frames(config: Mapping[str, Any]) -> int:
+    """Frames of a video diffusion model's 5-d sample: the config's ``num_frames`` /
+    ``sample_frames``; for a causal video VAE with a temporal compression ratio r, 2r + 1
+    (the first frame alone, then whole groups of r); else :data:`DEFAULT_LATENT_FRAMES`."""
+    for key in ("num_frames", "sample_frames"):
+        if (value := _config_int(config, key)) is not None:
+            return value
+    for key in _TEMPORAL_RATIO_KEYS:
+        if (ratio := _config_int(config, key)) is not None:
+            return 2 * ratio + 1
+    return DEFAULT_LATENT_FRAMES
+
+
 def _first_conv(module: nn.Module) -> nn.Module | None:
     for sub in module.modules():
         if isinstance(sub, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
@@ -911,6 +931,28 @@ def _latent_side(config: Mapping[str, Any]) -> tuple[int, int]:
     if isinstance(size, int) and not isinstance(size, bool) and size > 0:
         return size, size
     return DEFAULT_LATENT_SIZE, DEFAULT_LATENT_SIZE
+
+
+def _added_conditions(module: nn.Module, config: Mapping[str, Any], name: str, batch: int,
+                      float_dtype: torch.dtype) -> list[InputSpec]:
+    """The extra conditions (a dict of tensors, planned as ``NAME.KEY``) that a config calls
+    for: SDXL's ``text_time`` (pooled text embeddings and the 6 size/crop numbers, their
+    sinusoids filling ``projection_class_embeddings_input_dim``), PixArt's resolution and
+    aspect ratio (``use_additional_conditions``)."""
+    plans: list[InputSpec] = []
+    if config.get("addition_embed_type") == "text_time":
+        total = _config_int(config, "projection_class_embeddings_input_dim") or 0
+        per_id = _config_int(config, "addition_time_embed_dim") or 0
+        plans.append(InputSpec(f"{name}.text_embeds", "tensor", (batch, total - 6 * per_id),
+                               float_dtype, True, ("batch", "features")))
+        plans.append(InputSpec(f"{name}.time_ids", "tensor", (batch, 6), float_dtype, True,
+                               ("batch", "ids")))
+    if getattr(module, "use_additional_conditions", None) is True:
+        plans.append(InputSpec(f"{name}.resolution", "tensor", (batch, 2), float_dtype, True,
+                               ("batch", "sizes")))
+        plans.append(InputSpec(f"{name}.aspect_ratio", "tensor", (batch, 1), float_dtype, True,
+                               ("batch", "ratio")))
+    return plans
 
 
 def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_name: str,
@@ -954,12 +996,11 @@ def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_n
                 plan = InputSpec(n, "tensor", (batch, tokens, channels or 64), float_dtype, False,
                                  ("batch", "tokens", "channels"))
             elif isinstance(conv, nn.Conv3d):
-                frames = next((v for k in ("num_frames", "sample_frames")
-                               if (v := _config_int(config, k)) is not None), DEFAULT_LATENT_FRAMES)
+                frames = _frames(config)
                 plan = InputSpec(n, "tensor", (batch, channels or 4, frames, h, w), float_dtype,
                                  False, ("batch", "channels", "frames", "height", "width"))
-            elif isinstance(conv, nn.Conv1d):
-                plan = InputSpec(n, "tensor", (batch, channels or 4, h * w), float_dtype, False,
+            elif isinstance(conv, nn.Conv1d):  # sample_size is the length
+                plan = InputSpec(n, "tensor", (batch, channels or 4, h), float_dtype, False,
                                  ("batch", "channels", "length"))
             else:
                 plan = InputSpec(n, "tensor", (batch, channels or 4, h, w), float_dtype, False,
@@ -994,6 +1035,10 @@ def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_n
                              (batch, _config_int(config, "conditioning_channels") or 3,
                               h * scale, w * scale), float_dtype, False,
                              ("batch", "channels", "height", "width"))
+        elif n == "added_cond_kwargs":
+            plans += _added_conditions(module, config, n, batch, float_dtype)
+            positional_open = False
+            continue
         if plan is None:
             if required:
                 raise ZooError(

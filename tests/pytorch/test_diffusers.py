@@ -135,6 +135,8 @@ def test_cli_export_and_analyze(tmp_path: Path) -> None:
      r"^unknown diffusers model class 'UNet2DConditionModle'; did you mean: "
      r"UNet2DConditionModel"),
     ("diffusers:", r"^bad diffusers spec 'diffusers:'"),
+    ("diffusers:DualTransformer2DModel",
+     r"^diffusers' DualTransformer2DModel is a building block \(a plain nn.Module\)"),
     ("diffusers:AutoencoderKL:/no/such/config.json", r"^/no/such/config.json: no such config"),
     ("diffusers:AutoencoderKL:{bad}", r"not a readable JSON config"),
     ("diffusers:AutoencoderKL:{cfg}",

@@ -59,6 +59,10 @@ def model_class(name: str) -> type[nn.Module]:
 
     known = model_class_names()
     cls = getattr(models, name, None) if name in known else None
+    if isinstance(cls, type) and not issubclass(cls, ModelMixin):
+        raise ZooError(f"diffusers' {name} is a building block (a plain nn.Module), not a model "
+                       "class (ModelMixin) with a config to build it from",
+                       hint="wrap it in a factory: path/to/file.py:Name")
     if not (isinstance(cls, type) and issubclass(cls, ModelMixin)):
         close = _suggest(name, known)
         raise ZooError(f"unknown diffusers model class {name!r}"

@@ -708,7 +708,8 @@ def derive_inputs(
     ``[C, H, W]`` for a ``list[Tensor]`` parameter); generic names (``x``, ``input``) and any
     other first required parameter are shaped by the model's first layer (Conv2d -> image,
     Conv3d -> video, Embedding -> ids, Linear -> features, ...). Required parameters are passed
-    positionally, optional and keyword-only ones as keywords.
+    positionally, optional and keyword-only ones as keywords. A diffusers model's inputs come
+    from its config (:func:`_diffusion_plans`).
     """
     b = batch or DEFAULT_BATCH
     if is_diffusion_model(module):
@@ -888,8 +889,9 @@ DEFAULT_TIMESTEP = 1
 """Every ``timestep`` element: small, so that models scaling it (Flux: x1000) keep their
 sinusoid arguments where float32 is exact to 1e-4."""
 _LATENT_NAMES = ("sample", "hidden_states")
-_TEXT_DIM_KEYS = ("encoder_hid_dim", "joint_attention_dim", "caption_channels",
-                  "cross_attention_dim", "text_embed_dim")
+_TEXT_DIM_KEYS = ("encoder_hid_dim", "joint_attention_dim", "caption_channels", "cap_feat_dim",
+                  "context_in_dim", "text_embed_dim", "text_dim", "in_text_dim",
+                  "text_hidden_dim", "dit_text_dim", "cross_attention_dim")
 """Config settings that give the feature size of ``encoder_hidden_states``, first that is
 set wins (a UNet's ``encoder_hid_dim`` projects text of that size to its
 ``cross_attention_dim``; PixArt's ``caption_channels`` to its)."""
@@ -900,6 +902,9 @@ def is_diffusion_model(module: nn.Module) -> bool:
     return type(module).__module__.startswith("diffusers.") and isinstance(_config(module), Mapping)
 
 
+_VIDEO_KEYS = ("num_frames", "sample_frames", "patch_size_t")
+"""Config settings only a video model has: its sample is 5-d even where its first conv is
+2-d (a per-frame patch embedding)."""
 _TEMPORAL_RATIO_KEYS = ("temporal_compression_ratio", "temporal_compress_times",
                         "scale_factor_temporal")
 
@@ -933,6 +938,14 @@ def _latent_side(config: Mapping[str, Any]) -> tuple[int, int]:
     return DEFAULT_LATENT_SIZE, DEFAULT_LATENT_SIZE
 
 
+def _time_id_count(config: Mapping[str, Any]) -> int | None:
+    """How many numbers ``added_time_ids`` holds: their sinusoids (``addition_time_embed_dim``
+    each) fill ``projection_class_embeddings_input_dim``."""
+    total = _config_int(config, "projection_class_embeddings_input_dim")
+    per_id = _config_int(config, "addition_time_embed_dim")
+    return total // per_id if total is not None and per_id else None
+
+
 def _added_conditions(module: nn.Module, config: Mapping[str, Any], name: str, batch: int,
                       float_dtype: torch.dtype) -> list[InputSpec]:
     """The extra conditions (a dict of tensors, planned as ``NAME.KEY``) that a config calls
@@ -959,7 +972,8 @@ def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_n
                      batch: int, seq_len: int | None, float_dtype: torch.dtype) -> list[InputSpec]:
     """Inputs of a diffusion model, from its config and forward signature: the latent
     ``sample``/``hidden_states`` (``[B, in_channels, H, W]`` at the config's ``sample_size``,
-    5-d ``[B, C, frames, H, W]`` where the first conv is 3-d, or ``[B, tokens, in_channels]``
+    5-d ``[B, C, frames, H, W]`` where the first conv is 3-d or the config has frames
+    (:data:`_VIDEO_KEYS`), or ``[B, tokens, in_channels]``
     for a model that takes packed tokens with their ``img_ids``), ``timestep`` ``[B]``,
     ``encoder_hidden_states`` ``[B, text, dim]`` (dim from the config, see
     :data:`_TEXT_DIM_KEYS`), ``pooled_projections``, ``img_ids``/``txt_ids`` (rope positions,
@@ -969,7 +983,7 @@ def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_n
     are left out."""
     config: Mapping[str, Any] = _config(module)
     params = signature.parameters
-    text = seq_len or DEFAULT_TEXT_LEN
+    text = seq_len or _config_int(config, "max_text_seq_length") or DEFAULT_TEXT_LEN
     h, w = _latent_side(config)
     channels = _config_int(config, "in_channels")
     conv = _first_conv(module)
@@ -995,7 +1009,7 @@ def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_n
             if packed:
                 plan = InputSpec(n, "tensor", (batch, tokens, channels or 64), float_dtype, False,
                                  ("batch", "tokens", "channels"))
-            elif isinstance(conv, nn.Conv3d):
+            elif isinstance(conv, nn.Conv3d) or any(k in config for k in _VIDEO_KEYS):
                 frames = _frames(config)
                 plan = InputSpec(n, "tensor", (batch, channels or 4, frames, h, w), float_dtype,
                                  False, ("batch", "channels", "frames", "height", "width"))
@@ -1014,6 +1028,11 @@ def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_n
             if dim is not None:
                 plan = InputSpec(n, "tensor", (batch, text, dim), float_dtype, False,
                                  ("batch", "seq", "features"))
+        elif n == "added_time_ids" and (ids := _time_id_count(config)) is not None:
+            # Stable Video Diffusion: fps, motion bucket, noise augmentation strength
+            plan = InputSpec(n, "tensor", (batch, ids), float_dtype, False, ("batch", "ids"))
+        elif n == "encoder_attention_mask" and required:  # every text token is real
+            plan = InputSpec(n, "mask", (batch, text), torch.int64, False, ("batch", "seq"))
         elif n == "pooled_projections":
             dim = _config_int(config, "pooled_projection_dim")
             if dim is not None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -302,18 +302,37 @@ def _grid_sampler_2d(em: Emitter, a: Args) -> Value:
 # -- anti-aliased bilinear resize ---------------------------------------------------------------
 
 
+def _triangle(x: np.float32) -> np.float32:
+    """The linear (bilinear) antialiasing filter."""
+    return max(np.float32(1.0) - abs(x), np.float32(0.0))
+
+
+def _keys_cubic(x: np.float32) -> np.float32:
+    """The bicubic antialiasing filter: Keys' cubic convolution with a = -0.5, as ATen's
+    ``HelperInterpCubic::aa_filter`` (float32)."""
+    f, a = np.float32, np.float32(-0.5)
+    x = abs(x)
+    if x < f(1.0):
+        return ((a + f(2.0)) * x - (a + f(3.0))) * x * x + f(1.0)
+    if x < f(2.0):
+        return ((a * x - f(5.0) * a) * x + f(8.0) * a) * x - f(4.0) * a
+    return f(0.0)
+
+
 def _aa_taps(in_size: int, out_size: int, align_corners: bool,
-             scale_arg: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ATen's antialiased linear weights along one dim, in float32 as its CPU kernel computes
-    them: for output i, a window centred on scale * (i + 0.5) of half-width `support` (scale
-    times 1 when downsampling), triangle-filter weights normalised to sum 1. Returns the
-    input indices (out, taps), the weights and which taps are in the window."""
+             scale_arg: float | None, filter_fn: Callable[[np.float32], np.float32] = _triangle,
+             reach: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ATen's antialiased weights along one dim, in float32 as its CPU kernel computes
+    them: for output i, a window centred on scale * (i + 0.5) of half-width `support`
+    (`reach` - 1 for linear, 2 for cubic - times the scale when downsampling), filter
+    weights normalised to sum 1. Returns the input indices (out, taps), the weights and
+    which taps are in the window."""
     f = np.float32
     if align_corners:
         scale = f((in_size - 1) / (out_size - 1)) if out_size > 1 else f(0)
     else:
         scale = f(1.0 / scale_arg) if scale_arg and scale_arg > 0 else f(in_size / out_size)
-    support = scale * f(1.0) if scale >= 1 else f(1.0)
+    support = scale * f(reach) if scale >= 1 else f(reach)
     taps = int(np.ceil(support)) * 2 + 1
     invscale = f(1.0) / scale if scale >= 1 else f(1.0)
     index = np.zeros((out_size, taps), np.int64)
@@ -323,7 +342,7 @@ def _aa_taps(in_size: int, out_size: int, align_corners: bool,
         center = scale * f(i + 0.5)
         lo = max(int(center - support + f(0.5)), 0)
         size = min(max(min(int(center + support + f(0.5)), in_size) - lo, 0), taps)
-        w = np.array([max(f(1.0) - abs((f(j + lo) - center + f(0.5)) * invscale), f(0.0))
+        w = np.array([filter_fn((f(j + lo) - center + f(0.5)) * invscale)
                       for j in range(size)], np.float32)
         total = w.sum(dtype=np.float32)
         if total != 0:
@@ -350,13 +369,25 @@ def _resample_axis(em: Emitter, x: Value, axis: int, taps: tuple[np.ndarray, np.
     return em.op("reduce_sum", [terms], axes=(axis + 1,), keepdims=False)
 
 
-@_aten_fn(_op("_upsample_bilinear2d_aa"))
-def _upsample_bilinear2d_aa(em: Emitter, a: Args) -> Value:
-    x = em.value(a["self"])
-    if em.rank(x) != 4:
-        raise Unsupported("antialiased bilinear resize of a tensor that is not 4-d")
-    _, _, h, w = em.static_shape(x)
-    out_h, out_w = (int(v) for v in a["output_size"])
-    align = bool(a["align_corners"])
-    y = _resample_axis(em, x, 3, _aa_taps(w, out_w, align, a.get("scales_w")))
-    return _resample_axis(em, y, 2, _aa_taps(h, out_h, align, a.get("scales_h")))
+def _upsample_aa(kind: str, filter_fn: Callable[[np.float32], np.float32],
+                 reach: float) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        x = em.value(a["input"] if "input" in a else a["self"])
+        if em.rank(x) != 4:
+            raise Unsupported(f"antialiased {kind} resize of a tensor that is not 4-d")
+        _, _, h, w = em.static_shape(x)
+        align = bool(a["align_corners"])
+        if a.get("output_size") is not None:
+            out_h, out_w = (int(v) for v in a["output_size"])
+            scales_h, scales_w = a.get("scales_h"), a.get("scales_w")
+        else:  # .vec: scale factors only
+            scales_h, scales_w = (float(v) for v in a["scale_factors"])
+            out_h, out_w = int(h * scales_h), int(w * scales_w)
+        y = _resample_axis(em, x, 3, _aa_taps(w, out_w, align, scales_w, filter_fn, reach))
+        return _resample_axis(em, y, 2, _aa_taps(h, out_h, align, scales_h, filter_fn, reach))
+    return fn
+
+
+for _kind, _filter, _reach in (("bilinear", _triangle, 1.0), ("bicubic", _keys_cubic, 2.0)):
+    for _overload in ("default", "vec"):
+        _aten_fn(_op(f"_upsample_{_kind}2d_aa", _overload))(_upsample_aa(_kind, _filter, _reach))

@@ -10,13 +10,18 @@ A model is named in one of these ways:
   default config of that model type (``hf:roberta``, ``hf:gpt_neox:causal-lm``);
 * ``timm:NAME``: any timm architecture (``timm.create_model(NAME)``, random weights, the
   input size of its own pretrained config; needs the ``timm`` extra);
+* ``diffusers:ClassName`` or ``diffusers:ClassName:config.json``: a Hugging Face diffusers
+  model class (UNet, VAE, DiT / SD3 / Flux transformer, ControlNet, ...) from its default
+  config, or with the JSON file's settings over the defaults (the ``diffusers`` extra);
 * ``path/to/file.py:Name`` or ``package.module:Name``: a user's ``nn.Module`` class
   (instantiated with no arguments) or factory (called with no arguments; it may return a
   module or ``(module, example_inputs)``);
 * ``path/to/model.pt``: a pickled full model (also an ultralytics checkpoint). Unpickling runs
   code from the file, so it is refused unless ``trust_checkpoint=True``;
 * ``path/to/folder``: a Hugging Face model folder (``config.json`` and its weights); a
-  config that names code in the folder (``auto_map``) needs ``trust_checkpoint=True``;
+  config that names code in the folder (``auto_map``) needs ``trust_checkpoint=True``; a
+  diffusers model folder (its config names a ``_class_name``) builds that class, with its
+  safetensors weights (pickled ``.bin`` weights need ``trust_checkpoint=True``);
 * ``path/to/program.pt2``: a ``torch.export.save`` archive; its module is captured with the
   archive's weights and example inputs. ``torch.export.load`` runs code from the file, so it is
   refused unless ``trust_checkpoint=True``;
@@ -32,7 +37,8 @@ from the model's name. :func:`check_inputs` runs one trial forward; :func:`eager
 turns a capture failure into an error about the inputs when the eager model rejects them too.
 
 The package holds one module per family: :mod:`.tv` (torchvision), :mod:`.hf` (Hugging Face
-transformers presets and ``hf:TYPE``), :mod:`.timm` (``timm:NAME``), :mod:`.yolo` (ultralytics YAMLs), :mod:`.user` (your
+transformers presets and ``hf:TYPE``), :mod:`.timm` (``timm:NAME``), :mod:`.diffusers`
+(``diffusers:ClassName``), :mod:`.yolo` (ultralytics YAMLs), :mod:`.user` (your
 ``file.py:Name``), :mod:`.files` (pickled checkpoints, model YAMLs, state_dict weights), with
 :mod:`.common` (types, constants), :mod:`.registry` (name lookup), :mod:`.inputs` (example
 inputs) and :mod:`.builder` (:func:`build`, :func:`check_inputs`, :func:`eager_blame`).

@@ -34,6 +34,8 @@ from .common import (
     _Target,
     _weights_only_loads,
 )
+from .diffusers import PREFIX as DIFFUSERS_PREFIX
+from .diffusers import diffusers_folder_target, diffusers_target, is_diffusers_folder
 from .files import _checkpoint_target, _load_weights, _program_target, _yaml_target
 from .hf import _hf_auto_entry, hf_folder_target
 from .inputs import _given_inputs, derive_inputs
@@ -51,10 +53,14 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
         return _entry_target(_hf_auto_entry(name))
     if name.startswith(PREFIX_TIMM):
         return timm_target(name)
+    if name.startswith(DIFFUSERS_PREFIX):
+        return diffusers_target(name)
     entry = find_model(name)
     if entry is not None:
         return _entry_target(entry)
     lowered = name.lower()
+    if Path(name).expanduser().is_dir() and is_diffusers_folder(Path(name).expanduser()):
+        return diffusers_folder_target(name, trust_checkpoint)
     if Path(name).expanduser().is_dir():
         return hf_folder_target(name, trust_checkpoint)
     if ":" in name:

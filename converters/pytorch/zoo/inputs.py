@@ -396,6 +396,26 @@ def _audio(
     )
 
 
+def _float_dtype(module: nn.Module, dtype: torch.dtype | None) -> torch.dtype:
+    float_dtype = dtype or _module_dtype(module)
+    if float_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        float_dtype = torch.float32
+    return float_dtype
+
+
+def _signature(module: nn.Module, model_name: str) -> inspect.Signature:
+    problem = torchscript_problem(module)
+    if problem is not None:
+        raise ZooError(f"{model_name}: {problem}")
+    try:
+        return inspect.signature(module.forward)
+    except (TypeError, ValueError) as exc:
+        raise ZooError(
+            f"cannot read the forward signature of {model_name}: {_first_line(exc)}",
+            hint="use a factory that returns (module, example_inputs)",
+        ) from exc
+
+
 def _plan_inputs(
     module: nn.Module,
     *,
@@ -407,16 +427,7 @@ def _plan_inputs(
     float_dtype: torch.dtype,
     shape_given: bool = False,
 ) -> list[InputSpec]:
-    problem = torchscript_problem(module)
-    if problem is not None:
-        raise ZooError(f"{model_name}: {problem}")
-    try:
-        signature = inspect.signature(module.forward)
-    except (TypeError, ValueError) as exc:
-        raise ZooError(
-            f"cannot read the forward signature of {model_name}: {_first_line(exc)}",
-            hint="use a factory that returns (module, example_inputs)",
-        ) from exc
+    signature = _signature(module, model_name)
     config = _config(module)
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     plans: list[InputSpec] = []
@@ -697,17 +708,22 @@ def derive_inputs(
     ``[C, H, W]`` for a ``list[Tensor]`` parameter); generic names (``x``, ``input``) and any
     other first required parameter are shaped by the model's first layer (Conv2d -> image,
     Conv3d -> video, Embedding -> ids, Linear -> features, ...). Required parameters are passed
-    positionally, optional and keyword-only ones as keywords.
+    positionally, optional and keyword-only ones as keywords. A diffusers model's inputs come
+    from its config (:func:`_diffusion_plans`).
     """
     b = batch or DEFAULT_BATCH
+    if is_diffusion_model(module):
+        plans = _diffusion_plans(module, _signature(module, model_name), model_name=model_name,
+                                 batch=b, seq_len=seq_len, float_dtype=_float_dtype(module, dtype))
+        if input_shape is not None:
+            plans = _apply_input_shape(plans, tuple(int(d) for d in input_shape), batch)
+        return _realise(plans, torch.device(device), model_name)
     max_pos = _max_positions(_config(module))
     # the default sequence fits the model (CLIP's text tower takes 77 tokens); one asked
     # for that does not is refused below
     s = seq_len or min(DEFAULT_SEQ_LEN, max_pos or DEFAULT_SEQ_LEN)
     dev = torch.device(device)
-    float_dtype = dtype or _module_dtype(module)
-    if float_dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-        float_dtype = torch.float32
+    float_dtype = _float_dtype(module, dtype)
     plans = _plan_inputs(
         module,
         model_name=model_name,
@@ -732,6 +748,12 @@ def derive_inputs(
                 "supports",
                 hint=f"pass --seq-len {max_pos} or less",
             )
+    return _realise(plans, dev, model_name)
+
+
+def _realise(plans: list[InputSpec], dev: torch.device, model_name: str
+             ) -> tuple[tuple[Any, ...], dict[str, Any], list[InputSpec]]:
+    """The planned inputs as tensors (seeded), split into positional and keyword ones."""
     if dev.type != "meta":
         _check_input_memory(plans, model_name)
     gen = torch.Generator().manual_seed(SEED)
@@ -744,7 +766,10 @@ def derive_inputs(
             value = [_make_tensor(plan, plan.shape, dev, gen) for _ in range(plan.count or 1)]
         else:
             value = _make_tensor(plan, plan.shape, dev, gen)
-        if plan.keyword:
+        if plan.keyword and "." in plan.name:  # one entry of a dict argument
+            outer, _, key = plan.name.partition(".")
+            kwargs.setdefault(outer, {})[key] = value
+        elif plan.keyword:
             kwargs[plan.name] = value
         else:
             args.append(value)
@@ -846,3 +871,206 @@ def _given_spec(name: str, value: Any, keyword: bool) -> InputSpec:
         )
     return InputSpec(name, "given", (), torch.float32, keyword)
 
+
+
+# --------------------------------------------------------------------------------------------
+# Diffusion models (diffusers' ModelMixin classes): inputs from the config
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_LATENT_SIZE = 64
+"""Latent side where a diffusion model's config gives no ``sample_size``: Stable Diffusion
+1.5's 64x64 latents (512x512 images)."""
+DEFAULT_TEXT_LEN = 77
+"""Text tokens of a diffusion model's ``encoder_hidden_states`` unless --seq-len says: CLIP's
+77, what Stable Diffusion's text encoders give."""
+DEFAULT_LATENT_FRAMES = 8
+"""Latent frames of a video diffusion model whose config names none."""
+DEFAULT_TIMESTEP = 1
+"""Every ``timestep`` element: small, so that models scaling it (Flux: x1000) keep their
+sinusoid arguments where float32 is exact to 1e-4."""
+_LATENT_NAMES = ("sample", "hidden_states")
+_TEXT_DIM_KEYS = ("encoder_hid_dim", "joint_attention_dim", "caption_channels", "cap_feat_dim",
+                  "context_in_dim", "text_embed_dim", "text_dim", "in_text_dim",
+                  "text_hidden_dim", "dit_text_dim", "cross_attention_dim")
+"""Config settings that give the feature size of ``encoder_hidden_states``, first that is
+set wins (a UNet's ``encoder_hid_dim`` projects text of that size to its
+``cross_attention_dim``; PixArt's ``caption_channels`` to its)."""
+
+
+def is_diffusion_model(module: nn.Module) -> bool:
+    """A diffusers model class (its config is a diffusers FrozenDict of settings)."""
+    return type(module).__module__.startswith("diffusers.") and isinstance(_config(module), Mapping)
+
+
+_VIDEO_KEYS = ("num_frames", "sample_frames", "patch_size_t")
+"""Config settings only a video model has: its sample is 5-d even where its first conv is
+2-d (a per-frame patch embedding)."""
+_TEMPORAL_RATIO_KEYS = ("temporal_compression_ratio", "temporal_compress_times",
+                        "scale_factor_temporal")
+
+
+def _frames(config: Mapping[str, Any]) -> int:
+    """Frames of a video diffusion model's 5-d sample: the config's ``num_frames`` /
+    ``sample_frames``; for a causal video VAE with a temporal compression ratio r, 2r + 1
+    (the first frame alone, then whole groups of r); else :data:`DEFAULT_LATENT_FRAMES`."""
+    for key in ("num_frames", "sample_frames"):
+        if (value := _config_int(config, key)) is not None:
+            return value
+    for key in _TEMPORAL_RATIO_KEYS:
+        if (ratio := _config_int(config, key)) is not None:
+            return 2 * ratio + 1
+    return DEFAULT_LATENT_FRAMES
+
+
+def _first_conv(module: nn.Module) -> nn.Module | None:
+    for sub in module.modules():
+        if isinstance(sub, (nn.Conv1d, nn.Conv2d, nn.Conv3d)):
+            return sub
+    return None
+
+
+def _latent_side(config: Mapping[str, Any]) -> tuple[int, int]:
+    size = config.get("sample_size")
+    if isinstance(size, (list, tuple)) and len(size) == 2 and all(isinstance(s, int) for s in size):
+        return int(size[0]), int(size[1])
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size, size
+    return DEFAULT_LATENT_SIZE, DEFAULT_LATENT_SIZE
+
+
+def _time_id_count(config: Mapping[str, Any]) -> int | None:
+    """How many numbers ``added_time_ids`` holds: their sinusoids (``addition_time_embed_dim``
+    each) fill ``projection_class_embeddings_input_dim``."""
+    total = _config_int(config, "projection_class_embeddings_input_dim")
+    per_id = _config_int(config, "addition_time_embed_dim")
+    return total // per_id if total is not None and per_id else None
+
+
+def _added_conditions(module: nn.Module, config: Mapping[str, Any], name: str, batch: int,
+                      float_dtype: torch.dtype) -> list[InputSpec]:
+    """The extra conditions (a dict of tensors, planned as ``NAME.KEY``) that a config calls
+    for: SDXL's ``text_time`` (pooled text embeddings and the 6 size/crop numbers, their
+    sinusoids filling ``projection_class_embeddings_input_dim``), PixArt's resolution and
+    aspect ratio (``use_additional_conditions``)."""
+    plans: list[InputSpec] = []
+    if config.get("addition_embed_type") == "text_time":
+        total = _config_int(config, "projection_class_embeddings_input_dim") or 0
+        per_id = _config_int(config, "addition_time_embed_dim") or 0
+        plans.append(InputSpec(f"{name}.text_embeds", "tensor", (batch, total - 6 * per_id),
+                               float_dtype, True, ("batch", "features")))
+        plans.append(InputSpec(f"{name}.time_ids", "tensor", (batch, 6), float_dtype, True,
+                               ("batch", "ids")))
+    if getattr(module, "use_additional_conditions", None) is True:
+        plans.append(InputSpec(f"{name}.resolution", "tensor", (batch, 2), float_dtype, True,
+                               ("batch", "sizes")))
+        plans.append(InputSpec(f"{name}.aspect_ratio", "tensor", (batch, 1), float_dtype, True,
+                               ("batch", "ratio")))
+    return plans
+
+
+def _diffusion_plans(module: nn.Module, signature: inspect.Signature, *, model_name: str,
+                     batch: int, seq_len: int | None, float_dtype: torch.dtype) -> list[InputSpec]:
+    """Inputs of a diffusion model, from its config and forward signature: the latent
+    ``sample``/``hidden_states`` (``[B, in_channels, H, W]`` at the config's ``sample_size``,
+    5-d ``[B, C, frames, H, W]`` where the first conv is 3-d or the config has frames
+    (:data:`_VIDEO_KEYS`), or ``[B, tokens, in_channels]``
+    for a model that takes packed tokens with their ``img_ids``), ``timestep`` ``[B]``,
+    ``encoder_hidden_states`` ``[B, text, dim]`` (dim from the config, see
+    :data:`_TEXT_DIM_KEYS`), ``pooled_projections``, ``img_ids``/``txt_ids`` (rope positions,
+    one column per ``axes_dims_rope`` entry), ``guidance`` (``guidance_embeds``),
+    ``class_labels`` (ids below ``num_embeds_ada_norm``/``num_class_embeds``) and a
+    ControlNet's ``controlnet_cond`` image. Optional parameters the config does not call for
+    are left out."""
+    config: Mapping[str, Any] = _config(module)
+    params = signature.parameters
+    text = seq_len or _config_int(config, "max_text_seq_length") or DEFAULT_TEXT_LEN
+    h, w = _latent_side(config)
+    channels = _config_int(config, "in_channels")
+    conv = _first_conv(module)
+    if channels is None and conv is not None:
+        channels = int(conv.in_channels)  # type: ignore[arg-type]
+    packed = "img_ids" in params and config.get("sample_size") is None
+    # Flux and kin take latents packed 2x2 into tokens: a 32x32 grid for 64x64 latents
+    tokens = (h // 2) * (w // 2) if packed else 0
+    axes = config.get("axes_dims_rope")
+    n_axes = len(axes) if isinstance(axes, (list, tuple)) else 3
+    labels = next((v for k in ("num_embeds_ada_norm", "num_class_embeds")
+                   if (v := _config_int(config, k)) is not None), None)
+    plans: list[InputSpec] = []
+    positional_open = True
+    for param in params.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            positional_open = False
+            continue
+        n = param.name
+        required = param.default is inspect.Parameter.empty
+        plan: InputSpec | None = None
+        if n in _LATENT_NAMES and not any(p.name in _LATENT_NAMES for p in plans):
+            if packed:
+                plan = InputSpec(n, "tensor", (batch, tokens, channels or 64), float_dtype, False,
+                                 ("batch", "tokens", "channels"))
+            elif isinstance(conv, nn.Conv3d) or any(k in config for k in _VIDEO_KEYS):
+                frames = _frames(config)
+                plan = InputSpec(n, "tensor", (batch, channels or 4, frames, h, w), float_dtype,
+                                 False, ("batch", "channels", "frames", "height", "width"))
+            elif isinstance(conv, nn.Conv1d):  # sample_size is the length
+                plan = InputSpec(n, "tensor", (batch, channels or 4, h), float_dtype, False,
+                                 ("batch", "channels", "length"))
+            else:
+                plan = InputSpec(n, "tensor", (batch, channels or 4, h, w), float_dtype, False,
+                                 ("batch", "channels", "height", "width"))
+        elif n in ("timestep", "timesteps"):
+            plan = InputSpec(n, "grid", (batch,), torch.int64, False, ("batch",),
+                             fill=DEFAULT_TIMESTEP)
+        elif n == "encoder_hidden_states":
+            dim = next((v for k in _TEXT_DIM_KEYS if (v := _config_int(config, k)) is not None),
+                       None)
+            if dim is not None:
+                plan = InputSpec(n, "tensor", (batch, text, dim), float_dtype, False,
+                                 ("batch", "seq", "features"))
+        elif n == "added_time_ids" and (ids := _time_id_count(config)) is not None:
+            # Stable Video Diffusion: fps, motion bucket, noise augmentation strength
+            plan = InputSpec(n, "tensor", (batch, ids), float_dtype, False, ("batch", "ids"))
+        elif n == "encoder_attention_mask" and required:  # every text token is real
+            plan = InputSpec(n, "mask", (batch, text), torch.int64, False, ("batch", "seq"))
+        elif n == "pooled_projections":
+            dim = _config_int(config, "pooled_projection_dim")
+            if dim is not None:
+                plan = InputSpec(n, "tensor", (batch, dim), float_dtype, False,
+                                 ("batch", "features"))
+        elif n in ("img_ids", "txt_ids") and packed:
+            rows = tokens if n == "img_ids" else text
+            plan = InputSpec(n, "tensor", (rows, n_axes), float_dtype, False, ("seq", "axes"))
+        elif n == "guidance" and config.get("guidance_embeds"):
+            plan = InputSpec(n, "grid", (batch,), float_dtype, False, ("batch",), fill=1)
+        elif n == "class_labels" and labels is not None and (
+                required or config.get("class_embed_type") is not None
+                or "num_embeds_ada_norm" in config):
+            plan = InputSpec(n, "tokens", (batch,), torch.int64, False, ("batch",), high=labels)
+        elif n == "controlnet_cond":
+            blocks = config.get("conditioning_embedding_out_channels")
+            scale = 2 ** (len(blocks) - 1) if isinstance(blocks, (list, tuple)) and blocks else 8
+            plan = InputSpec(n, "tensor",
+                             (batch, _config_int(config, "conditioning_channels") or 3,
+                              h * scale, w * scale), float_dtype, False,
+                             ("batch", "channels", "height", "width"))
+        elif n == "added_cond_kwargs":
+            plans += _added_conditions(module, config, n, batch, float_dtype)
+            positional_open = False
+            continue
+        if plan is None:
+            if required:
+                raise ZooError(
+                    f"cannot derive an example input for required parameter {n!r} of "
+                    f"{model_name}.forward from its config",
+                    hint="use a factory that returns (module, example_inputs)")
+            positional_open = False
+            continue
+        positional = positional_open and required and param.kind in (
+            param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD)
+        positional_open = positional_open and positional
+        plans.append(replace(plan, keyword=not positional))
+    if not plans:
+        raise ZooError(f"found no input to derive from the forward signature of {model_name} "
+                       f"{signature}", hint="use a factory that returns (module, example_inputs)")
+    return plans

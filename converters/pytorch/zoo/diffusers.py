@@ -18,10 +18,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from irbridge.atomic import check_folder_entries, not_a_file
+from irbridge.atomic import check_folder_entries
 
 from .common import FAMILY_DIFFUSERS, ZooError, _first_line, _suggest, _Target
-from .hf import CONFIG_LIMIT, _check_memory, _check_shard_index
+from .hf import CONFIG_LIMIT, _check_memory, _check_shard_index, read_json_object
 
 PREFIX = "diffusers:"
 EXTRA_HINT = "install the extra: pip install 'irbridge[diffusers]' (uv sync --extra diffusers)"
@@ -74,20 +74,7 @@ def model_class(name: str) -> type[nn.Module]:
 
 
 def _read_config(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ZooError(f"{path}: {not_a_file(path, 'config file')}")
-    if path.stat().st_size > CONFIG_LIMIT:
-        raise ZooError(f"{path}: {path.stat().st_size:,} bytes, more than a diffusers config "
-                       f"({CONFIG_LIMIT:,} at most)")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ZooError(f"{path}: not a readable JSON config ({_first_line(exc)})") from exc
-    except RecursionError as exc:
-        raise ZooError(f"{path}: not a readable JSON config (nested too deeply)") from exc
-    if not isinstance(raw, dict):
-        raise ZooError(f"{path}: not a JSON object, not a diffusers config")
-    return raw
+    return read_json_object(path, "diffusers config")
 
 
 def _fresh(name: str, cls: Any, config: dict[str, Any]) -> nn.Module:

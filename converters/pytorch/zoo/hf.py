@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from irbridge.atomic import check_folder_entries
+from irbridge.atomic import check_folder_entries, not_a_file
 
 from . import common
 from .common import (
@@ -544,28 +544,37 @@ CONFIG_LIMIT = 16 << 20
 """config.json files are kilobytes; a larger one is not read (transformers reads it whole)."""
 
 
+def read_json_object(path: Path, what: str, *, kind: str = "config") -> dict[str, Any]:
+    """A small JSON object file of a model folder (`what`: "Hugging Face config", "shard
+    index" ...): at most CONFIG_LIMIT bytes, each problem one line naming the file."""
+    import json
+
+    if not path.is_file():
+        raise ZooError(f"{path}: {not_a_file(path, kind + ' file')}")
+    size = path.stat().st_size
+    if size > CONFIG_LIMIT:
+        raise ZooError(f"{path}: {size:,} bytes, more than a {what} ({CONFIG_LIMIT:,} at most)")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ZooError(f"{path}: not a readable JSON {kind} ({_first_line(exc)})") from exc
+    except RecursionError as exc:
+        raise ZooError(f"{path}: not a readable JSON {kind} (nested too deeply)") from exc
+    if not isinstance(raw, dict):
+        raise ZooError(f"{path}: not a JSON object, not a {what}")
+    return raw
+
+
 def hf_folder_target(name: str, trust: bool) -> common._Target:
     """A folder holding ``config.json`` (and usually weights): the architecture its config
     names (``architectures[0]`` when transformers has that class, else the base model) with
     the folder's weights, read with ``local_files_only`` and weights-only loads. A config that
     needs the folder's own Python (``auto_map``) is refused unless ``trust``."""
-    import json
-
     folder = Path(name).expanduser()
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise ZooError(f"{name}: a folder without config.json, not a Hugging Face model folder")
-    if config_file.stat().st_size > CONFIG_LIMIT:
-        raise ZooError(f"{config_file}: {config_file.stat().st_size:,} bytes, more than a "
-                       f"Hugging Face config ({CONFIG_LIMIT:,} at most)")
-    try:
-        raw = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ZooError(f"{config_file}: not a readable JSON config ({_first_line(exc)})") from exc
-    except RecursionError as exc:
-        raise ZooError(f"{config_file}: not a readable JSON config (nested too deeply)") from exc
-    if not isinstance(raw, dict):
-        raise ZooError(f"{config_file}: not a JSON object, not a Hugging Face config")
+    raw = read_json_object(config_file, "Hugging Face config")
     remote = "auto_map" in raw
     if remote and not trust:
         raise ZooError(
@@ -631,16 +640,7 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
 def _check_shard_index(index: Path) -> None:
     """A sharded checkpoint's index names its shard files: each must be a relative path
     inside the folder (transformers joins it to the folder as given) to a regular file."""
-    import json
-
-    if index.stat().st_size > CONFIG_LIMIT:
-        raise ZooError(f"{index}: {index.stat().st_size:,} bytes, more than a shard index "
-                       f"({CONFIG_LIMIT:,} at most)")
-    try:
-        raw = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ZooError(f"{index}: not a readable shard index ({_first_line(exc)})") from exc
-    weight_map = raw.get("weight_map") if isinstance(raw, dict) else None
+    weight_map = read_json_object(index, "shard index", kind="shard index").get("weight_map")
     if not isinstance(weight_map, dict):
         raise ZooError(f"{index}: no weight_map object, not a shard index")
     for shard in sorted({str(v) for v in weight_map.values()}):

@@ -171,3 +171,12 @@ def test_viewer_files_hold_no_raw_controls(hostile_file: Path, tmp_path: Path, f
     result = runner.invoke(app, ["export", str(hostile_file), "--to", fmt, "-o", str(out)])
     assert result.exit_code == 0, result.output
     _assert_safe(out.read_text())
+
+
+def test_clip_keeps_short_text_and_says_how_long_long_text_was() -> None:
+    from irbridge.sanitize import clip
+
+    assert clip("conv1") == "conv1" and clip("q" * 200) == "q" * 200
+    assert clip("q" * 1_000_000) == "q" * 200 + "... (1,000,000 characters)"
+    assert clip("a" * 10 + "b" * 10, 4, tail=3) == "aaaa... (20 characters) ...bbb"
+    assert clip("abcdefg", 4, tail=3) == "abcdefg"  # nothing would be left out

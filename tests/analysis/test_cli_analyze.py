@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -50,11 +49,11 @@ def test_a_megabyte_module_name_is_clipped_in_the_tables(tmp_path: Path) -> None
     for node in model.graphs[0].nodes:
         node.provenance.module_path = long
     path = serde.save(model, tmp_path / "long.irb")
-    result = runner.invoke(app, ["analyze", str(path), "--by-module", "2"],
-                           env={"COLUMNS": "400"})  # wide: the clipped name on one line
+    result = runner.invoke(app, ["analyze", str(path), "--by-module", "2"])
     assert result.exit_code == 0, result.output
-    assert len(result.stdout) < 50_000
-    assert re.search(r"q\.\.\. \(1,000,00\d characters\)", result.stdout), result.stdout
+    # the console's width decides how a clipped name folds (sanitize.clip's own test holds
+    # the clipped text): bounded whatever the width, where the whole name gave 6 MB
+    assert len(result.stdout) < 50_000, len(result.stdout)
     as_json = runner.invoke(app, ["analyze", str(path), "--format", "json"])
     assert long in as_json.stdout
 

@@ -125,6 +125,9 @@ GENERIC: dict[str, Any] = {
 the default and returns the small value). Per-class settings in `SMALL` replace them."""
 
 SMALL: dict[str, dict[str, Any]] = {
+    # its blocks keep their width: the generic 32-then-64 channels do not fit it
+    "AutoencoderTiny": {"encoder_block_out_channels": [32] * 4,
+                        "decoder_block_out_channels": [32] * 4},
     "UNet2DConditionModel": {
         "block_out_channels": [32, 64], "layers_per_block": 1, "cross_attention_dim": 32,
         "attention_head_dim": 8, "norm_num_groups": 8, "sample_size": 16,

@@ -193,16 +193,15 @@ def check_folder_entries(folder: Path, what: str, *, recursive: bool = False) ->
                         raise IrbridgeError(f"{folder}: more than {FOLDER_ENTRIES_LIMIT:,} "
                                             f"entries, not {what}")
                     try:
-                        mode = os.stat(entry.path).st_mode
+                        st = os.stat(entry.path)
                     except OSError:
                         continue
-                    if stat.S_ISDIR(mode):
+                    if stat.S_ISDIR(st.st_mode):
                         if recursive and not entry.is_symlink():
                             pending.append(Path(entry.path))
-                    elif not stat.S_ISREG(mode):
-                        raise IrbridgeError(f"{entry.path}: not a regular file ("
-                                            f"{_kind(os.stat(entry.path))}); refusing to "
-                                            f"read {what}")
+                    elif not stat.S_ISREG(st.st_mode):
+                        raise IrbridgeError(f"{entry.path}: not a regular file ({_kind(st)}); "
+                                            f"refusing to read {what}")
         except OSError as exc:
             raise IrbridgeError(f"{current}: cannot list {what} "
                                 f"({exc.strerror or type(exc).__name__})") from exc

@@ -16,7 +16,6 @@ hold newlines or terminal control characters).
 
 from __future__ import annotations
 
-import unicodedata
 import warnings
 from typing import Annotated, Any
 
@@ -26,7 +25,7 @@ from typer.core import TyperGroup
 from irbridge import __version__
 from irbridge.cli._params import lean_params
 from irbridge.errors import IrbridgeError
-from irbridge.sanitize import clip
+from irbridge.sanitize import clean, clip
 
 EXIT_PROBLEM = 1
 EXIT_BAD_INPUT = 2
@@ -42,28 +41,11 @@ INTERNAL_ERROR = "internal error"
 
 
 def one_line(text: str) -> str:
-    """`text` escaped onto one line: newlines, carriage returns and other control
-    characters (terminal escapes included), and the invisible format characters that
-    reorder or hide text (bidi overrides and isolates, zero-width characters), become
-    backslash escapes (as `irbridge.sanitize.clean` does for everything else printed)."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append(" ")
-        elif code < 0x20 or 0x7F <= code < 0xA0 or (
-                code > 0xA0 and unicodedata.category(ch) in ("Cf", "Cs", "Zl", "Zp")):
-            # controls, and the invisible format characters that reorder or hide text
-            # (a right-to-left override in a node name would reverse the rest of the line)
-            out.append(f"\\x{code:02x}" if code < 0x100 else
-                       f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """`text` escaped onto one line: newlines and carriage returns become `\\n` and `\\r`, a
+    tab a space, and everything `irbridge.sanitize.clean` escapes for other output (control
+    characters and terminal escapes, bidi overrides and isolates, zero-width characters)
+    is escaped the same way."""
+    return clean(text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", " "))
 
 
 def _os_error_message(exc: OSError) -> str:

@@ -59,10 +59,10 @@ def _resolve(name: str, trust_checkpoint: bool) -> _Target:
     if entry is not None:
         return _entry_target(entry)
     lowered = name.lower()
-    if Path(name).expanduser().is_dir() and is_diffusers_folder(Path(name).expanduser()):
-        return diffusers_folder_target(name, trust_checkpoint)
-    if Path(name).expanduser().is_dir():
-        return hf_folder_target(name, trust_checkpoint)
+    folder = Path(name).expanduser()
+    if folder.is_dir():  # a diffusers model folder names its class, a transformers one not
+        return (diffusers_folder_target if is_diffusers_folder(folder) else hf_folder_target)(
+            name, trust_checkpoint)
     if ":" in name:
         return _user_target(name)
     if lowered.endswith(CHECKPOINT_SUFFIXES):

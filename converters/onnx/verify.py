@@ -25,6 +25,8 @@ booleans exact); `rtol` / `atol` replace them for every floating output.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import math
 import os
 import shutil
 import tempfile
@@ -33,6 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -105,6 +108,54 @@ def _session(source: str | os.PathLike[str] | onnx.ModelProto) -> Any:
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
 
 
+_ML_DTYPES = {
+    onnx.TensorProto.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    onnx.TensorProto.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+    onnx.TensorProto.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    onnx.TensorProto.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    onnx.TensorProto.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+}
+"""Element types onnxruntime's numpy interface has no numpy type for (it refuses them in
+and out of `InferenceSession.run`), with the ml_dtypes type that holds the same bits."""
+
+_ML_ENUMS = {dtype: enum for enum, dtype in _ML_DTYPES.items()}
+
+
+def run_session(session: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """`session.run(None, feeds)`, also for models whose inputs or outputs are bfloat16
+    or float8: those tensors go in and come back as OrtValues, their bytes read as the
+    ml_dtypes type of the same bits (no conversion, so nothing is rounded)."""
+    import onnxruntime as ort
+
+    special = {f"tensor({onnx.helper.tensor_dtype_to_string(e).removeprefix('TensorProto.')})"
+               .lower() for e in _ML_DTYPES}
+    if not any(np.asarray(a).dtype in _ML_ENUMS for a in feeds.values()) and not any(
+            o.type in special for o in session.get_outputs()):
+        return list(session.run(None, dict(feeds)))
+    values = {}
+    for name, array in feeds.items():
+        array = np.ascontiguousarray(array)
+        if array.dtype in _ML_ENUMS:
+            bits = array.view(np.uint16 if array.dtype.itemsize == 2 else np.uint8)
+            values[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                bits, onnx_element_type=_ML_ENUMS[array.dtype])
+        else:
+            values[name] = ort.OrtValue.ortvalue_from_numpy(array)
+    return [_from_ort_value(v) for v in session.run_with_ort_values(None, values)]
+
+
+def _from_ort_value(value: Any) -> np.ndarray:
+    dtype = _ML_DTYPES.get(value.element_type()) if value.is_tensor() else None
+    if dtype is None:
+        return np.asarray(value.numpy())
+    shape = tuple(value.shape())
+    count = math.prod(shape)
+    if count == 0:
+        return np.empty(shape, dtype)
+    raw = (ctypes.c_uint8 * (count * dtype.itemsize)).from_address(value.data_ptr())
+    return np.frombuffer(raw, np.uint8).copy().view(dtype).reshape(shape)
+
+
 def _first_line(exc: BaseException) -> str:
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     text = lines[0] if lines else type(exc).__name__
@@ -152,8 +203,8 @@ def verify_onnx(model: Model | Graph, onnx_file: str | os.PathLike[str] | onnx.M
         return fail(f"the reference executor failed: {exc.message}")
     paired = complex_values(session.get_modelmeta().custom_metadata_map)
     try:
-        got = session.run(None, {i.name: to_pairs(a) if i.name in paired else a
-                                 for i, a in zip(ort_inputs, feeds.values(), strict=True)})
+        got = run_session(session, {i.name: to_pairs(a) if i.name in paired else a
+                                    for i, a in zip(ort_inputs, feeds.values(), strict=True)})
     except Exception as exc:
         return fail(f"onnxruntime cannot run {what}: {_first_line(exc)}")
     try:  # complex outputs back from their (real, imag) pairs

@@ -86,6 +86,47 @@ def test_verify_fails_on_a_file_that_computes_something_else(tmp_path: Path) -> 
     assert "FAIL" in report.summary()
 
 
+def _mlp_of(dtype: DType, *, seed: int = 1, out: DType | None = None) -> Model:
+    """x[2,8] of `dtype` -> linear (no bias) -> tanh [-> cast to `out`]."""
+    rng = np.random.default_rng(seed)
+    graph = Graph("mlp")
+    model = Model(graphs=[graph], name="mlp")
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(dtype, (2, 8)))
+    w = b.parameter(Tensor.from_array("w", rng.standard_normal((4, 8)).astype(dtype.numpy)))
+    y = b.op("tanh", [b.op("linear", [x, w])])
+    graph.set_outputs([y if out is None else b.op("cast", [y], {"dtype": out})])
+    return model
+
+
+@pytest.mark.parametrize(("dtype", "out"), [
+    (DType.BFLOAT16, None), (F32, DType.FLOAT8_E4M3FN), (F32, DType.FLOAT8_E5M2),
+    (DType.BFLOAT16, DType.FLOAT8_E4M3FN)])
+def test_verify_runs_types_onnxruntime_numpy_has_no_type_for(tmp_path: Path, dtype: DType,
+                                                             out: DType | None) -> None:
+    """bfloat16 and float8 inputs and outputs (what a bf16 LLM or a float8 model has):
+    onnxruntime's `run` refuses them as numpy arrays ("No corresponding Numpy type"), so
+    they go through OrtValues with their bits unchanged. The file is checked for real: the
+    same file against the IR with other weights fails."""
+    model = _mlp_of(dtype, out=out)
+    path = export_onnx(model, tmp_path / "mlp.onnx")
+    report = verify_onnx(model, path)
+    assert report.passed and not report.error, report.summary()
+    assert report.outputs[0].dtype == (out or dtype).short
+    other = verify_onnx(_mlp_of(dtype, seed=2, out=out), path)
+    assert not other.passed and not other.error, other.summary()
+    assert other.outputs[0].max_abs_error > 0.05
+
+
+def test_cli_export_verify_of_a_bfloat16_model(tmp_path: Path) -> None:
+    source = tmp_path / "bf16.irb"
+    serde.save(_mlp_of(DType.BFLOAT16), source)
+    result = CliRunner().invoke(app, ["export", str(source), "--to", "onnx", "-o",
+                                      str(tmp_path / "bf16.onnx"), "--verify"])
+    assert result.exit_code == 0, result.output
+    assert "verify: PASS" in result.output and (tmp_path / "bf16.onnx").is_file()
+
+
 def test_verify_fails_on_a_dtype_change() -> None:
     graph = Graph("g")
     b = GraphBuilder(graph)

@@ -1,0 +1,255 @@
+"""Capture models that live on a GPU: every PyTorch front-end, then the IR's own checks.
+
+A user's model is often on `cuda` (weights and example inputs there), while irbridge's
+tests build every model on the CPU. This tool builds a few real models on the device
+given (random weights, offline), captures each through fx, export, dynamo and auto, and
+checks what a user would rely on:
+
+* verify  - the IR run by the numpy reference executor against the eager model on the
+            device (`converters.pytorch.verify.verify`, the tolerances of
+            irbridge/tolerance.py); TF32 is switched off so the device computes IEEE
+            float32;
+* serde   - `serde.save` / `serde.load` round trip, the loaded model verified again;
+* onnx    - `export_onnx`, the file run by onnxruntime (CPU) on the same inputs and
+            compared with the eager outputs at the same tolerances;
+* analyze - `analysis.driver.analyze` on h100-sxm (MACs must equal the CPU capture's).
+
+Each model is also captured on the CPU with the same weights: the two IRs must have the
+same node count and MACs (the device must not change the graph).
+
+    uv run python tools/gpu_check.py --device cpu          # the script itself, here
+    python3 tools/gpu_check.py --device cuda --json OUT    # on a machine with a GPU
+
+Prints one line per (model, dtype, front-end) and a summary; exit 1 if any check failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+import torch
+
+FRONTENDS = ("fx", "export", "dynamo", "auto")
+HALF = {"resnet18": [torch.float16], "positions": [torch.float16, torch.bfloat16],
+        "gpt2-small": [torch.bfloat16], "llama-small": [torch.bfloat16]}
+"""Half-precision runs (CPU and device): the models and dtypes."""
+
+
+class _Positions(torch.nn.Module):
+    """Builds tensors on the input's device inside forward (arange, zeros, a mask)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 16)
+        self.proj = torch.nn.Linear(16, 16)
+        self.register_buffer("scale", torch.tensor(0.5))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        h = self.embed(ids) + self.embed(pos)[None]
+        mask = torch.ones(ids.shape[1], ids.shape[1], device=ids.device).tril()
+        att = (h @ h.transpose(1, 2)) * self.scale
+        att = att.masked_fill(mask == 0, float("-inf")).softmax(-1)
+        return self.proj(att @ h) + torch.zeros_like(h)
+
+
+def _models() -> list[tuple[str, Any, Any]]:
+    """(name, builder() -> module, inputs(device, dtype) -> tuple)."""
+    import torchvision
+    import transformers
+
+    def image(device: str, dtype: torch.dtype) -> tuple[torch.Tensor]:
+        return (torch.randn(1, 3, 224, 224, device=device, dtype=dtype),)
+
+    def ids(device: str, dtype: torch.dtype) -> tuple[torch.Tensor]:
+        return (torch.randint(0, 64, (2, 12), device=device),)
+
+    def bert() -> torch.nn.Module:
+        config = transformers.BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, intermediate_size=64)
+        return transformers.BertModel(config)
+
+    def gpt2() -> torch.nn.Module:
+        config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=2,
+                                         n_positions=32)
+        return transformers.GPT2LMHeadModel(config)
+
+    def llama() -> torch.nn.Module:
+        config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2,
+                                          num_attention_heads=4, num_key_value_heads=2,
+                                          intermediate_size=64, max_position_embeddings=64)
+        return transformers.LlamaForCausalLM(config)
+
+    return [
+        ("resnet18", lambda: torchvision.models.resnet18(weights=None), image),
+        ("mobilenet_v2", lambda: torchvision.models.mobilenet_v2(weights=None), image),
+        ("bert-small", bert, ids),
+        ("gpt2-small", gpt2, ids),
+        ("llama-small", llama, ids),
+        ("positions", _Positions, ids),
+    ]
+
+
+def _leaves(out: Any) -> list[torch.Tensor]:
+    import torch.utils._pytree as pytree
+    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+
+
+def _check_onnx(path: Path, feeds: dict[str, np.ndarray], expected: list[np.ndarray],
+                where: list[tuple[int, int] | None], tolerances: Any) -> str:
+    """The ONNX file's outputs against the eager ones; `where` places each eager output
+    among the graph's outputs (CaptureResult.outputs)."""
+    import onnxruntime as ort
+
+    from irbridge.converters.onnx.verify import run_session
+    from irbridge.dtypes import DType
+    from irbridge.tolerance import EXACT
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    outputs = run_session(session, {n: feeds[n] for n in names})  # bf16 / float8 too
+    worst = 0.0
+    for index, e in enumerate(expected):
+        place = where[index] if index < len(where) else None
+        if place is None or place[1] >= len(outputs):
+            return f"eager output {index} is not among the file's {len(outputs)} outputs"
+        g = outputs[place[1]]
+        atol, rtol = tolerances.get(DType.from_numpy(e.dtype), EXACT)
+        g64, e64 = np.asarray(g).astype(np.float64), np.asarray(e).astype(np.float64)
+        if g64.shape != e64.shape:
+            return f"shape {g64.shape} != eager {e64.shape}"
+        err = float(np.max(np.abs(g64 - e64))) if e64.size else 0.0
+        scale = float(np.max(np.abs(e64))) if e64.size else 0.0
+        if not err <= atol + rtol * scale:
+            return f"max error {err:.3g} > {atol} + {rtol} x {scale:.3g}"
+        worst = max(worst, err / (scale or 1.0))
+    return f"ok ({worst:.1e})"
+
+
+def _macs(model: Any) -> int:
+    from irbridge.analysis.driver import analyze
+    from irbridge.analysis.hardware import resolve_targets
+    result = analyze(model, resolve_targets("h100-sxm"))
+    return int(result.runs[0].costs.total.macs)
+
+
+def check(device: str, dtype: torch.dtype, name: str, build: Any, inputs: Any,
+          frontend: str, reference: dict[tuple[str, str, str], dict[str, Any]]) -> dict[str, Any]:
+    from irbridge import serde
+    from irbridge.converters.onnx.export import export_onnx
+    from irbridge.converters.pytorch import capture
+    from irbridge.converters.pytorch._util import tensor_to_numpy
+    from irbridge.converters.pytorch.verify import verify
+    from irbridge.tolerance import TOLERANCES
+
+    row: dict[str, Any] = {"model": name, "dtype": str(dtype).removeprefix("torch."),
+                           "frontend": frontend, "device": device}
+    torch.manual_seed(0)
+    module = build().eval()
+    cpu_state = copy.deepcopy(module.state_dict())
+    module = module.to(device=device, dtype=dtype if dtype.is_floating_point else None)
+    args = inputs(device, dtype)
+    start = time.perf_counter()
+    try:
+        result = capture(module, args, frontend=frontend)
+    except Exception as exc:
+        row["capture"] = f"error {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        cpu_rows = [r for (n, _, f), r in reference.items() if (n, f) == (name, frontend)]
+        if device != "cpu" and not any(str(r.get("capture", "")).startswith("error")
+                                       for r in cpu_rows):
+            # the CPU captured it (or was not tried): the device made the difference
+            row["capture"] = "FAIL" + row["capture"].removeprefix("error")
+            row["trace"] = traceback.format_exc()[-3000:]
+        return row
+    row["seconds"] = round(time.perf_counter() - start, 2)
+    row["method"] = result.method
+    row["nodes"] = sum(len(g.nodes) for g in result.model.graphs)
+    row["opaque"] = result.opaque_count
+    report = verify(result, module)
+    row["verify"] = "ok" if report.passed else f"FAIL {report.summary()[:300]}"
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            saved = serde.save(result.model, Path(tmp) / "m.irb")
+            loaded = serde.load(saved)
+            row["serde"] = "ok" if len(loaded.graphs[0].nodes) == len(
+                result.model.graphs[0].nodes) else "FAIL node count changed"
+        except Exception as exc:
+            row["serde"] = f"FAIL {type(exc).__name__}: {str(exc)[:300]}"
+        with torch.no_grad():
+            expected = [tensor_to_numpy(t) for t in _leaves(module(*args))]
+        feeds = {n: tensor_to_numpy(t) for n, t in result.inputs.items()}
+        if len(result.model.graphs) == 1:
+            try:
+                path = export_onnx(result.model, Path(tmp) / "m.onnx")
+                row["onnx"] = _check_onnx(path, feeds, expected, result.outputs,
+                                         TOLERANCES)
+            except Exception as exc:
+                row["onnx"] = f"FAIL {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        else:
+            row["onnx"] = f"({len(result.model.graphs)} graphs: not exported)"
+    try:
+        row["macs"] = _macs(result.model)
+    except Exception as exc:
+        row["analyze"] = f"FAIL {type(exc).__name__}: {str(exc)[:300]}"
+    key = (name, str(dtype), frontend)
+    if device != "cpu" and key in reference:
+        ref = reference[key]
+        if ref.get("macs") != row.get("macs"):
+            row["same_as_cpu"] = f"FAIL MACs {row.get('macs')} vs CPU {ref.get('macs')}"
+        else:
+            row["same_as_cpu"] = "ok"
+    del cpu_state
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--json", type=Path, help="write every row to this file")
+    parser.add_argument("--models", nargs="*", help="only these models")
+    parser.add_argument("--frontends", nargs="*", default=list(FRONTENDS))
+    ns = parser.parse_args()
+    if ns.device != "cpu":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}", flush=True)
+    rows: list[dict[str, Any]] = []
+    reference: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for name, build, inputs in _models():
+        if ns.models and name not in ns.models:
+            continue
+        dtypes = [torch.float32, *HALF.get(name, [])]
+        for dtype in dtypes:
+            for frontend in ns.frontends:
+                devices = ["cpu", ns.device] if ns.device != "cpu" else ["cpu"]
+                for device in devices:
+                    row = check(device, dtype, name, build, inputs, frontend, reference)
+                    if device == "cpu":
+                        reference[(name, str(dtype), frontend)] = row
+                    if device == ns.device:
+                        rows.append(row)
+                        shown = {k: v for k, v in row.items() if k != "trace"}
+                        print(json.dumps(shown), flush=True)
+    failed = [r for r in rows if any(isinstance(v, str) and v.startswith("FAIL")
+                                     for v in r.values())]
+    print(f"{len(rows)} rows, {len(failed)} with a failure", flush=True)
+    for r in failed:
+        if "trace" in r:
+            print(r["trace"], flush=True)
+    if ns.json:
+        ns.json.write_text(json.dumps(rows, indent=1))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

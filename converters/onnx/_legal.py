@@ -108,6 +108,7 @@ def allowed(op: str, opset: int) -> dict[str, frozenset[DType]]:
     kernels = [k for first, last, k in _runtime_kernels().get(op, ())
                if first <= found.since_version <= last]
     body = _function_types(found, opset) if not kernels and _runtime_kernels() else None
+    first = _formal_type(found, 0, outputs=False)  # the parameter the body types are of
     for constraint in found.type_constraints:
         types = {_FROM_STRING[t] for t in constraint.allowed_type_strs if t in _FROM_STRING}
         name = constraint.type_param_str
@@ -117,7 +118,7 @@ def allowed(op: str, opset: int) -> dict[str, frozenset[DType]]:
             if DType.FLOAT32 in kernel:
                 kernel.add(DType.FLOAT16)  # run in float32 by onnxruntime itself (see above)
             types &= kernel
-        elif body is not None:
+        elif body is not None and name == first:
             types &= body
         out[name] = frozenset(types)
     return out
@@ -125,11 +126,18 @@ def allowed(op: str, opset: int) -> dict[str, frozenset[DType]]:
 
 def _function_types(found: onnx.defs.OpSchema, opset: int) -> frozenset[DType] | None:
     """For an op onnxruntime has no kernel for but runs as its ONNX function (HardSwish,
-    Mish, ...): the types every default-domain op of the body takes as its first input."""
-    if not getattr(found, "has_function", False):  # (not in onnx's type stubs)
+    Mish, ...; GroupNormalization and the losses, whose body onnx builds per node): the
+    types every default-domain op of the body takes as its first input. They bound the
+    op's own first-input type parameter only (a bfloat16 GroupNormalization is widened to
+    float32: onnxruntime expands its body and has no bfloat16 Mul)."""
+    if getattr(found, "has_function", False):  # (not in onnx's type stubs)
+        body = list(found.function_body.node)
+    elif getattr(found, "has_context_dependent_function", False):
+        body = _context_body(found, opset)  # GroupNormalization, LayerNormalization-17, ...
+    else:
         return None
     types: frozenset[DType] | None = None
-    for node in found.function_body.node:
+    for node in body:
         if node.domain not in ("", "ai.onnx") or node.op_type == found.name:
             continue
         inner = schema(node.op_type, opset)
@@ -138,6 +146,42 @@ def _function_types(found: onnx.defs.OpSchema, opset: int) -> frozenset[DType] |
         if accepted is not None:
             types = accepted if types is None else types & accepted
     return types
+
+
+_DUMMY_ATTRS = {
+    onnx.defs.OpSchema.AttrType.INT: 1, onnx.defs.OpSchema.AttrType.FLOAT: 1.0,
+    onnx.defs.OpSchema.AttrType.INTS: [1], onnx.defs.OpSchema.AttrType.FLOATS: [1.0],
+    onnx.defs.OpSchema.AttrType.STRING: "", onnx.defs.OpSchema.AttrType.STRINGS: [""],
+}
+
+
+def _context_body(found: onnx.defs.OpSchema, opset: int) -> list[onnx.NodeProto]:
+    """The body onnx builds for an op whose function depends on the node (its attributes
+    and input types): built for float32 inputs and placeholder values of the required
+    attributes, for the ops it uses (their types are what matters here). Empty when onnx
+    cannot build it for such a node."""
+    attrs: dict[str, Any] = {}
+    for name, attr in found.attributes.items():
+        if attr.required:
+            if attr.type not in _DUMMY_ATTRS:
+                return []
+            attrs[name] = _DUMMY_ATTRS[attr.type]
+    inputs = [f"in{k}" for k in range(len(found.inputs))]
+    node = onnx.helper.make_node(found.name, inputs, [f"out{k}" for k in
+                                                      range(len(found.outputs))], **attrs)
+    types = [onnx.helper.make_tensor_type_proto(TensorProto.FLOAT, None).SerializeToString()
+             for _ in inputs]
+    # (neither attribute is in onnx's type stubs)
+    versions = [v for v in getattr(found, "context_dependent_function_opset_versions", ())
+                if v <= opset]
+    try:
+        built = found.get_context_dependent_function_with_opset_version(  # type: ignore[attr-defined]
+            max(versions, default=opset), node.SerializeToString(), types)
+    except Exception:  # onnx refuses the placeholder node: no body to read
+        return []
+    function = onnx.FunctionProto()
+    function.ParseFromString(built)
+    return list(function.node)
 
 
 def _formal_type(found: onnx.defs.OpSchema, index: int, outputs: bool) -> str | None:

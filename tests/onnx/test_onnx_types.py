@@ -22,7 +22,7 @@ from irbridge.ops.examples import OpExample, examples
 
 F32, F64, I64, BOOL = DType.FLOAT32, DType.FLOAT64, DType.INT64, DType.BOOL
 DTYPES = [DType.BOOL, DType.INT8, DType.UINT8, DType.INT32, DType.INT64, DType.FLOAT16,
-          DType.FLOAT32, DType.FLOAT64]
+          DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64]
 OPSETS = [13, 18, 21]  # oldest supported, the default, one with newer op versions
 
 

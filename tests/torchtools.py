@@ -26,6 +26,7 @@ def backend_outputs(result: Any, args: tuple[torch.Tensor, ...]) -> dict[str, li
     import onnxruntime as ort
 
     from irbridge.converters.onnx import to_onnx
+    from irbridge.converters.onnx.verify import run_session
     from irbridge.converters.stablehlo import build_module, evaluate
     from irbridge.executor import run_graphs
 
@@ -34,7 +35,7 @@ def backend_outputs(result: Any, args: tuple[torch.Tensor, ...]) -> dict[str, li
     session = ort.InferenceSession(to_onnx(result.model).SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     return {"executor": run_graphs(result.model, feeds)[-1],
-            "onnxruntime": session.run(None, feeds),
+            "onnxruntime": run_session(session, feeds),  # bfloat16 outputs too
             "stablehlo": evaluate(build_module(result.model).artifact(),
                                   [feeds[v.name] for v in inputs])}
 
@@ -45,15 +46,19 @@ def assert_outputs_match(backend: str, got: list[Any], want: Any, result: Any,
     floats within rtol/atol (0: exact), everything else exact."""
     import numpy as np
 
+    from irbridge.converters.pytorch._util import tensor_to_numpy
+    from irbridge.dtypes import DType
+
     for index, expected in enumerate(want):
         where = result.outputs[index]
         assert where is not None
-        actual, wanted = np.asarray(got[where[1]]), expected.numpy()
+        actual, wanted = np.asarray(got[where[1]]), tensor_to_numpy(expected)  # bf16 too
         assert actual.dtype == wanted.dtype and actual.shape == wanted.shape, \
             f"{backend} output {index}: {actual.dtype}{actual.shape}, eager " \
             f"{wanted.dtype}{wanted.shape}"
-        if wanted.dtype.kind == "f" and (rtol or atol):
-            np.testing.assert_allclose(actual, wanted, rtol=rtol, atol=atol,
+        if DType.from_numpy(wanted.dtype).is_float and (rtol or atol):
+            np.testing.assert_allclose(actual.astype(np.float64), wanted.astype(np.float64),
+                                       rtol=rtol, atol=atol,
                                        err_msg=f"{backend} output {index}")
         else:
             np.testing.assert_array_equal(actual, wanted, err_msg=f"{backend} output {index}")

@@ -24,6 +24,7 @@ from .capture import (
     Capture,
     DynamicSpec,
     ModuleState,
+    ambient_autocast,
     capture_mode,
     has_lazy_parameters,
     keep_buffers,
@@ -172,8 +173,18 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
     attempts: list[tuple[str, str]] = []
     best: CaptureResult | None = None
 
+    autocast = ambient_autocast(model, (args, kwargs))
+
     def attempt(method: str) -> CaptureResult | None:
         nonlocal best, attempted
+        if autocast and method != "export":
+            # as for a torch.autocast region inside forward: only torch.export records
+            # the casts autocast makes at dispatch; fx and Dynamo would give a graph of
+            # the model's own dtypes typed by autocast's example values (neither model)
+            attempts.append((method, f"torch.autocast is on around the capture ({autocast})"
+                                     f" and {method} does not record its casts; use "
+                                     "frontend='export', or capture outside autocast"))
+            return None
         attempted = True
         state = ModuleState(model)
         result, reason = _attempt(method, model, args, kwargs, weights=weights,
@@ -234,6 +245,8 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
                 "check the example inputs, or capture a submodule")
         raise CaptureError(f"could not capture {type(model).__name__} ({reasons}); {hint}")
     best.model.metadata["capture.warmup"] = warm_reason or "no"
+    if autocast:
+        best.model.metadata["capture.autocast"] = autocast
     best.attempts = attempts
     _record_metadata(best, frontend, dynamic, decompose)
     return best

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import keyword
 import operator
 import sys
@@ -293,6 +294,20 @@ def keep_global_modes() -> Iterator[None]:
             torch.set_autocast_enabled(device, enabled)
             torch.set_autocast_dtype(device, dtype)
         torch.set_grad_enabled(grad)
+
+
+def ambient_autocast(model: torch.nn.Module, inputs: Any) -> str:
+    """The autocast that is on around a capture for the device types the model's
+    parameters, buffers and input tensors live on ("cpu bfloat16"; empty when none).
+    It changes what the model computes (its matmuls and convolutions run in that dtype),
+    as a `torch.autocast` region inside forward does; autocast on another device type
+    changes nothing here."""
+    devices = {t.device.type for t in itertools.chain(model.parameters(), model.buffers(),
+                                                      pytree.tree_leaves(inputs))
+               if isinstance(t, torch.Tensor)}
+    return ", ".join(f"{d} {str(torch.get_autocast_dtype(d)).removeprefix('torch.')}"
+                     for d in sorted(devices)
+                     if _autocast_known(d) and torch.is_autocast_enabled(d))
 
 
 def _autocast_known(device: str) -> bool:
@@ -683,12 +698,14 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
         if decompose:
             ep = ep.run_decompositions(_decomposition_table())
         elif mutates_views(ep.graph_module) or _has_autocast(ep.graph_module) \
-                or _has_vmap(ep.graph_module):
+                or _has_vmap(ep.graph_module) or ambient_autocast(model, (args, kwargs)):
             # in-place updates of views (x[:, 0] += 1) write through to the base tensor;
             # functionalizing (no decomposition) turns them into explicit scatters.
             # torch.autocast regions are kept as wrap_with_autocast ops whose bodies hold
             # no casts (autocast casts at dispatch), and torch.func.vmap as batch-dim
-            # markers around the per-example ops: the same pass writes both out
+            # markers around the per-example ops: the same pass writes both out. Autocast
+            # on around the capture is not in export's graph at all (only in its example
+            # values): the pass, run under it, writes its casts out too
             ep = ep.run_decompositions({})
     gm = ep.graph_module
     names = input_names(model, args, kwargs)

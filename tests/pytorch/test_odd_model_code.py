@@ -350,6 +350,56 @@ def test_autocast_regions() -> None:
     assert report.passed, report.summary()
 
 
+class ConvNet(nn.Module):
+    """conv -> relu -> residual add -> pool -> linear: what a user runs under autocast."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv(x))
+        h = h + self.conv(x)
+        return self.fc(h.mean((2, 3)))
+
+
+def test_autocast_around_the_capture() -> None:
+    """`with torch.autocast(...): capture(model, x)`: fx and Dynamo traced the model's
+    float32 ops but typed them with autocast's bfloat16 example values (51 type
+    mismatches patched with casts on resnet18: neither the float32 model nor the autocast
+    one). Autocast around the capture now counts as a region inside forward does: export
+    records its casts, fx and Dynamo refuse with one line; autocast of another device
+    type than the model's changes nothing."""
+    torch.manual_seed(0)
+    module = ConvNet().eval()
+    x = torch.randn(1, 3, 8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = _eager(module, (x,))
+        for frontend in ("fx", "dynamo"):
+            with pytest.raises(CaptureError, match=r"torch.autocast is on around the "
+                               r"capture \(cpu bfloat16\)") as info:
+                capture(module, (x,), frontend=frontend)
+            assert "\n" not in str(info.value)
+        result = capture(module, (x,))
+        assert torch.is_autocast_enabled("cpu")  # left as the caller had it
+        report = verify(result, module)
+    assert not torch.is_autocast_enabled("cpu")
+    assert result.method == "export" and result.attempts[0][0] == "fx"
+    assert result.model.metadata["capture.autocast"] == "cpu bfloat16"
+    assert "lowering.type_mismatches" not in result.model.metadata
+    convs = [n for _, n in result.model.all_nodes() if n.op == "conv"]
+    assert convs and all(n.outputs[0].type.dtype.short == "bf16" for n in convs)
+    assert want[0].dtype == torch.bfloat16 and report.passed, report.summary()
+    # the IR computes the autocast model: one bfloat16 ulp (2^-8) of the output's scale
+    got = backend_outputs(result, (x,))
+    assert_outputs_match("executor", got["executor"], want, result, 8e-3, 1e-2)
+    # CUDA autocast around a CPU model: nothing changes, fx captures as usual
+    with torch.autocast("cuda", dtype=torch.float16):
+        plain = capture(module, (x,))
+    assert plain.method == "fx" and "capture.autocast" not in plain.model.metadata
+
+
 class Cells(nn.Module):
     def __init__(self) -> None:
         super().__init__()

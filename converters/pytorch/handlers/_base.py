@@ -368,7 +368,9 @@ def mutated_input(node: torch.fx.Node, gm: torch.fx.GraphModule) -> torch.fx.Nod
             return first
         return None
     if node.op == "call_function" and target in (operator.iadd, operator.isub, operator.imul,
-                                                 operator.itruediv, torch.relu_, F.relu_):
+                                                 operator.itruediv, operator.iand, operator.ior,
+                                                 operator.ixor, operator.ilshift,
+                                                 operator.irshift, torch.relu_, F.relu_):
         return first
     if node.op == "call_function" and target in (F.relu, F.relu6, F.silu, F.hardswish,
                                                  F.hardsigmoid, F.elu, F.leaky_relu,
@@ -386,4 +388,7 @@ def mutated_input(node: torch.fx.Node, gm: torch.fx.GraphModule) -> torch.fx.Nod
 
 
 _INPLACE_METHODS = {"add_", "sub_", "mul_", "div_", "relu_", "clamp_", "masked_fill_",
-                    "zero_", "fill_", "copy_", "sigmoid_", "tanh_"}
+                    "zero_", "fill_", "copy_", "sigmoid_", "tanh_", "__iand__", "__ior__",
+                    "__ixor__", "__ilshift__", "__irshift__", "bitwise_and_", "bitwise_or_",
+                    "bitwise_xor_", "bitwise_left_shift_", "bitwise_right_shift_",
+                    "bitwise_not_"}

@@ -111,6 +111,18 @@ def _symbolic_arange(em: Emitter, start: Any, end: Any, step: Any, out: DType) -
     return em.cast(indices, out)
 
 
+@_aten_fn(aten.tril_indices.default, aten.triu_indices.default)
+def _tri_indices(em: Emitter, a: Args) -> Value:
+    """The [2, n] (row, column) indices of a row x col triangle: they depend only on the
+    op's integer arguments, so they are a constant (a symbolic size is not supported)."""
+    sizes = [a["row"], a["col"], a.get("offset", 0)]
+    if not all(isinstance(v, int) for v in sizes):
+        raise Unsupported("triangle indices of a symbolic size")
+    rows, cols = (np.tril_indices if a.get("__op__") == aten.tril_indices.default
+                  else np.triu_indices)(int(sizes[0]), int(sizes[2]), int(sizes[1]))
+    return em.const(np.stack([rows, cols]), em.out_dtype())
+
+
 @_aten_fn(aten.one_hot.default)
 def _one_hot(em: Emitter, a: Args) -> Value:
     classes = int(a["num_classes"])

@@ -72,9 +72,12 @@ def _round(em: Emitter, a: Args) -> Value:
 @_aten_fn(aten.bitwise_not.default)
 def _bitwise_not(em: Emitter, a: Args) -> Value:
     x = em.value(a["self"])
-    if em.type(x).dtype != DType.BOOL:
-        raise Unsupported("bitwise_not of integers")
-    return em.op("logical_not", [x])
+    dtype = em.type(x).dtype
+    if dtype == DType.BOOL:
+        return em.op("logical_not", [x])
+    if not dtype.is_integer:
+        raise Unsupported(f"bitwise_not of {dtype.short}")
+    return em.op("bitwise_not", [x])
 
 
 @_aten_fn(aten.gelu.default, aten.gelu_.default)
@@ -475,20 +478,56 @@ _aten_fn(aten.logical_or.default)(_logical("logical_or"))
 _aten_fn(aten.logical_xor.default)(_logical("logical_xor"))
 
 
+def bitwise(em: Emitter, name: str, x: Any, y: Any) -> Value:
+    """torch's `x & y`, `x | y`, `x ^ y` (name: and / or / xor): logical on booleans,
+    bitwise on integers of the promoted type."""
+    out = em.out_dtype()
+    if out == DType.BOOL:
+        return _logical(f"logical_{name}")(em, {"self": x, "other": y})
+    if not out.is_integer:
+        raise Unsupported(f"bitwise_{name} of {out.short}")
+    return _binary(em, f"bitwise_{name}", x, y, out)
+
+
+def shift(em: Emitter, left: bool, x: Any, y: Any) -> Value:
+    """torch's `x << y` / `x >> y` on integers of the promoted type. torch shifts an
+    amount that is negative or at least the bit width to 0 (left) or to all sign bits
+    (right), as the IR's shifts do with the amount read unsigned; a right shift is
+    arithmetic on signed types and logical on unsigned ones (uint8: zeros come in)."""
+    out = em.out_dtype()
+    if not out.is_integer:
+        raise Unsupported(f"bit shift of {out.short}")
+    name = "shift_left" if left else (
+        "shift_right_logical" if out.numpy.kind == "u" else "shift_right_arithmetic")
+    return _binary(em, name, x, y, out)
+
+
 def _bitwise(name: str) -> AtenFn:
     def fn(em: Emitter, a: Args) -> Value:
-        if em.out_dtype() != DType.BOOL:
-            raise Unsupported("bitwise ops on integers")
-        return _logical(name)(em, a)
+        return bitwise(em, name, a["self"], a["other"])
     return fn
 
 
-_aten_fn(aten.bitwise_and.Tensor, aten.bitwise_and.Scalar, _op("__and__", "Tensor"))(
-    _bitwise("logical_and"))
-_aten_fn(aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, _op("__or__", "Tensor"))(
-    _bitwise("logical_or"))
-_aten_fn(aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, _op("__xor__", "Tensor"))(
-    _bitwise("logical_xor"))
+def _shift(left: bool) -> AtenFn:
+    def fn(em: Emitter, a: Args) -> Value:
+        return shift(em, left, a["self"], a["other"])
+    return fn
+
+
+def _overloads(names: tuple[str, ...], overloads: tuple[str, ...]) -> list[Any]:
+    return [_op(n, o) for n in names for o in overloads]
+
+
+# the functional ops, their in-place forms (x &= y, x.bitwise_and_(y)) and operator aliases
+_TENSOR_SCALAR = ("Tensor", "Scalar", "Scalar_Tensor", "Tensor_Scalar")
+for _word in ("and", "or", "xor"):
+    _aten_fn(*_overloads((f"bitwise_{_word}", f"bitwise_{_word}_", f"__{_word}__",
+                          f"__i{_word}__"), _TENSOR_SCALAR))(_bitwise(_word))
+_aten_fn(*_overloads(("bitwise_left_shift", "bitwise_left_shift_", "__lshift__",
+                      "__ilshift__"), _TENSOR_SCALAR))(_shift(True))
+_aten_fn(*_overloads(("bitwise_right_shift", "bitwise_right_shift_", "__rshift__",
+                      "__irshift__"), _TENSOR_SCALAR))(_shift(False))
+_aten_fn(_op("bitwise_not_"))(_bitwise_not)
 
 
 @_aten_fn(aten.where.self, _op("where", "ScalarSelf"), _op("where", "ScalarOther"),

@@ -46,6 +46,8 @@ from .elementwise import (
     _divide,
     _pow,
     _scaled,
+    bitwise,
+    shift,
 )
 from .linear import bilinear
 from .norm import (
@@ -87,6 +89,13 @@ _PY_BINARY: list[tuple[Any, str, Any]] = [
     (operator.and_, "logical_and", aten.bitwise_and.Tensor),
     (operator.or_, "logical_or", aten.bitwise_or.Tensor),
     (operator.xor, "logical_xor", aten.bitwise_xor.Tensor),
+    (operator.iand, "logical_and", aten.bitwise_and.Tensor),
+    (operator.ior, "logical_or", aten.bitwise_or.Tensor),
+    (operator.ixor, "logical_xor", aten.bitwise_xor.Tensor),
+    (operator.lshift, "shift_left", aten.__lshift__.Tensor),
+    (operator.ilshift, "shift_left", aten.__lshift__.Tensor),
+    (operator.rshift, "shift_right", aten.__rshift__.Tensor),
+    (operator.irshift, "shift_right", aten.__rshift__.Tensor),
 ]
 
 
@@ -121,11 +130,10 @@ def _py_binary(name: str, op: Any) -> Handler:
             return em.op("matmul", [em.value(x), em.value(y)])
         if name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
             return _compare(em, name, x, y)
-        if name.startswith("logical_"):
-            if em.out_dtype() != DType.BOOL:
-                raise Unsupported("bitwise operators on integers")
-            return em.op(name, [em.cast(em.value(x, DType.BOOL), DType.BOOL),
-                                em.cast(em.value(y, DType.BOOL), DType.BOOL)])
+        if name.startswith("logical_"):  # & | ^: logical on booleans, else bitwise
+            return bitwise(em, name.removeprefix("logical_"), x, y)
+        if name.startswith("shift_"):
+            return shift(em, name == "shift_left", x, y)
         if name == "div":
             return _divide(em, x, y, None)
         if name == "pow":
@@ -154,7 +162,13 @@ for _target, _name, _ in _PY_BINARY:
     if _method_name is not None:
         METHODS[_method_name] = _py_binary(_name, _target)
         METHODS[f"__{_method_name}__"] = _py_binary(_name, _target)
-for _inplace, _name in (("add_", "add"), ("sub_", "sub"), ("mul_", "mul"), ("div_", "div")):
+for _inplace, _name in (("add_", "add"), ("sub_", "sub"), ("mul_", "mul"), ("div_", "div"),
+                        ("__iand__", "logical_and"), ("__ior__", "logical_or"),
+                        ("__ixor__", "logical_xor"), ("bitwise_and_", "logical_and"),
+                        ("bitwise_or_", "logical_or"), ("bitwise_xor_", "logical_xor"),
+                        ("__ilshift__", "shift_left"), ("__irshift__", "shift_right"),
+                        ("bitwise_left_shift_", "shift_left"),
+                        ("bitwise_right_shift_", "shift_right")):
     METHODS[_inplace] = _py_binary(_name, None)
 
 

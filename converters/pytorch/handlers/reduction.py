@@ -54,7 +54,12 @@ def _reduce(name: str, dim_key: str = "dim") -> AtenFn:
         x = em.value(a["self"])
         dtype = a.get("dtype")
         out = em.out_dtype()
-        if dtype is not None or (name in ("reduce_mean",) and out != em.type(x).dtype) or (name == "reduce_sum" and out != em.type(x).dtype):
+        # torch accumulates sums and products of integers and booleans in int64, and
+        # computes a mean or a logsumexp in its result's type (an integer input's in the
+        # default float type): the input is cast to the result's type
+        if dtype is not None or (name in ("reduce_mean", "reduce_sum", "reduce_prod",
+                                          "reduce_log_sum_exp")
+                                 and out != em.type(x).dtype):
             x = em.cast(x, out)
         axes = _dims(a.get(dim_key), em.rank(x))
         return em.op(name, [x], axes=axes, keepdims=bool(a.get("keepdim", False)))
@@ -310,7 +315,8 @@ def _any_all(em: Emitter, a: Args) -> Value:
     axes = _dims(dims, em.rank(x))
     r = em.op("reduce_max" if is_any else "reduce_min", [ints], axes=axes,
               keepdims=bool(a.get("keepdim", False)))
-    return em.cast(r, DType.BOOL)
+    # bool, except of a uint8 input: uint8 0 / 1 (torch keeps that legacy type)
+    return em.cast(em.cast(r, DType.BOOL), em.out_dtype())
 
 
 # -- order statistics: median, nanmedian, kthvalue, mode ---------------------------------------

@@ -12,7 +12,10 @@ checks what a user would rely on:
 * serde   - `serde.save` / `serde.load` round trip, the loaded model verified again;
 * onnx    - `export_onnx`, the file run by onnxruntime (CPU) on the same inputs and
             compared with the eager outputs at the same tolerances;
-* analyze - `analysis.driver.analyze` on h100-sxm (MACs must equal the CPU capture's).
+* analyze - `analysis.driver.analyze` on h100-sxm (MACs must equal the CPU capture's);
+* train   - one training step of each float32 model (but the module) with SGD and AdamW
+            (`capture_train`), checked by `verify_train` against autograd and torch.optim
+            on the device.
 
 Each model is also captured on the CPU with the same weights: the two IRs must have the
 same node count and MACs (the device must not change the graph).
@@ -212,12 +215,40 @@ def check(device: str, dtype: torch.dtype, name: str, build: Any, inputs: Any,
     return row
 
 
+def check_train(device: str, name: str, build: Any, inputs: Any,
+                optimizer: str) -> dict[str, Any]:
+    """One training step (`capture_train`, loss auto, `optimizer`) of the float32 model
+    on `device`, checked by `verify_train` (loss, gradients, updated parameters and
+    optimizer state against an eager step with autograd and torch.optim)."""
+    from irbridge.converters.pytorch.train import TrainSpec, capture_train, verify_train
+
+    row: dict[str, Any] = {"model": name, "dtype": "float32", "frontend": f"train-{optimizer}",
+                           "device": device}
+    torch.manual_seed(0)
+    module = build().to(device)
+    args = inputs(device, torch.float32)
+    if name in ("resnet18", "mobilenet_v2"):
+        args = (args[0][:, :, :64, :64],)  # a smaller image: the step runs on the CPU too
+    try:
+        result = capture_train(module, args, train=TrainSpec(optimizer=optimizer))
+        report = verify_train(result, module)
+    except Exception as exc:
+        row["train"] = f"FAIL {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        row["trace"] = traceback.format_exc()[-3000:]
+        return row
+    row["nodes"] = sum(len(g.nodes) for g in result.model.graphs)
+    row["train"] = "ok" if report.passed else f"FAIL {report.summary()[:300]}"
+    return row
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--json", type=Path, help="write every row to this file")
     parser.add_argument("--models", nargs="*", help="only these models")
     parser.add_argument("--frontends", nargs="*", default=list(FRONTENDS))
+    parser.add_argument("--no-train", dest="train", action="store_false",
+                        help="leave out the training-step rows")
     ns = parser.parse_args()
     if ns.device != "cpu":
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -240,6 +271,13 @@ def main() -> int:
                         rows.append(row)
                         shown = {k: v for k, v in row.items() if k != "trace"}
                         print(json.dumps(shown), flush=True)
+    for name, build, inputs in _models():
+        if (ns.models and name not in ns.models) or name == "positions" or not ns.train:
+            continue
+        for optimizer in ("sgd", "adamw"):
+            row = check_train(ns.device, name, build, inputs, optimizer)
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "trace"}), flush=True)
     failed = [r for r in rows if any(isinstance(v, str) and v.startswith("FAIL")
                                      for v in r.values())]
     print(f"{len(rows)} rows, {len(failed)} with a failure", flush=True)

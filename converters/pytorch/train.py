@@ -174,13 +174,15 @@ def make_target(spec: TrainSpec, out: Any) -> torch.Tensor | None:
     if spec.loss == "model":
         return None
     y = _loss_output(out)
+    # drawn on the CPU (the same target whatever the device), then put beside the output
     gen = torch.Generator().manual_seed(spec.seed)
     if spec.loss == "mse":
-        return torch.randn(y.shape, generator=gen, dtype=y.dtype)
+        return torch.randn(y.shape, generator=gen, dtype=y.dtype).to(y.device)
     if y.dim() < 1 or y.shape[-1] < 1:
         raise CaptureError(f"cross_entropy needs an output with a class dim; got shape "
                            f"{list(y.shape)}")
-    return torch.randint(0, int(y.shape[-1]), tuple(y.shape[:-1]), generator=gen)
+    return torch.randint(0, int(y.shape[-1]), tuple(y.shape[:-1]),
+                         generator=gen).to(y.device)
 
 
 def sgd_update(spec: TrainSpec, p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -191,14 +193,19 @@ def sgd_update(spec: TrainSpec, p: torch.Tensor, g: torch.Tensor) -> torch.Tenso
 def adamw_update(spec: TrainSpec, p: torch.Tensor, g: torch.Tensor, step: torch.Tensor,
                  m: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """torch.optim.AdamW's single-tensor update, written out (same order of operations):
-    (new param, new step, new exp_avg, new exp_avg_sq)."""
+    (new param, new step, new exp_avg, new exp_avg_sq). torch computes the bias
+    corrections 1 - beta^step in Python floats (float64); so does the step here, from
+    the step counter widened to float64. In float32, 1 - beta2 with beta2 rounded to
+    float32 is 1.3e-5 off 1 - beta2 in float64 (0.999 -> 0.99900001), which scaled every
+    update of a parameter whose gradient is well above eps by 1 - 6.4e-6."""
     lr, (beta1, beta2), eps = spec.learning_rate, spec.betas, spec.eps
     step = step + 1
     p = p * (1 - lr * spec.weight_decay)
     m = m + (g - m) * (1 - beta1)
     v = v * beta2 + g * g * (1 - beta2)
-    bias1 = 1 - torch.pow(beta1, step)
-    bias2 = 1 - torch.pow(beta2, step)
+    wide = step.to(torch.float64)  # 0-d: a float32 model's tensors stay float32
+    bias1 = 1 - torch.pow(beta1, wide)
+    bias2 = 1 - torch.pow(beta2, wide)
     step_size = lr / bias1
     denom = v.sqrt() / bias2.sqrt() + eps
     p = p - step_size * (m / denom)
@@ -350,9 +357,15 @@ def _capture_train(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[
         examples.append(target)
 
     def trace() -> Any:
-        return make_fx(torch.func.functionalize(step, remove="mutations_and_views"),
-                       decomposition_table=_DECOMPOSITIONS,  # type: ignore[arg-type]
-                       tracing_mode="real")(*examples)
+        # cuDNN off while tracing: its batch norm (`cudnn_batch_norm`) updates the running
+        # statistics in place without saying so in its schema, so functionalization
+        # cannot see the update and the step's buffers came out unchanged (a CUDA
+        # model's BatchNorm running stats); without it torch runs `native_batch_norm`,
+        # whose update functionalization writes out. Only the trace runs this way.
+        with torch.backends.cudnn.flags(enabled=False):
+            return make_fx(torch.func.functionalize(step, remove="mutations_and_views"),
+                           decomposition_table=_DECOMPOSITIONS,  # type: ignore[arg-type]
+                           tracing_mode="real")(*examples)
 
     try:
         gm = trace()
@@ -668,7 +681,7 @@ def eager_step(result: TrainCaptureResult, module: torch.nn.Module,
         found.append((f"grad.{n}", "gradient", grad.detach().clone()))
     if grads is not None:
         for p, g in zip(params, grads, strict=True):
-            p.grad = torch.from_numpy(np.array(g)).to(p.dtype).reshape(p.shape)
+            p.grad = torch.from_numpy(np.array(g)).to(p.device, p.dtype).reshape(p.shape)
     optimizer.step()
     found += [(n, "parameter", p.detach()) for n, p in zip(result.params, params, strict=True)]
     found += [(n, "buffer", named[n].detach()) for n in result.buffers]

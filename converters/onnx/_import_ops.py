@@ -136,7 +136,7 @@ _UNARY = {
     "Reciprocal": "reciprocal", "Sin": "sin", "Cos": "cos", "Tan": "tan", "Erf": "erf",
     "Floor": "floor", "Ceil": "ceil", "Round": "round", "Sign": "sign", "Not": "logical_not",
     "IsNaN": "isnan", "Tanh": "tanh", "Sigmoid": "sigmoid", "Relu": "relu", "Mish": "mish",
-    "HardSwish": "hardswish",
+    "HardSwish": "hardswish", "BitwiseNot": "bitwise_not",
 }
 
 
@@ -153,7 +153,8 @@ _BINARY = {
     "Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "And": "logical_and",
     "Or": "logical_or", "Xor": "logical_xor", "Equal": "equal", "Less": "less",
     "Greater": "greater", "LessOrEqual": "less_equal", "GreaterOrEqual": "greater_equal",
-    "PRelu": "prelu",
+    "PRelu": "prelu", "BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or",
+    "BitwiseXor": "bitwise_xor",
 }
 
 

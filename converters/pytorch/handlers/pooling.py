@@ -383,8 +383,19 @@ def _upsample_aa(kind: str, filter_fn: Callable[[np.float32], np.float32],
         else:  # .vec: scale factors only
             scales_h, scales_w = (float(v) for v in a["scale_factors"])
             out_h, out_w = int(h * scales_h), int(w * scales_w)
-        y = _resample_axis(em, x, 3, _aa_taps(w, out_w, align, scales_w, filter_fn, reach))
-        return _resample_axis(em, y, 2, _aa_taps(h, out_h, align, scales_h, filter_fn, reach))
+        taps_w = _aa_taps(w, out_w, align, scales_w, filter_fn, reach)
+        taps_h = _aa_taps(h, out_h, align, scales_h, filter_fn, reach)
+        dtype = em.type(x).dtype
+        if dtype.is_float:
+            return _resample_axis(em, _resample_axis(em, x, 3, taps_w), 2, taps_h)
+        # uint8 images (the one integer type torch resizes): each pass weighs in float32
+        # and rounds half up into 0..255, as ATen's fixed-point uint8 kernel stores its
+        # horizontal pass before the vertical one (weighing in uint8 wrapped: 206 off)
+        def rounded(v: Value) -> Value:
+            v = em.op("floor", [em.op("add", [v, em.scalar(0.5, DType.FLOAT32)])])
+            return em.cast(em.op("clip", [v], min=0.0, max=255.0), dtype)
+        y = rounded(_resample_axis(em, em.cast(x, DType.FLOAT32), 3, taps_w))
+        return rounded(_resample_axis(em, em.cast(y, DType.FLOAT32), 2, taps_h))
     return fn
 
 

@@ -177,7 +177,10 @@ def _log1p(em: Emitter, a: Args) -> Value:
 
 @_aten_fn(aten.expm1.default)
 def _expm1(em: Emitter, a: Args) -> Value:
-    return _binary(em, "sub", em.op("exp", [em.value(a["self"])]), 1.0)
+    # an integer input is promoted first (exp in its own type truncated: exp(1) -> 2,
+    # and wrapped in uint8)
+    x = em.cast(em.value(a["self"]), em.out_dtype())
+    return _binary(em, "sub", em.op("exp", [x]), 1.0)
 
 
 @_aten_fn(aten.square.default)

@@ -114,8 +114,8 @@ def parse_grid(*, models: str, hardware: str, batch: str, seq_len: str, phase: s
 
 
 def _check_model(name: str) -> None:
-    """A zoo name (or hf:TYPE, timm:NAME) or an existing model file; anything else is refused before
-    any work starts."""
+    """A zoo name (hf:TYPE, timm:NAME and diffusers:ClassName included) or an existing model
+    file; anything else is refused before any work starts."""
     from irbridge.formats import is_model_file, is_model_folder
 
     if is_model_folder(name):  # a Hugging Face model folder
@@ -124,9 +124,9 @@ def _check_model(name: str) -> None:
         if not Path(name).is_file():
             raise IrbridgeError(f"--models: {name}: {not_a_file(name)}")
         return
-    from irbridge.converters.pytorch.zoo.registry import _unknown, find_model
+    from irbridge.converters.pytorch.zoo.registry import _unknown, is_zoo_name
 
-    if not name.startswith(("hf:", "timm:")) and find_model(name) is None:
+    if not is_zoo_name(name):
         raise _unknown(name)
 
 

@@ -68,6 +68,10 @@ def test_bad_input_is_refused_up_front(tmp_path: Path) -> None:
                              ({"models": str(tmp_path / "no.onnx")}, "no such file")):
         with pytest.raises(IrbridgeError, match=message):
             _grid(**changes)
+    # every name family the zoo builds passes the check (diffusers: names were refused as
+    # unknown, while the refusal's own hint listed them)
+    for name in ("llama-tiny", "hf:gpt2", "timm:test_resnet", "diffusers:AutoencoderKL"):
+        assert _grid(models=name).models == (name,)
     runner = CliRunner()
     not_parquet = tmp_path / "r.parquet"
     not_parquet.write_text("not parquet")

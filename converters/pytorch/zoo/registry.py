@@ -23,7 +23,9 @@ from .common import (
     _suggest,
     _Target,
 )
+from .diffusers import PREFIX as DIFFUSERS_PREFIX
 from .hf import _hf_entries, _make_hf, _make_hf_auto
+from .timm import PREFIX as TIMM_PREFIX
 from .tv import _make_torchvision, _torchvision_entries
 from .yolo import _make_ultralytics, _ultralytics_entries
 
@@ -65,6 +67,17 @@ def find_model(name: str) -> ModelEntry | None:
     """The registered entry for a name or alias (case-insensitive), or None."""
     index = _index()
     return index.get(name) or index.get(name.lower())
+
+
+FAMILY_PREFIXES = ("hf:", TIMM_PREFIX, DIFFUSERS_PREFIX)
+"""Names the zoo builds from a family and a type or class (`hf:TYPE`, `timm:NAME`,
+`diffusers:ClassName`) instead of a registry entry (`builder._resolve` dispatches them)."""
+
+
+def is_zoo_name(name: str) -> bool:
+    """Whether `name` is one the zoo builds: a registered name or alias, or a family prefix
+    (whether the family has that type is decided when it is built)."""
+    return name.startswith(FAMILY_PREFIXES) or find_model(name) is not None
 
 
 def _unknown(name: str) -> ZooError:

@@ -29,7 +29,6 @@ Prints one line per (model, dtype, front-end) and a summary; exit 1 if any check
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import tempfile
@@ -104,20 +103,16 @@ def _models() -> list[tuple[str, Any, Any]]:
     ]
 
 
-def _leaves(out: Any) -> list[torch.Tensor]:
-    import torch.utils._pytree as pytree
-    return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
-
-
 def _check_onnx(path: Path, feeds: dict[str, np.ndarray], expected: list[np.ndarray],
-                where: list[tuple[int, int] | None], tolerances: Any) -> str:
-    """The ONNX file's outputs against the eager ones; `where` places each eager output
-    among the graph's outputs (CaptureResult.outputs)."""
+                where: list[tuple[int, int] | None]) -> str:
+    """The ONNX file's outputs against the eager ones (`irbridge.tolerance`'s comparison
+    and table); `where` places each eager output among the graph's outputs
+    (CaptureResult.outputs)."""
     import onnxruntime as ort
 
     from irbridge.converters.onnx.verify import run_session
     from irbridge.dtypes import DType
-    from irbridge.tolerance import EXACT
+    from irbridge.tolerance import EXACT, TOLERANCES, compare_output
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     outputs = run_session(session, {n: feeds[n] for n in names})  # bf16 / float8 too
@@ -126,16 +121,13 @@ def _check_onnx(path: Path, feeds: dict[str, np.ndarray], expected: list[np.ndar
         place = where[index] if index < len(where) else None
         if place is None or place[1] >= len(outputs):
             return f"eager output {index} is not among the file's {len(outputs)} outputs"
-        g = outputs[place[1]]
-        atol, rtol = tolerances.get(DType.from_numpy(e.dtype), EXACT)
-        g64, e64 = np.asarray(g).astype(np.float64), np.asarray(e).astype(np.float64)
-        if g64.shape != e64.shape:
-            return f"shape {g64.shape} != eager {e64.shape}"
-        err = float(np.max(np.abs(g64 - e64))) if e64.size else 0.0
-        scale = float(np.max(np.abs(e64))) if e64.size else 0.0
-        if not err <= atol + rtol * scale:
-            return f"max error {err:.3g} > {atol} + {rtol} x {scale:.3g}"
-        worst = max(worst, err / (scale or 1.0))
+        dtype = DType.from_numpy(e.dtype)
+        check = compare_output(index, "", np.asarray(outputs[place[1]]), e, dtype,
+                               *TOLERANCES.get(dtype, EXACT))
+        if not check.passed:
+            return check.note or (f"max error {check.max_abs_error:.3g} > {check.atol} + "
+                                  f"{check.rtol} x scale")
+        worst = max(worst, check.max_rel_error)
     return f"ok ({worst:.1e})"
 
 
@@ -151,15 +143,13 @@ def check(device: str, dtype: torch.dtype, name: str, build: Any, inputs: Any,
     from irbridge import serde
     from irbridge.converters.onnx.export import export_onnx
     from irbridge.converters.pytorch import capture
-    from irbridge.converters.pytorch._util import tensor_to_numpy
+    from irbridge.converters.pytorch._util import tensor_leaves, tensor_to_numpy
     from irbridge.converters.pytorch.verify import verify
-    from irbridge.tolerance import TOLERANCES
 
     row: dict[str, Any] = {"model": name, "dtype": str(dtype).removeprefix("torch."),
                            "frontend": frontend, "device": device}
     torch.manual_seed(0)
     module = build().eval()
-    cpu_state = copy.deepcopy(module.state_dict())
     module = module.to(device=device, dtype=dtype if dtype.is_floating_point else None)
     args = inputs(device, dtype)
     start = time.perf_counter()
@@ -189,13 +179,12 @@ def check(device: str, dtype: torch.dtype, name: str, build: Any, inputs: Any,
         except Exception as exc:
             row["serde"] = f"FAIL {type(exc).__name__}: {str(exc)[:300]}"
         with torch.no_grad():
-            expected = [tensor_to_numpy(t) for t in _leaves(module(*args))]
+            expected = [tensor_to_numpy(t) for t in tensor_leaves(module(*args))]
         feeds = {n: tensor_to_numpy(t) for n, t in result.inputs.items()}
         if len(result.model.graphs) == 1:
             try:
                 path = export_onnx(result.model, Path(tmp) / "m.onnx")
-                row["onnx"] = _check_onnx(path, feeds, expected, result.outputs,
-                                         TOLERANCES)
+                row["onnx"] = _check_onnx(path, feeds, expected, result.outputs)
             except Exception as exc:
                 row["onnx"] = f"FAIL {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         else:
@@ -211,7 +200,6 @@ def check(device: str, dtype: torch.dtype, name: str, build: Any, inputs: Any,
             row["same_as_cpu"] = f"FAIL MACs {row.get('macs')} vs CPU {ref.get('macs')}"
         else:
             row["same_as_cpu"] = "ok"
-    del cpu_state
     return row
 
 

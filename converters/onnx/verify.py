@@ -119,6 +119,8 @@ _ML_DTYPES = {
 and out of `InferenceSession.run`), with the ml_dtypes type that holds the same bits."""
 
 _ML_ENUMS = {dtype: enum for enum, dtype in _ML_DTYPES.items()}
+_ML_TYPE_STRINGS = {f"tensor({onnx.TensorProto.DataType.Name(e).lower()})" for e in _ML_DTYPES}
+"""The same types as onnxruntime names a session's inputs and outputs (`tensor(bfloat16)`)."""
 
 
 def run_session(session: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -127,10 +129,8 @@ def run_session(session: Any, feeds: Mapping[str, np.ndarray]) -> list[np.ndarra
     ml_dtypes type of the same bits (no conversion, so nothing is rounded)."""
     import onnxruntime as ort
 
-    special = {f"tensor({onnx.helper.tensor_dtype_to_string(e).removeprefix('TensorProto.')})"
-               .lower() for e in _ML_DTYPES}
     if not any(np.asarray(a).dtype in _ML_ENUMS for a in feeds.values()) and not any(
-            o.type in special for o in session.get_outputs()):
+            o.type in _ML_TYPE_STRINGS for o in session.get_outputs()):
         return list(session.run(None, dict(feeds)))
     values = {}
     for name, array in feeds.items():

@@ -343,10 +343,10 @@ def _ort_optimized(plain: Path, level: ort.GraphOptimizationLevel) -> Path:
 
 
 def _export(module: nn.Module, args: tuple[torch.Tensor, ...], path: Path,
-            names: Sequence[str]) -> Path:
+            names: Sequence[str], opset: int = 17) -> Path:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module.eval(), args, str(path), dynamo=False, opset_version=17,
+        torch.onnx.export(module.eval(), args, str(path), dynamo=False, opset_version=opset,
                           input_names=list(names))
     return path
 
@@ -472,6 +472,33 @@ def test_transformers_optimizer_bert(tmp_path: Path) -> None:
     assert _contrib_ops(fused) == {"Attention": 1, "SkipLayerNormalization": 2,
                                    "FastGelu": 1}
     model = _check_file(fused, {"x": x.numpy(), "mask": mask.numpy()})
+    assert summarize(model).cost.macs == summarize(import_onnx(plain)).cost.macs > 0
+
+
+@pytest.mark.parametrize("opset", [14, 16])
+@pytest.mark.parametrize("writer", ["transformers_optimizer", "session_extended"])
+def test_layer_normalization_below_opset_17_as_onnxruntime_writes_it(
+        tmp_path: Path, writer: str, opset: int) -> None:
+    """onnxruntime's optimizers fuse LayerNorm into a default-domain LayerNormalization
+    whatever the file's opset, where ONNX defines that op only from 17: the checker needs
+    onnxruntime's version-1 schema (converters/onnx/_ort_schemas.py) and the node maps to
+    layer_norm like ONNX's own."""
+    torch.manual_seed(0)
+    x, mask = torch.randn(2, 6, 32), torch.ones(2, 6, dtype=torch.int64)
+    mask[1, 4:] = 0
+    plain = _export(_Bert(), (x, mask), tmp_path / "bert.onnx", ["x", "mask"], opset=opset)
+    if writer == "transformers_optimizer":
+        fused = tmp_path / "bert_opt.onnx"
+        optimizer.optimize_model(str(plain), model_type="bert", num_heads=4,
+                                 hidden_size=32).save_model_to_file(str(fused))
+    else:
+        fused = _ort_optimized(plain, ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED)
+    proto = onnx.load(str(fused))
+    assert [o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")] == [opset]
+    assert any(n.op_type == "LayerNormalization" and n.domain in ("", "ai.onnx")
+               for n in proto.graph.node)
+    model = _check_file(fused, {"x": x.numpy(), "mask": mask.numpy()})
+    assert "layer_norm" in {n.op for _, n in model.all_nodes()}
     assert summarize(model).cost.macs == summarize(import_onnx(plain)).cost.macs > 0
 
 

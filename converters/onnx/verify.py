@@ -42,7 +42,7 @@ import onnx
 from irbridge.converters.onnx._complex import REAL_OF, complex_values, from_pairs, to_pairs
 from irbridge.dtypes import DType
 from irbridge.errors import ExportError, IrbridgeError
-from irbridge.ir import Graph, Model, Value
+from irbridge.ir import Graph, Model, SymDim, Value
 from irbridge.tolerance import EXACT, TOLERANCES, OutputCheck, VerifyReport, compare_output
 
 __all__ = ["OnnxVerifyError", "export_verified", "reference_feeds", "verify_onnx"]
@@ -61,6 +61,19 @@ class OnnxVerifyError(ExportError):
 def _user_inputs(model: Model) -> list[Value]:
     linked = {(lk.to_graph, lk.to_input) for lk in model.links}
     return [v for i, g in enumerate(model.graphs) for v in g.inputs if (i, v.name) not in linked]
+
+
+def check_static_inputs(model: Model) -> None:
+    """Refuse, before any work, a model whose inputs have symbolic dims: verification
+    makes random arrays of the inputs' static types and cannot size `batch` or `seq`."""
+    for v in _user_inputs(model):
+        if v.type is None or not v.type.is_static:
+            named = list(dict.fromkeys(d.name for d in (v.type.shape or ()) if v.type
+                                       and isinstance(d, SymDim)))
+            hint = (" ".join(f"--bind {name}=SIZE" for name in named) if named else
+                    "give the model static input shapes")
+            raise IrbridgeError(f"--verify needs static input shapes: input {v.name!r} is "
+                                f"{v.type or 'untyped'}", hint=hint)
 
 
 def reference_feeds(model: Model, inputs: Inputs | None = None, *, seed: int = 0

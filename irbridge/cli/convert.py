@@ -456,10 +456,15 @@ def export(
 
 def _export_onnx_verified(model: Any, output: Path, **options: Any) -> None:
     """`export --to onnx --verify`: write only when onnxruntime matches the IR; report."""
-    from irbridge.converters.onnx.verify import OnnxVerifyError, export_verified
+    from irbridge.converters.onnx.verify import (
+        OnnxVerifyError,
+        check_static_inputs,
+        export_verified,
+    )
     from irbridge.formats import check_complete
 
     check_complete(model, "onnx")  # opset None: the lowest that represents the model
+    check_static_inputs(model)  # a usage error (exit 2), not a failed check
     try:
         with _status(f"writing and verifying {output}"):
             report = export_verified(model, output, **options)

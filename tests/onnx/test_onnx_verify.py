@@ -200,6 +200,26 @@ def test_cli_export_verify_failure_writes_nothing(tmp_path: Path) -> None:
     assert "not written" in text and not out.exists()
 
 
+def test_cli_export_verify_of_symbolic_inputs_is_a_usage_error(tmp_path: Path) -> None:
+    """An ONNX file with dynamic axes: --verify cannot make inputs of size `batch`, so it
+    refuses before writing (exit 2, naming the dims to bind) instead of writing nothing
+    with "verify: FAIL" as if the numbers disagreed; with --bind it runs."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Neg", ["h"], ["y"])]
+    source = tmp_path / "dyn.onnx"
+    onnx.save(onnx_model(nodes, [tensor("x", F, ["batch", "seq", 4])],
+                         [tensor("y", F, ["batch", "seq", 4])], {}), str(source))
+    out = tmp_path / "dyn.re.onnx"
+    code, text = _cli("export", source, "--to", "onnx", "-o", out, "--verify")
+    assert code == 2, text
+    assert text.strip().splitlines() == [
+        "error: --verify needs static input shapes: input 'x' is f32[batch,seq,4] (hint: "
+        "--bind batch=SIZE --bind seq=SIZE)"], text
+    assert not out.exists()
+    code, text = _cli("export", source, "--to", "onnx", "-o", out, "--verify",
+                      "--bind", "batch=2", "--bind", "seq=3")
+    assert code == 0 and "verify: PASS" in text and out.exists(), text
+
+
 def test_cli_refuses_opaque_nodes_with_one_line(tmp_path: Path) -> None:
     source = tmp_path / "opaque.irb"
     serde.save(_opaque(), source)

@@ -68,8 +68,8 @@ def check_static_inputs(model: Model) -> None:
     makes random arrays of the inputs' static types and cannot size `batch` or `seq`."""
     for v in _user_inputs(model):
         if v.type is None or not v.type.is_static:
-            named = list(dict.fromkeys(d.name for d in (v.type.shape or ()) if v.type
-                                       and isinstance(d, SymDim)))
+            shape = v.type.shape if v.type is not None and v.type.shape else ()
+            named = list(dict.fromkeys(d.name for d in shape if isinstance(d, SymDim)))
             hint = (" ".join(f"--bind {name}=SIZE" for name in named) if named else
                     "give the model static input shapes")
             raise IrbridgeError(f"--verify needs static input shapes: input {v.name!r} is "

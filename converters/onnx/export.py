@@ -505,6 +505,7 @@ class _ModelExporter:
         graph_proto.node.extend(main.nodes)
         graph_proto.input.extend(inputs)
         graph_proto.output.extend(outputs)
+        graph_proto.value_info.extend(main.value_info)
         items, self.initializers = self.initializers, []
         for index, item in enumerate(items):  # extend() serialises: fails past 2 GiB
             graph_proto.initializer.add().CopyFrom(item)
@@ -563,6 +564,10 @@ class _GraphEmitter:
         self.ex = ex
         self.name = name
         self.nodes: list[NodeProto] = []
+        self.value_info: list[onnx.ValueInfoProto] = []
+        """Types of custom-domain nodes' outputs: ONNX's shape inference knows no schema
+        for them, so without these a reader (irbridge's importer included) loses every
+        type downstream of such a node."""
         self.meta: dict[str, str] = {}
         self.label = ""
         self.where = ""  # the IR node being written, for errors
@@ -845,6 +850,9 @@ class _GraphEmitter:
                                   "(allow_custom_ops=True) to write it as a custom-domain "
                                   "node anyway")
             self.ex.domain_version(domain)
+            self.value_info.extend(_value_info(name, value.type, value.name)
+                                   for name, value in zip(names, node.outputs, strict=True)
+                                   if name and value.type is not None)
         self.write_opaque(node.op, ins, names, dict(node.attrs), schema, where, domain)
 
     def write_opaque(self, op: str, ins: Sequence[str | None], outs: Sequence[str],
@@ -935,7 +943,8 @@ class _GraphEmitter:
         # strictly, while ONNX itself lets a body's output shapes vary between runs
         outputs = [_value_info(self.ex.name_of(v), _rank_free(v.type), v.name)
                    for v in graph.outputs]
-        return helper.make_graph(emitter.nodes, graph.name or "body", inputs, outputs)
+        return helper.make_graph(emitter.nodes, graph.name or "body", inputs, outputs,
+                                 value_info=emitter.value_info)
 
 
 _FLOATS = (DType.FLOAT16, DType.BFLOAT16, DType.FLOAT32, DType.FLOAT64)

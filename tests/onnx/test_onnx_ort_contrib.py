@@ -248,6 +248,34 @@ def test_skip_layer_norm_statistics_output_stays_opaque_with_reason() -> None:
         "the mean / inv_std_var outputs have no neutral equivalent"
 
 
+def test_unmapped_contrib_node_keeps_its_output_types_through_export(tmp_path: Path) -> None:
+    """A com.microsoft node irbridge does not map (Inverse) stays opaque; its output type,
+    known from the file's value_info, is written back as value_info (ONNX's inference has
+    no schema for it), so the re-exported file re-imports with only that node opaque and
+    the symbolic batch kept, and runs in onnxruntime as the original does."""
+    rng = np.random.default_rng(11)
+    nodes = [helper.make_node("Inverse", ["x"], ["xi"], domain="com.microsoft"),
+             helper.make_node("MatMul", ["xi", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [tensor("x", F, ["batch", 4, 4])], [tensor("y", F, ["batch", 4, 4])],
+        [onnx.numpy_helper.from_array(_rand(rng, 4, 4), "w")],
+        value_info=[tensor("xi", F, ["batch", 4, 4])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    proto.ir_version = 8
+    model, coverage = from_onnx(proto)
+    assert dict(coverage.opaque) == {"com.microsoft::Inverse": 1}
+    again = to_onnx(model)
+    assert [(v.name, [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim])
+            for v in again.graph.value_info] == [("xi", ["batch", 4, 4])]
+    back, coverage = from_onnx(again)
+    assert dict(coverage.opaque) == {"com.microsoft::Inverse": 1}
+    assert [str(n.outputs[0].type) for _, n in back.all_nodes()] == \
+        [str(n.outputs[0].type) for _, n in model.all_nodes()]
+    feeds = {"x": _rand(rng, 3, 4, 4) + 3 * np.eye(4, dtype=np.float32)}
+    _close(_ort(again, feeds), _ort(proto, feeds))
+
+
 # -- attention -------------------------------------------------------------------------------
 
 def _attention_model(mask: np.ndarray | None, *, unidirectional: int = 0,

@@ -1207,6 +1207,43 @@ def _batched_index(imp: _Importer, scope: Scope, op: Any, ivd: int,
     return _permute(scope, idx, order), order
 
 
+def _within(imp: _Importer, scope: Scope, indices: Any, size: int) -> bool:
+    """Whether `indices` is a constant whose every value is a start in 0..size-1."""
+    known = imp.const_array(scope, indices)
+    return known is not None and bool(((known >= 0) & (known < size)).all())
+
+
+def _clamped(imp: _Importer, scope: Scope, indices: Any, idx: Value, size: int) -> Value:
+    """A gather's start indices along an axis of `size` (slice size 1 there) clamped into
+    0..size-1, as StableHLO's gather clamps them (the neutral gather would read a negative
+    index from the end and refuse one past it; JAX relies on the clamp for x[i])."""
+    if _within(imp, scope, indices, size):
+        return idx
+    return _op(scope, "clip", [idx], {"min": 0.0, "max": float(size - 1)})
+
+
+def _skipping_scatter(imp: _Importer, scope: Scope, x: Value, idx: Value, updates: Value,
+                      axis: int, attrs: dict[str, Any], indices: Any) -> Value:
+    """scatter_elements along `axis` with StableHLO's rule for an index outside the
+    operand: that update is skipped (the neutral op would wrap a negative index and refuse
+    one past the end; JAX's `.at[i].add` relies on the skip). Out-of-range indices are sent
+    to one extra slice appended along `axis`, cut off after."""
+    x_shape = _shape_of(x)
+    size = x_shape[axis]
+    if _within(imp, scope, indices, size):
+        return _op(scope, "scatter_elements", [x, idx, updates], {"axis": axis, **attrs})
+    kind = _dtype_of(idx).numpy
+    inside = _op(scope, "logical_and", [
+        _op(scope, "greater_equal", [idx, imp.constant(scope, np.array(0, kind), "zero")]),
+        _op(scope, "less", [idx, imp.constant(scope, np.array(size, kind), "size")])])
+    idx = _op(scope, "where", [inside, idx, imp.constant(scope, np.array(size, kind), "past")])
+    spare_shape = [1 if d == axis else n for d, n in enumerate(x_shape)]
+    spare = imp.constant(scope, np.zeros(spare_shape, dtype=_dtype_of(x).numpy), "spare")
+    y = _op(scope, "concat", [x, spare], {"axis": axis})
+    y = _op(scope, "scatter_elements", [y, idx, updates], {"axis": axis, **attrs})
+    return _slice_value(scope, y, [0] * len(x_shape), list(x_shape), [1] * len(x_shape))
+
+
 @handles("stablehlo.gather", "stablehlo.dynamic_gather")
 def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     dn = _stablehlo.GatherDimensionNumbers(op.attributes["dimension_numbers"])
@@ -1236,6 +1273,7 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
         a = start_map[0]
         idx, order = _batched_index(imp, scope, op, ivd, operand_batch, index_batch, a, r,
                                     len(batch), "gather")
+        idx = _clamped(imp, scope, op.operands[1], idx, x_shape[a])
         y = _op(scope, "gather_elements", [x, idx], {"axis": a})
         return [_permute(scope, y, [order.index(p) for p in range(len(batch))])]
     if operand_batch:
@@ -1247,6 +1285,7 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
         if found is not None:
             a, part = found
             idx = _drop_index_dim(scope, imp.materialize(scope, part), ivd)
+            idx = _clamped(imp, scope, part, idx, x_shape[a])
             return [_op(scope, "gather_elements", [x, idx], {"axis": a})]
     # numpy.take / embedding: whole slices along one axis
     if vector == 1 and len(start_map) == 1 and sizes[start_map[0]] == 1 and \
@@ -1258,6 +1297,7 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
                 limits[dim] = sizes[dim]
         x = _slice_value(scope, x, [0] * r, limits, [1] * r)
         idx = _drop_index_dim(scope, imp.materialize(scope, op.operands[1]), ivd)
+        idx = _clamped(imp, scope, op.operands[1], idx, x_shape[a])
         y = _op(scope, "gather", [x, idx], {"axis": a})
         nb = len(batch)
         labels: list[tuple[str, int]] = [("op", d) for d in range(a)] + \
@@ -1507,8 +1547,8 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         a = to_operand[0]
         idx, order = _batched_index(imp, scope, op, ivd, operand_batch, index_batch, a, r,
                                     len(batch), "scatter")
-        return [_op(scope, "scatter_elements", [x, idx, _permute(scope, updates, order)],
-                    {"axis": a, **attrs})]
+        return [_skipping_scatter(imp, scope, x, idx, _permute(scope, updates, order), a,
+                                  attrs, op.operands[1])]
     if operand_batch:
         return [_constant_scatter(imp, scope, op, dn, x, updates, kind)]
     if vector == r and len(to_operand) == r and sorted(inserted) == list(range(r)) and \
@@ -1517,7 +1557,7 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         if found is not None:
             a, part = found
             idx = _drop_index_dim(scope, imp.materialize(scope, part), ivd)
-            return [_op(scope, "scatter_elements", [x, idx, updates], {"axis": a, **attrs})]
+            return [_skipping_scatter(imp, scope, x, idx, updates, a, attrs, part)]
     # rows along one axis (index_put / embedding-gradient style)
     if vector == 1 and len(to_operand) == 1 and inserted == to_operand and \
             len(window) == r - 1:
@@ -1532,7 +1572,7 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         target = _shape_of(u)
         idx = _reshape(scope, idx, [n if dim == a else 1 for dim in range(r)])
         idx = _op(scope, "expand", [idx], {"shape": list(target)})
-        return [_op(scope, "scatter_elements", [x, idx, u], {"axis": a, **attrs})]
+        return [_skipping_scatter(imp, scope, x, idx, u, a, attrs, op.operands[1])]
     return [_constant_scatter(imp, scope, op, dn, x, updates, kind)]
 
 

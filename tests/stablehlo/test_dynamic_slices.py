@@ -99,11 +99,15 @@ def test_jax_runtime_indices_round_trip(name: str) -> None:
     assert ops & {"dynamic_slice", "dynamic_update_slice"}
     _check(run_model(model, args), want)
     _check(evaluate(to_mlir_text(model), args), want)
-    proto = to_onnx(model)
-    session = ort.InferenceSession(proto.SerializeToString(),
+    _check(_onnxruntime(model, args), want)
+
+
+def _onnxruntime(model: Model, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The model exported to ONNX, run in onnxruntime."""
+    session = ort.InferenceSession(to_onnx(model).SerializeToString(),
                                    providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
-    _check(session.run(None, dict(zip(names, args, strict=True))), want)
+    return [np.asarray(a) for a in session.run(None, dict(zip(names, args, strict=True)))]
 
 
 def _one(op: str, x: np.ndarray, starts: list[int], update: np.ndarray | None = None,
@@ -170,3 +174,40 @@ def test_bad_start_count_is_one_clear_error() -> None:
 
     with pytest.raises(IrbridgeError, match=r"dynamic_slice.*needs 2 start indices"):
         _one("dynamic_slice", X, [1], sizes=(2, 3))
+
+
+# -- gather / scatter indices outside the operand --------------------------------------------
+# StableHLO clamps a gather's start indices into the operand and skips a scatter update
+# whose index falls outside it; JAX relies on both (x[i] clamps, `.at[i].add` drops). The
+# importer's direct forms (embedding-style gather, take_along_axis, row scatter) used the
+# neutral ops, which wrap a negative index and refuse one past the end.
+
+IDX = np.array([0, 9, -2, -9, 5], np.int32)   # in range, past the end, negative (JAX wraps
+ROWS = np.arange(42, dtype=np.float32).reshape(7, 6)  # -2 to 5 before the gather), below 0
+
+OUT_OF_RANGE: dict[str, tuple[Callable[..., Any], list[np.ndarray]]] = {
+    "getitem_rows": (lambda x, i: x[i], [ROWS, IDX]),
+    "getitem_cols": (lambda x, i: x[:, i], [ROWS, IDX]),
+    "take_fill": (lambda x, i: jnp.take(x, i, axis=0), [ROWS, IDX]),
+    "get_clip": (lambda x, i: x.at[i].get(mode="clip"), [ROWS, IDX]),
+    "take_along_axis": (lambda x, i: jnp.take_along_axis(
+        x, jnp.broadcast_to(i[None, :], (7, 5)), axis=1, mode="clip"), [ROWS, IDX]),
+    "at_add": (lambda x, i, u: x.at[i].add(u), [ROWS, IDX, _f32(5, 6)]),
+    "at_set": (lambda x, i, u: x.at[i].set(u), [ROWS, IDX, _f32(5, 6)]),
+    "at_max_cols": (lambda x, i, u: x.at[:, i].max(u), [ROWS, IDX, _f32(7, 5)]),
+    "at_mul_elements": (lambda x, i, u: x.at[jnp.arange(5), i].mul(u),
+                        [ROWS, IDX, _f32(5)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_OF_RANGE))
+def test_jax_gather_and_scatter_with_indices_outside_the_operand(name: str) -> None:
+    fn, args = OUT_OF_RANGE[name]
+    text = jax.jit(fn).lower(*args).as_text()
+    want = [np.asarray(a) for a in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
+    model = from_mlir(text)
+    assert not [n for g in model.graphs for n in _nodes(g) if "::" in n.qualified_op]
+    for got in (run_model(model, args), evaluate(to_mlir_text(model), args),
+                _onnxruntime(model, args)):
+        for g, w in zip(got, want, strict=True):   # moved and added, never computed
+            np.testing.assert_array_equal(np.asarray(g), w)   # differently: exact

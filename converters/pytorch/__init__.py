@@ -175,6 +175,16 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
 
     autocast = ambient_autocast(model, (args, kwargs))
 
+    def run(method: str) -> tuple[CaptureResult | None, str]:
+        # Each attempt starts from the buffers and inputs as they were on entry: a failed
+        # attempt may have run the forward for real (fx's shape propagation runs the
+        # traced graph), and its in-place updates (`self.n += 1`) must not become the
+        # next attempt's constants.
+        with keep_buffers(model, (args, kwargs)):
+            return _attempt(method, model, args, kwargs, weights=weights,
+                            copy_weights=copy_weights, dynamic=dynamic, decompose=decompose,
+                            strict=strict, leaf_fallback=frontend == "fx", repeat=repeat)
+
     def attempt(method: str) -> CaptureResult | None:
         nonlocal best, attempted
         if autocast and method != "export":
@@ -187,10 +197,7 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
             return None
         attempted = True
         state = ModuleState(model)
-        result, reason = _attempt(method, model, args, kwargs, weights=weights,
-                                  copy_weights=copy_weights, dynamic=dynamic,
-                                  decompose=decompose, strict=strict,
-                                  leaf_fallback=frontend == "fx", repeat=repeat)
+        result, reason = run(method)
         changed = state.changed()
         if changed:
             # the forward assigned model attributes (lazily built state): what tracing
@@ -201,10 +208,7 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
             if adaptive and not warm_reason:
                 do_warm_up(f"{method} attempt set {', '.join(sorted(set(changed))[:3])}")
                 state = ModuleState(model)
-                result, reason = _attempt(method, model, args, kwargs, weights=weights,
-                                          copy_weights=copy_weights, dynamic=dynamic,
-                                          decompose=decompose, strict=strict,
-                                          leaf_fallback=frontend == "fx", repeat=repeat)
+                result, reason = run(method)
                 if state.changed():
                     state.restore()
         if result is None:

@@ -125,6 +125,35 @@ def test_fx_refuses_in_place_updates_it_cannot_record() -> None:
     assert result.attempts[0][0] == "fx" and "updates ema in place" in result.attempts[0][1]
 
 
+class Counter(nn.Module):
+    """A call counter buffer incremented by the forward and read by it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("n", torch.zeros(()))
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.n += 1
+        return self.fc(x) * self.n
+
+
+@pytest.mark.parametrize("make", [RunningMean, Counter])
+def test_auto_captures_the_buffers_as_found_after_a_failed_fx_attempt(make: Any) -> None:
+    """fx's failed attempt had run the in-place update on the real buffer; export then
+    captured the updated value (n = 1, so the IR computed fc(x) * 2 against eager's
+    fc(x) * 1): every attempt now starts from the buffers as they were on entry."""
+    torch.manual_seed(0)
+    module = make().eval()
+    before = {k: v.clone() for k, v in module.named_buffers()}
+    x = torch.randn(3, 4)
+    result = capture(module, (x,), frontend="auto")
+    assert result.method == "export" and result.attempts[0][0] == "fx"
+    assert all(torch.equal(v, before[k]) for k, v in module.named_buffers())
+    report = verify(result, module)
+    assert report.passed, report.summary()
+
+
 class Hooked(nn.Module):
     """A forward pre-hook and a forward hook on a torch.nn layer (which fx keeps as a
     leaf), both changing what flows through it."""

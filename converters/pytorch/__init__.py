@@ -18,7 +18,7 @@ import torch
 from irbridge.errors import CaptureError, IrbridgeError
 from irbridge.ir import Model
 
-from ._util import torchscript_problem, unwrapped
+from ._util import sparse_problem, torchscript_problem, unwrapped
 from .capture import (
     FX_LEAF_CLASSES,
     Capture,
@@ -81,7 +81,9 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
     """Capture `model(*args, **kwargs)` into an irbridge Model.
 
     frontend: auto | fx | export | dynamo. `auto` tries `AUTO_ORDER` and keeps the first
-    method that captures and lowers with no opaque node (else the one with the fewest).
+    method that captures and lowers completely with no opaque node (else the complete one
+    with the fewest; an incomplete Dynamo capture, which ran part of forward as Python
+    outside its graphs, only when nothing else captured).
 
     warmup: an eager forward pass (buffers it changes are restored) so that lazily
     initialised state exists before tracing. True: always; False: never; None (default):
@@ -116,7 +118,7 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
         raise CaptureError(f"unknown PyTorch front-end {frontend!r}; choose one of "
                            f"{', '.join(FRONTENDS)}")
     model = unwrapped(model)
-    problem = torchscript_problem(model)
+    problem = torchscript_problem(model) or sparse_problem(model, (args, kwargs))
     if problem is not None:
         raise CaptureError(problem)
     on_meta = _on_meta(model)
@@ -138,6 +140,19 @@ def capture(model: torch.nn.Module, args: tuple[Any, ...] | Any, kwargs: Mapping
                             repeat=repeat_blocks and (not weights or on_meta))
     finally:
         entry_state.restore()
+
+
+def _incomplete(result: CaptureResult) -> bool:
+    from irbridge.formats import INCOMPLETE_KEYS
+
+    meta = result.capture.metadata if result.capture is not None else {}
+    return any(key in meta for key in INCOMPLETE_KEYS)
+
+
+def _rank(result: CaptureResult) -> tuple[bool, int]:
+    """Order of preference among the captures auto made: complete first, then fewer
+    opaque nodes."""
+    return _incomplete(result), result.opaque_count
 
 
 def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], *,
@@ -216,17 +231,24 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
             return None
         opaque = result.opaque_count
         notes = [f"{opaque} opaque nodes"] if opaque else []
-        meta = result.capture.metadata if result.capture is not None else {}
-        if "dynamo.uncaptured_inputs" in meta or "dynamo.uncaptured_outputs" in meta:
-            notes.append("incomplete: Dynamo ran part of forward as Python outside its graphs")
+        if _incomplete(result):
+            meta = result.capture.metadata if result.capture is not None else {}
+            notes.append("incomplete: Dynamo ran part of forward as Python outside its graphs"
+                         + (" and its graphs hold values read from the example's tensors"
+                            if "dynamo.value_dependent" in meta else ""))
         attempts.append((method, "ok" if not notes else "ok, " + "; ".join(notes)))
-        if best is None or opaque < best.opaque_count:
+        # a complete capture (an opaque node stands for what it could not lower) beats an
+        # incomplete one, whose graphs may compute a fraction of forward (nn.Transformer
+        # run as Python left Dynamo's graph computing only the mask)
+        if best is None or _rank(result) < _rank(best):
             best = result
         return result
 
+    def good(done: CaptureResult | None) -> bool:
+        return done is not None and _rank(done) == (False, 0)
+
     for method in methods:
-        done = attempt(method)
-        if done is not None and done.opaque_count == 0:
+        if good(attempt(method)):
             break
     if best is None and adaptive and not warm_reason:
         # nothing captured without a warm-up: run the model once (a failing forward pass
@@ -235,8 +257,7 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
         failed = attempts
         attempts = []
         for method in methods:
-            done = attempt(method)
-            if done is not None and done.opaque_count == 0:
+            if good(attempt(method)):
                 break
         if best is None:  # report each distinct failure once
             again = [(m if (m, r) in failed else f"{m} after a warm-up", r)

@@ -79,6 +79,24 @@ def torchscript_problem(module: Any) -> str | None:
             "scripted from")
 
 
+def sparse_problem(module: torch.nn.Module, inputs: Any) -> str | None:
+    """Why a model with a sparse (non-strided) parameter, buffer or input tensor cannot be
+    captured, or None: the IR's tensors are dense arrays, and a capture kept the sparse
+    operand out of the IR (its node opaque, its data lost)."""
+    from torch.utils import _pytree
+
+    named = [("parameter", n, t) for n, t in module.named_parameters()] + \
+        [("buffer", n, t) for n, t in module.named_buffers()] + \
+        [("input", f"#{i}", t) for i, t in enumerate(_pytree.tree_leaves(inputs))
+         if isinstance(t, torch.Tensor)]
+    for kind, name, tensor in named:
+        if tensor.layout != torch.strided:
+            label = name if kind == "input" else repr(name)
+            return (f"{kind} {label} is a sparse tensor ({tensor.layout}); irbridge captures "
+                    "dense tensors only: convert it with .to_dense() before capturing")
+    return None
+
+
 _TORCH_TO_DTYPE: dict[torch.dtype, DType] = {
     torch.float32: DType.FLOAT32,
     torch.float16: DType.FLOAT16,

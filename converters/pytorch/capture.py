@@ -24,6 +24,7 @@ import inspect
 import itertools
 import keyword
 import operator
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -246,14 +247,16 @@ def keep_buffers(model: torch.nn.Module, inputs: Any = None) -> Iterator[None]:
     tensors (a forward that updates an input in place, `x.add_(1)`), so that capturing
     leaves the model and its inputs as they were: a later run of the IR on the inputs
     then computes what the model computed."""
-    saved = [(b, b.detach().clone()) for b in model.buffers()
-             if not b.is_meta and b.numel() <= 1 << 24]
+    saved = [(b, b.detach().clone()) for b in model.buffers()  # (sparse ones: no in-place
+             if not b.is_meta and b.layout == torch.strided  # update to undo, no equal)
+             and b.numel() <= 1 << 24]
     # the one torch.nn layer whose forward rewrites a parameter: an embedding with
     # max_norm renormalises the rows it looks up in place
     saved += [(m.weight, m.weight.detach().clone()) for m in model.modules()
               if isinstance(m, torch.nn.Embedding | torch.nn.EmbeddingBag)
               and m.max_norm is not None and not m.weight.is_meta]
-    saved += [(t, t.detach().clone()) for t in _input_leaves(inputs)]
+    saved += [(t, t.detach().clone()) for t in _input_leaves(inputs)
+              if t.layout == torch.strided]
     try:
         yield
     finally:
@@ -595,8 +598,18 @@ def capture_fx(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[st
             slots.append(Slot("unused", p.name, value))
         else:
             slots.append(Slot("input", p.name, value))  # pytree of tensors
+    attrs = _attribute_versions(gm)
     with capture_mode(), keep_buffers(model, values):
         _RecordingInterpreter(gm).run(*values)
+    written = sorted({_owner(model, gm, k) for k, v in _attribute_versions(gm).items()
+                      if attrs.get(k) != v})
+    if written:
+        # an in-place write the tracer recorded on a parameter or buffer (`self.cache[:,
+        # pos] = k`, `self.buf.copy_(x)`): fx's graph reads attributes as constants, so a
+        # later read of it would see the value from before the write
+        raise CaptureError(
+            f"fx capture: forward writes into {', '.join(written[:3])} in place, which fx's "
+            "graph reads as a constant; use frontend='export'")
     output_node = next(n for n in gm.graph.nodes if n.op == "output")
     # an output node may stand for a structure (a leaf module returning a tuple): count
     # the tensors inside, in pytree order, as the lowering lists them
@@ -632,6 +645,37 @@ def _no_autocast_regions() -> Iterator[None]:
         yield
     finally:
         autocast.__enter__ = original  # type: ignore[method-assign]
+
+
+def _attribute_versions(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """Version counters of the tensors the graph's get_attr nodes read, by target (an
+    in-place write through any view of one bumps it); what leaf modules update inside
+    themselves (batch-norm statistics) is not read by get_attr and not counted."""
+    found: dict[str, int] = {}
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value: Any = gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part, None)
+        if isinstance(value, torch.Tensor) and not value.is_inference():
+            found[str(node.target)] = value._version
+    return found
+
+
+def _owner(model: torch.nn.Module, gm: torch.fx.GraphModule, target: str) -> str:
+    """The model's parameter or buffer name for a get_attr target: a `_tensor_constant`
+    the tracer made of a view of a buffer (`self.cache[:, 2].copy_(x)` slices the real
+    tensor while tracing) is named by the buffer whose storage it shares."""
+    if not target.startswith("_tensor_constant"):
+        return target
+    value = getattr(gm, target, None)
+    if isinstance(value, torch.Tensor) and not value.is_meta:
+        storage = value.untyped_storage().data_ptr()
+        for name, t in list(model.named_buffers()) + list(model.named_parameters()):
+            if not t.is_meta and t.untyped_storage().data_ptr() == storage:
+                return name
+    return "a tensor constant of forward"
 
 
 def _versions(model: torch.nn.Module) -> dict[str, int]:
@@ -937,6 +981,12 @@ def capture_dynamo(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
     missing = sum(1 for o in outputs if o is None)
     if missing:
         capture.metadata["dynamo.uncaptured_outputs"] = str(missing)
+    read = [cg.break_reason for cg in graphs if _VALUE_BREAK.search(cg.break_reason)]
+    if read:
+        # Python read a tensor's value at the break (`.item()`, `if x.sum() > 0:`): the
+        # graphs after it hold what the example inputs gave (a constant, a branch) and
+        # compute the model only for inputs that give the same
+        capture.metadata["dynamo.value_dependent"] = "; ".join(dict.fromkeys(read))[:500]
     capture.metadata["dynamo.compiled_graphs"] = str(len(compiled))
     capture.metadata["dynamo.graph_breaks"] = str(sum(1 for _, r in compiled if r))
     if marked:
@@ -989,6 +1039,10 @@ def _path_map(compiled: Sequence[Slot], run: Sequence[Slot]) -> dict[str, str]:
         if pa and pb:
             mapping.setdefault(".".join(pa), ".".join(pb))
     return mapping
+
+
+_VALUE_BREAK = re.compile(r"Tensor\.(item|tolist|numpy)\b|generic_jump|[Dd]ata[- ]dependent")
+"""Dynamo graph-break reasons where Python goes on with a value read from a tensor."""
 
 
 def _break_reason(gm: torch.fx.GraphModule) -> str:

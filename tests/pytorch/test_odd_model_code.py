@@ -125,6 +125,36 @@ def test_fx_refuses_in_place_updates_it_cannot_record() -> None:
     assert result.attempts[0][0] == "fx" and "updates ema in place" in result.attempts[0][1]
 
 
+class KVCache(nn.Module):
+    """A cache buffer written at a position (recorded by fx as a setitem on the buffer,
+    not run while tracing) and read after the write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 4, 8))
+        self.q = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, pos: int = 1) -> torch.Tensor:
+        self.cache[:, pos] = self.q(x)[:, 0]
+        self.cache[:, pos + 1].copy_(x[:, 1])
+        return self.cache.sum(1) + x[:, 0]
+
+
+def test_fx_refuses_writes_into_a_buffer_its_graph_reads_as_a_constant() -> None:
+    """fx's graph held the write but read the buffer as the constant from before it: the
+    IR returned x[:, 0] alone (exit 0, max abs error 1.7 against eager)."""
+    torch.manual_seed(0)
+    module = KVCache().eval()
+    x = torch.randn(1, 3, 8)
+    with pytest.raises(CaptureError, match=r"fx capture: forward writes into cache in place"):
+        capture(module, (x,), frontend="fx")
+    assert not module.cache.any()
+    result = capture(module, (x,), frontend="auto")
+    assert result.method == "export" and "writes into cache" in result.attempts[0][1]
+    report = verify(result, module)
+    assert report.passed, report.summary()
+
+
 class Counter(nn.Module):
     """A call counter buffer incremented by the forward and read by it."""
 
@@ -429,6 +459,61 @@ def test_autocast_around_the_capture() -> None:
     assert plain.method == "fx" and "capture.autocast" not in plain.model.metadata
 
 
+class MaskedTransformer(nn.Module):
+    """nn.Transformer with a causal target mask: its mask check (`bool((mask ==
+    causal).all())`) stops torch.export and makes Dynamo run the whole Transformer as
+    Python, leaving a graph that computes only the mask."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t = nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1,
+                                num_decoder_layers=1, dim_feedforward=32, dropout=0.0,
+                                batch_first=True)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        return self.t(src, tgt, tgt_mask=mask)
+
+
+def test_auto_prefers_a_complete_capture_to_an_incomplete_one() -> None:
+    """auto kept Dynamo's incomplete capture (no opaque node, but its one output was the
+    mask and it had no inputs) over fx's complete one with the Transformer as an opaque
+    node, and convert wrote it with exit 0."""
+    torch.manual_seed(0)
+    result = capture(MaskedTransformer().eval(), (torch.randn(2, 6, 16), torch.randn(2, 4, 16)))
+    attempts = dict(result.attempts)
+    assert attempts["dynamo"].startswith("ok, incomplete"), attempts
+    assert result.method == "fx" and result.opaque_count == 1, attempts
+    assert [v.name for v in result.model.graphs[0].inputs] == ["src", "tgt"]
+
+
+class SparseWeight(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("w", torch.randn(4, 4).to_sparse())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(self.w, x)
+
+
+@pytest.mark.parametrize("where", ["buffer", "input"])
+def test_sparse_tensors_are_refused_with_one_line(where: str) -> None:
+    """A sparse buffer made keep_buffers' torch.equal raise NotImplementedError (an
+    internal error), and the export capture that got past it kept the sparse operand out
+    of the IR (no weights, one opaque node)."""
+    module = SparseWeight()
+    x = torch.randn(4, 3)
+    if where == "input":
+        module.w = module.w.to_dense()
+        x = x.to_sparse()
+    for frontend in FRONTENDS:
+        with pytest.raises(CaptureError) as info:
+            capture(module, (x,), frontend=frontend)
+        message = str(info.value)
+        assert "\n" not in message and "is a sparse tensor (torch.sparse_coo)" in message
+        assert message.startswith("buffer 'w'" if where == "buffer" else "input #0")
+
+
 class Cells(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -453,14 +538,19 @@ def test_gru_cell(frontend: str) -> None:
 def test_embedding_with_max_norm_is_left_as_found() -> None:
     """An embedding with max_norm renormalises the looked-up rows of its weight in place
     on every forward: the fx interpreter run and Dynamo's run changed the model's
-    weight. (The renormalisation itself stays an opaque node.)"""
+    weight. (The renormalisation itself stays an opaque node; fx, whose graph would read
+    the weight as the constant from before it, refuses.)"""
     torch.manual_seed(0)
     module = nn.Embedding(10, 4, max_norm=1.0).eval()
     with torch.no_grad():
         module.weight.mul_(5)  # every row's norm above max_norm
     before = module.weight.detach().clone()
     for frontend in FRONTENDS:
-        capture(module, (torch.tensor([1, 2, 2, 7]),), frontend=frontend)
+        if frontend == "fx":
+            with pytest.raises(CaptureError, match="forward writes into weight in place"):
+                capture(module, (torch.tensor([1, 2, 2, 7]),), frontend=frontend)
+        else:
+            capture(module, (torch.tensor([1, 2, 2, 7]),), frontend=frontend)
         assert torch.equal(module.weight, before), frontend
 
 
@@ -492,6 +582,40 @@ def test_python_exports_refuse_an_incomplete_dynamo_capture(tmp_path: Any) -> No
         assert "\n" not in str(info.value)
     assert not list(tmp_path.iterdir())
     assert capture(module, (torch.randn(2, 4),)).method == "fx"  # auto: a complete one
+
+
+class ScaleByItsMax(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / x.max().item()
+
+
+class BranchOnSum(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+@pytest.mark.parametrize(("make", "reason"), [(ScaleByItsMax, "Tensor.item()"),
+                                              (BranchOnSum, "generic_jump")])
+def test_dynamo_graphs_that_hold_values_read_from_tensors_are_incomplete(
+        make: Any, reason: str, tmp_path: Any) -> None:
+    """Python read a tensor's value at the graph break: the graph after it held the
+    example's max as a constant (or the example's branch), so the IR and its ONNX file
+    computed the model only for inputs that give the same value, and verify passed on the
+    example. The capture is now marked incomplete (ranked last by auto, not exported)."""
+    from irbridge.converters.onnx import export_onnx
+    from irbridge.errors import IrbridgeError
+
+    module = make().eval()
+    x = torch.rand(3, 4) + 0.5
+    result = capture(module, (x,), frontend="dynamo")
+    assert reason in result.model.metadata["dynamo.value_dependent"]
+    with pytest.raises(IrbridgeError, match="Python read tensor values between its graphs"):
+        export_onnx(result.model, tmp_path / "m.onnx")
+    assert not list(tmp_path.iterdir())
+    attempts = dict(capture(module, (x,)).attempts)
+    assert "hold values read from the example's tensors" in attempts["dynamo"], attempts
 
 
 class EmptyCache(nn.Module):

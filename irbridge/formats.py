@@ -186,6 +186,9 @@ def output_path(raw: str, fmt: str | None = None) -> Path:
     separator, so `-o out/` would write a file named `out`: a name spelled as a folder is
     refused unless the format writes a folder."""
     path = Path(raw)
+    if raw == "-":  # the usual spelling of standard output, which no writer streams to
+        raise IrbridgeError("-o -: irbridge writes files, not standard output; give a file "
+                            "name (e.g. -o model.onnx)")
     if raw.endswith(("/", os.sep)):
         fmt = fmt or _BY_SUFFIX.get(path.suffix)
         if fmt not in FOLDER_FORMATS:
@@ -200,6 +203,15 @@ def output_format(path: Path, fmt: str | None) -> str:
     if fmt is not None:
         if fmt not in WRITERS:
             raise IrbridgeError(f"unknown output format {fmt!r}; known: {', '.join(WRITERS)}")
+        other = _BY_SUFFIX.get(path.suffix)
+        if other is not None and other != fmt:
+            # readers (irbridge's included) go by the suffix: an ONNX file named .irb is
+            # refused as "not an irbridge file"
+            own = [suffix for suffix, f in _BY_SUFFIX.items() if f == fmt]
+            raise IrbridgeError(
+                f"{path}: the suffix {path.suffix} is for {other} files, but --to {fmt} "
+                f"writes {fmt}", hint=(f"name it {path.with_suffix(own[0]).name}" if own
+                                       else "drop --to, or give a name without that suffix"))
         return fmt
     if path.suffix in _BY_SUFFIX:
         return _BY_SUFFIX[path.suffix]
@@ -216,17 +228,31 @@ def write_model(model: Model, path: Path, fmt: str | None = None, **options: Any
     return WRITERS[fmt](model, path, **options)
 
 
-INCOMPLETE_KEYS = ("dynamo.uncaptured_inputs", "dynamo.uncaptured_outputs")
+INCOMPLETE_KEYS = ("dynamo.uncaptured_inputs", "dynamo.uncaptured_outputs",
+                   "dynamo.value_dependent")
 """IR metadata the Dynamo front-end sets when part of forward ran as Python outside its
-graphs: graph inputs fed by that Python, or model outputs no graph produced."""
+graphs: graph inputs fed by that Python, model outputs no graph produced, or graph breaks
+where Python read a tensor's value (`.item()`, a branch on a tensor), after which the
+graphs hold what the example inputs gave."""
 
 
 def check_complete(model: Model, fmt: str) -> None:
     """Refuse to export a capture that is not the whole model (a file whose inputs are
     internal tensors would pass for the model)."""
+    why = incomplete_reason(model)
+    if why is None:
+        return
+    raise IrbridgeError(
+        f"{model.name or 'the model'} is an incomplete Dynamo capture ({why}): "
+        f"refusing to export it to {fmt} as if it were the model",
+        hint="capture it with --frontend export or fx, or write .irb to inspect it")
+
+
+def incomplete_reason(model: Model) -> str | None:
+    """Why the model is an incomplete Dynamo capture (INCOMPLETE_KEYS), or None."""
     meta = model.metadata
     if not any(key in meta for key in INCOMPLETE_KEYS):
-        return
+        return None
     why = []
     if "dynamo.uncaptured_inputs" in meta:
         inputs = meta["dynamo.uncaptured_inputs"].split("; ")
@@ -234,7 +260,7 @@ def check_complete(model: Model, fmt: str) -> None:
                    f"(e.g. {inputs[0]})")
     if "dynamo.uncaptured_outputs" in meta:
         why.append(f"{meta['dynamo.uncaptured_outputs']} model outputs come from no graph")
-    raise IrbridgeError(
-        f"{model.name or 'the model'} is an incomplete Dynamo capture ({'; '.join(why)}): "
-        f"refusing to export it to {fmt} as if it were the model",
-        hint="capture it with --frontend export or fx, or write .irb to inspect it")
+    if "dynamo.value_dependent" in meta:
+        why.append("Python read tensor values between its graphs, which hold the example "
+                   f"inputs' results as constants ({meta['dynamo.value_dependent'].split('; ')[0]})")
+    return "; ".join(why)

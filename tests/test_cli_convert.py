@@ -106,6 +106,9 @@ def test_onnx_one_step_import_and_export(net: str, tmp_path: Path) -> None:
     (["convert", "{net}", "--input-shape", "a,b"], "expected integers like 1,3,224,224"),
     (["convert", "{net}", "--dynamic", "batch=9:1"], "MIN <= MAX"),
     (["convert", "{net}", "-o", "{tmp}/x.weird"], "cannot tell the format from suffix"),
+    (["convert", "{net}", "--to", "onnx", "-o", "{tmp}/y.irb"],
+     "the suffix .irb is for irb files, but --to onnx writes onnx (hint: name it y.onnx)"),
+    (["convert", "{net}", "-o", "-"], "-o -: irbridge writes files, not standard output"),
     (["export", "{tmp}/missing.irb", "--to", "onnx", "-o", "{tmp}/x.onnx"], "no such file"),
     (["models", "--family", "nope"], "unknown family 'nope'"),
 ])
@@ -243,3 +246,36 @@ def test_a_fifo_or_folder_is_named_as_such_never_missing(tmp_path: Path, name: s
                                    for a in args])
         assert code == 2 and stderr.count("\n") == 1, stderr
         assert f"{path}: {problem}" in stderr, stderr
+
+
+BRANCH = '''
+import torch
+from torch import nn
+
+class Branch(nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+'''
+
+
+def test_an_incomplete_capture_is_written_as_ir_with_a_warning_and_not_exported(
+        tmp_path: Path) -> None:
+    """A branch on a tensor's value: fx and torch.export refuse it, Dynamo's graph holds
+    the example's branch. convert wrote it with exit 0 and no word beyond the attempts
+    line (and `verify: PASS` on the example); now a warning line says what the IR is not,
+    and writing ONNX is refused."""
+    (tmp_path / "branch.py").write_text(BRANCH)
+    source = f"{tmp_path / 'branch.py'}:Branch"
+    code, stdout, stderr = invoke("convert", source, "--input-shape", "2,3",
+                                  "-o", str(tmp_path / "b.irb"))
+    assert code == 0, stderr
+    assert "dynamo: ok, incomplete" in stdout
+    warning = [line for line in stderr.splitlines() if "incomplete Dynamo capture" in line]
+    assert len(warning) == 1 and warning[0].startswith("warning: ") and \
+        "Python read tensor values between its graphs" in warning[0], stderr
+    code, _, stderr = invoke("convert", source, "--input-shape", "2,3",
+                             "-o", str(tmp_path / "b.onnx"))
+    assert code == 2 and "refusing to export it to onnx" in stderr, stderr
+    assert not (tmp_path / "b.onnx").exists()

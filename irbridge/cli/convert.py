@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +18,7 @@ from irbridge.formats import (
     WEIGHTED_FORMATS,
     WRITERS,
     bound_dims,
+    incomplete_reason,
     is_model_file,
     load_model,
     output_format,
@@ -203,6 +205,11 @@ def convert(
                                        f"in {result.seconds:.2f} s")
     if write:
         console.print(f"wrote {clean(str(output))}", markup=False)
+        why = incomplete_reason(ir)
+        if why is not None:  # written as .irb only (write_model refuses other formats)
+            warnings.warn(f"{built.name}: the IR is an incomplete Dynamo capture ({why}); "
+                          "it is not the whole model, and exporting it is refused",
+                          stacklevel=1)
     if report is not None:
         console.print(f"verify: {clean(report.summary())}", markup=False)
         for check in report.outputs:

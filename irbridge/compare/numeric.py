@@ -51,6 +51,10 @@ class Numerics:
     inputs: list[str] = field(default_factory=list)
     values: list[ValueDiff] = field(default_factory=list)
     outputs: list[tuple[str, str, float, float]] = field(default_factory=list)
+    diverged_outputs: list[tuple[str, str, str]] = field(default_factory=list)
+    """Model outputs (left name, right name, what differs) beyond tolerance or of another
+    shape: a divergence the matched values may not show (it can lie in nodes the matching
+    did not pair)."""
     skipped: int = 0  # pairs not compared (memory budget)
 
     @property
@@ -149,6 +153,19 @@ def errors_of(left: np.ndarray, right: np.ndarray) -> tuple[float, float, float]
     return max_abs, max_rel, scale
 
 
+def _model_outputs(model: Model, arrays: list[np.ndarray]
+                   ) -> tuple[list[str], list[np.ndarray]]:
+    """The last graph's outputs that are the model's, by name: without the new buffer
+    values a torch.export capture adds as outputs (`<graph>.buffer_updates` metadata:
+    `select_scatter_3 -> cache`), which the other side may not have."""
+    graph = model.graphs[-1]
+    updates = model.metadata.get(f"{graph.name}.buffer_updates", "")
+    skip = {entry.split(" -> ")[0] for entry in updates.split(", ") if entry}
+    kept = [(v.name, a) for v, a in zip(graph.outputs, arrays, strict=False)
+            if v.name not in skip]
+    return [name for name, _ in kept], [a for _, a in kept]
+
+
 def compare_numerics(left: Model, right: Model, matching: Matching,
                      examples: Mapping[str, np.ndarray] | None = None, *,
                      rtol: float = RTOL, atol: float = ATOL,
@@ -204,11 +221,21 @@ def compare_numerics(left: Model, right: Model, matching: Matching,
         return result
     result.ran = True
     result.values.sort(key=lambda v: v.left_index)
-    names_left = [v.name for v in left.graphs[-1].outputs]
-    names_right = [v.name for v in right.graphs[-1].outputs]
+    names_left, outs_left = _model_outputs(left, outs_left)
+    names_right, outs_right = _model_outputs(right, outs_right)
     for name_l, name_r, a, b in zip(names_left, names_right, outs_left, outs_right,
                                     strict=False):
         if np.shape(a) == np.shape(b):
-            max_abs, max_rel, _ = errors_of(a, b)
+            max_abs, max_rel, scale = errors_of(a, b)
             result.outputs.append((name_l, name_r, max_abs, max_rel))
+            if not max_abs <= atol + rtol * scale:
+                result.diverged_outputs.append((name_l, name_r, (
+                    f"max abs error {max_abs:.3g}, max rel error {max_rel:.3g}, tolerance "
+                    f"{atol:g} + {rtol:g} x {scale:.3g}")))
+        else:
+            result.diverged_outputs.append((name_l, name_r, f"shapes {list(np.shape(a))} vs "
+                                                            f"{list(np.shape(b))}"))
+    if len(outs_left) != len(outs_right):
+        result.diverged_outputs.append(("-", "-", f"{len(outs_left)} outputs vs "
+                                                  f"{len(outs_right)}"))
     return result

@@ -120,6 +120,11 @@ def _differences(result: Comparison) -> list[Difference]:
             f"(max abs error {first.max_abs:.3g}, max rel error {first.max_rel:.3g}, "
             f"tolerance {numerics.atol:g} + {numerics.rtol:g} x {first.scale:.3g}){cause}",
             origin.id))
+    elif numerics is not None:
+        for name_l, name_r, what in numerics.diverged_outputs:
+            found.append(Difference(
+                "numeric", "", f"model output {name_l} / {name_r} differs ({what}) where every "
+                "matched value agrees: the cause is in nodes the matching did not pair"))
     return found
 
 
@@ -278,9 +283,11 @@ def headline(result: Comparison) -> list[str]:
             first = n.first_divergence
             where = "none" if first is None else \
                 f"group {first.pair.group} ({matching.groups[first.pair.group].module or '-'})"
+            outputs = f"; model outputs differ: {len(n.diverged_outputs)}" \
+                if n.diverged_outputs else ""
             lines.append(f"  numbers: {len(n.values)} matched values, max abs error "
                          f"{n.max_abs:.3g}, max rel error {n.max_rel:.3g}; first divergence: "
-                         f"{where}")
+                         f"{where}{outputs}")
     return lines
 
 

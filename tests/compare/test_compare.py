@@ -304,3 +304,41 @@ def test_matching_is_symmetric_in_its_counts() -> None:
     assert forward.compute_counts("left") == backward.compute_counts("right")
     assert [(op, x, y) for op, x, y in forward.histogram_difference()] == \
         [(op, y, x) for op, x, y in backward.histogram_difference()]
+
+
+def test_differing_model_outputs_are_a_difference_even_when_matched_values_agree(
+        tmp_path: Path) -> None:
+    """compare reported `numbers: ... first divergence: none` and `differences: none`
+    for two captures whose outputs differed (fx had dropped a KV-cache write): the
+    diverging nodes were in groups the matching pairs without comparing values. The
+    model outputs are now compared too (new buffer values a torch.export capture adds as
+    outputs left out)."""
+    from irbridge.builder import GraphBuilder
+    from irbridge.ir import Graph, Model
+
+    def model(scale: float, buffer_update: bool) -> Model:
+        graph = Graph("main")
+        m = Model(graphs=[graph], name="m")
+        b = GraphBuilder(graph, m)
+        x = graph.add_input("x", TensorType(DType.FLOAT32, (2, 3)))
+        y = b.op("relu", [x])
+        c = b.constant(np.full((2, 3), scale, np.float32))
+        out = b.op("mul", [y, c])
+        outs = [out]
+        if buffer_update:   # as torch.export lists a mutated buffer's new value first
+            outs = [b.op("neg", [x]), out]
+            m.metadata["main.buffer_updates"] = f"{outs[0].name} -> cache"
+        graph.set_outputs(outs)
+        return m
+
+    def side(scale: float, buffer_update: bool, name: str) -> Side:
+        return load_side(str(serde.save(model(scale, buffer_update), tmp_path / name)), None)
+
+    same = compare_models(side(2.0, False, "a.irb"), side(2.0, True, "b.irb"))
+    assert same.numerics is not None and same.numerics.diverged_outputs == []
+    other = compare_models(side(2.0, False, "a.irb"), side(3.0, True, "c.irb"))
+    assert other.numerics is not None
+    assert [(a, b) for a, b, _ in other.numerics.diverged_outputs] == [("mul", "mul")]
+    from irbridge.compare.report import headline
+
+    assert "; model outputs differ: 1" in "\n".join(headline(other))

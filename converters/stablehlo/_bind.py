@@ -201,16 +201,44 @@ def bind_main(module: ir.Module, sizes: Mapping[str, int], source: str) -> None:
     if not _passes_registered:
         _stablehlo.register_stablehlo_passes()
         _passes_registered = True
-    pipeline = ("builtin.module(stablehlo-refine-arguments{types='" + ",".join(types) +
-                "'},stablehlo-refine-shapes)")
+    # Calls inlined first: JAX emits shared private helpers (`@_where`, `@clip`) called
+    # with different symbolic dims from several places, which shape refinement refuses to
+    # refine twice ("refined with incompatible refinement keys"); JAX's own refinement
+    # inlines too. symbol-dce then drops the helpers, now unused.
+    pipeline = ("builtin.module(inline,symbol-dce,stablehlo-refine-arguments{types='" +
+                ",".join(types) + "'},stablehlo-refine-shapes)")
     try:
         passmanager.PassManager.parse(pipeline).run(module.operation)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CaptureError(f"{source}: refining the program's shapes for "
                            f"{', '.join(f'{k}={v}' for k, v in sizes.items())} failed: "
-                           f"{first}") from exc
+                           f"{_first_diagnostic(exc)}") from exc
     _drop_shape_assertions(module, source)
+
+
+def _constant_int(value: Any) -> int | None:
+    """The integer a scalar `stablehlo.constant` holds, else None."""
+    owner = value.owner
+    if getattr(owner, "name", None) != "stablehlo.constant":
+        return None
+    attr = ir.DenseElementsAttr(owner.attributes["value"])
+    if not attr.is_splat:
+        return None
+    try:
+        return int(ir.IntegerAttr(attr.get_splat_value()).value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _first_diagnostic(exc: Exception) -> str:
+    """The first error MLIR reported (`'op' message at LOCATION`): the exception's own
+    text begins with `Failure while executing pass pipeline:` and nothing else."""
+    for diagnostic in getattr(exc, "error_diagnostics", None) or []:
+        message = " ".join(str(diagnostic.message).split())
+        if message:
+            return message[:300]
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return " ".join(lines[:2])[:300] if lines else type(exc).__name__
 
 
 def _drop_shape_assertions(module: ir.Module, source: str) -> None:
@@ -233,6 +261,10 @@ def _drop_shape_assertions(module: ir.Module, source: str) -> None:
                                    "values after binding; cannot check it")
             if not holds:
                 message = ir.StringAttr(op.attributes["error_message"]).value
+                for index, operand in enumerate(list(op.operands)[1:]):
+                    value = _constant_int(operand)  # JAX's {0}, {1}: the values found
+                    if value is not None:
+                        message = message.replace(f"{{{index}}}", str(value))
                 raise FileFormatError(f"{source}: the bound sizes fail the program's shape "
                                       f"assertion: {message.splitlines()[0][:300]}")
             doomed.append(op)

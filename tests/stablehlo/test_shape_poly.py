@@ -103,3 +103,36 @@ def test_a_program_without_jax_specification_names_dims_by_position(tmp_path: Pa
     model = import_stablehlo(path, dims={"arg0_0": 3})
     x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_allclose(run_model(model, [x])[0], np.exp(x), rtol=1e-6)
+
+
+def _middle_row(x: object) -> object:
+    """`x.shape[0] // 2` as an index: JAX emits a shared private `@_where` helper called
+    with different symbolic dims, which StableHLO's shape refinement refused to refine
+    twice ("refined with incompatible refinement keys") for b = 1, 2, 6 (5 worked)."""
+    xs = jnp.asarray(x)
+    return jax.lax.dynamic_index_in_dim(xs, xs.shape[0] // 2, keepdims=False) * 2.0
+
+
+@pytest.mark.parametrize("b", [1, 2, 5, 6])
+def test_programs_with_shared_helpers_bind_at_every_size(tmp_path: Path, b: int) -> None:
+    (sym,) = export.symbolic_shape("b")
+    path = tmp_path / "middle.mlir"
+    path.write_text(export.export(jax.jit(_middle_row))(
+        jax.ShapeDtypeStruct((sym, 4), jnp.float32)).mlir_module())
+    model = import_stablehlo(path, dims={"b": b})
+    x = np.random.default_rng(b).standard_normal((b, 4)).astype(np.float32)
+    np.testing.assert_array_equal(run_model(model, [x])[0], np.asarray(_middle_row(x)))
+
+
+def test_a_failed_constraint_names_the_values_found(tmp_path: Path) -> None:
+    """JAX's assertion message holds placeholders ({0}, {1}) for the values it found:
+    they are filled in from the bound program."""
+    (sym,) = export.symbolic_shape("b", constraints=["b >= 4"])
+    path = tmp_path / "c.mlir"
+    path.write_text(export.export(jax.jit(lambda x: jnp.tanh(x) * (x.shape[0] // 2)))(
+        jax.ShapeDtypeStruct((sym, 4), jnp.float32)).mlir_module())
+    with pytest.raises(IrbridgeError) as info:
+        import_stablehlo(path, dims={"b": 2})
+    message = str(info.value)
+    assert "\n" not in message and "{0}" not in message and "{1}" not in message
+    assert "Expected 'b - 4' to be greater or equal to 0, but found -2" in message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +12,13 @@ import typer
 from irbridge import serde
 from irbridge.cli.render import console, print_summary
 from irbridge.errors import FileFormatError, IrbridgeError
-from irbridge.formats import IR_SUFFIXES, ONNX_SUFFIXES, STABLEHLO_SUFFIXES, read_file
+from irbridge.formats import (
+    IR_SUFFIXES,
+    ONNX_SUFFIXES,
+    STABLEHLO_SUFFIXES,
+    bound_dims,
+    read_file,
+)
 from irbridge.ir import Graph, Model, Node
 from irbridge.ops import registry
 from irbridge.sanitize import clean
@@ -19,14 +27,31 @@ from irbridge.verify import verify
 
 FileArg = Annotated[Path, typer.Argument(
     help="An irbridge file (.irb or .irbt), or an ONNX or StableHLO file (imported first).")]
+BindOpt = Annotated[list[str] | None, typer.Option(
+    help="Bind a symbolic dim, NAME=SIZE (repeatable): an ONNX file's input dims before its "
+         "shapes are inferred, a shape-polymorphic StableHLO program's before its shapes "
+         "are refined (which it needs to be read at all), an IR file's value types.")]
 
 
-def _read(file: Path, *, weights: bool = True) -> Model:
+@contextlib.contextmanager
+def _opened(file: Path, bind: list[str] | None, *, weights: bool = True) -> Iterator[Model]:
+    """`_read`, with `--bind` applied for the duration of the command."""
+    dims: dict[str, int] = {}
+    if bind:
+        from irbridge.cli.analyze import parse_bindings
+
+        dims = parse_bindings(bind)
+    model = _read(file, weights=weights, dims=dims)
+    with bound_dims(model, str(file), dims):
+        yield model
+
+
+def _read(file: Path, *, weights: bool = True, dims: dict[str, int] | None = None) -> Model:
     """An IR file as stored; a file of another format imported (`irbridge convert` reads
     it the same way). Only the IR path is on the start-up budget: the importers are
     imported when a file needs them."""
     if file.suffix in ONNX_SUFFIXES + STABLEHLO_SUFFIXES:
-        return read_file(file, weights=weights)
+        return read_file(file, weights=weights, dims=dims or None)
     try:
         return serde.load(file, weights=weights)
     except FileFormatError as exc:  # a model to capture (.pt, .pt2, .py, ...) or another file
@@ -36,10 +61,10 @@ def _read(file: Path, *, weights: bool = True) -> Model:
         raise
 
 
-def info(file: FileArg) -> None:
+def info(file: FileArg, bind: BindOpt = None) -> None:
     """Graphs, nodes, op histogram, parameters, source and IR version of a file."""
-    model = _read(file, weights=False)
-    print_summary(summarize(model), title=str(file))  # print_summary cleans
+    with _opened(file, bind, weights=False) as model:
+        print_summary(summarize(model), title=str(file))  # print_summary cleans
 
 
 def show(
@@ -51,11 +76,17 @@ def show(
         help="A node id, output value name or module path; shows its neighbourhood.")] = None,
     radius: Annotated[int, typer.Option(help="Dataflow hops shown around --around.")] = 2,
     max_nodes: Annotated[int, typer.Option("--max", help="Show at most this many nodes.")] = 50,
+    bind: BindOpt = None,
 ) -> None:
     """A text graph explorer: nodes with shapes, provenance and cost."""
+    with _opened(file, bind, weights=False) as model:
+        _show(file, model, graph, node_range, around, radius, max_nodes)
+
+
+def _show(file: Path, model: Model, graph: int, node_range: str | None, around: str | None,
+          radius: int, max_nodes: int) -> None:
     from rich.table import Table  # lazy: keeps rich out of start-up
 
-    model = _read(file, weights=False)
     if not 0 <= graph < len(model.graphs):
         raise IrbridgeError(f"{file}: no graph {graph}; the model has {len(model.graphs)}")
     g = model.graphs[graph]
@@ -76,10 +107,10 @@ def show(
         console.print(f"... {len(nodes) - max_nodes} more nodes (raise --max)")
 
 
-def validate(file: FileArg) -> None:
+def validate(file: FileArg, bind: BindOpt = None) -> None:
     """Check the structural rules of a file; exit 1 if there is an error."""
-    model = _read(file)
-    problems = verify(model)
+    with _opened(file, bind) as model:
+        problems = verify(model)
     for problem in problems:
         typer.echo(clean(str(problem)))
     errors = sum(1 for p in problems if p.severity == "error")

@@ -136,3 +136,16 @@ def test_a_failed_constraint_names_the_values_found(tmp_path: Path) -> None:
     message = str(info.value)
     assert "\n" not in message and "{0}" not in message and "{1}" not in message
     assert "Expected 'b - 4' to be greater or equal to 0, but found -2" in message
+
+
+@pytest.mark.parametrize("command", ["info", "show", "validate"])
+def test_reading_commands_take_bind(files: dict[str, Path], command: str) -> None:
+    """The one-line error for a shape-polymorphic file says to bind its dims with --bind,
+    which info, show and validate did not accept ("No such option: --bind")."""
+    runner = CliRunner()
+    refused = runner.invoke(app, [command, str(files["mlir"])])
+    assert refused.exit_code == 2 and "--bind NAME=SIZE" in refused.stderr
+    bound = runner.invoke(app, [command, str(files["mlir"]), "--bind", "b=3"])
+    assert bound.exit_code == 0, bound.stderr
+    if command == "info":
+        assert "f32[3,16]" in bound.stdout and "f32[6,8]" in bound.stdout

@@ -195,6 +195,10 @@ def output_path(raw: str, fmt: str | None = None) -> Path:
             what = f"{fmt} output" if fmt else "this output"
             raise IrbridgeError(f"{raw}: ends with '/', so it names a folder, but {what} is "
                                 "one file: give the file's name")
+    if path.is_symlink():
+        # written through, as a shell redirection would: the atomic rename would replace
+        # the link itself with a file and leave the file it points to as it was
+        path = Path(os.path.realpath(path))
     return path
 
 

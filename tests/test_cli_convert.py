@@ -279,3 +279,22 @@ def test_an_incomplete_capture_is_written_as_ir_with_a_warning_and_not_exported(
                              "-o", str(tmp_path / "b.onnx"))
     assert code == 2 and "refusing to export it to onnx" in stderr, stderr
     assert not (tmp_path / "b.onnx").exists()
+
+
+def test_an_output_that_is_a_symlink_is_written_through(net: str, tmp_path: Path) -> None:
+    """-o link.irb replaced the link itself with a regular file and left the file it
+    points to as it was; a dangling link was replaced too. Now the link's target is
+    written (created, for a dangling link), as a shell redirection would."""
+    code, _, stderr = invoke("convert", net, "--input-shape", "1,3,8,8",
+                             "-o", str(tmp_path / "a.irb"))
+    assert code == 0, stderr
+    target = tmp_path / "old.irb"
+    target.write_bytes(b"old")
+    (tmp_path / "link.irb").symlink_to("old.irb")
+    (tmp_path / "dangling.onnx").symlink_to("new.onnx")
+    for out, fmt in (("link.irb", "irb"), ("dangling.onnx", "onnx")):
+        code, _, stderr = invoke("export", str(tmp_path / "a.irb"), "--to", fmt,
+                                 "-o", str(tmp_path / out))
+        assert code == 0, stderr
+        assert (tmp_path / out).is_symlink()
+    assert serde.load(target).graphs and (tmp_path / "new.onnx").is_file()

@@ -24,6 +24,9 @@ All subtract the zero points and accumulate products in int32.
 * **QLinearConv / QLinearMatMul** are the same accumulations (+ QLinearConv's int32 bias)
   followed by onnxruntime's requantisation: float32(acc) times the float32 multiplier
   a_scale * b_scale / y_scale, rounded half to even, plus y_zero_point, saturated.
+* **QLinearAdd / Mul / Sigmoid / LeakyRelu / GlobalAveragePool / Concat / Softmax, QGemm**
+  (com.microsoft, what QOperator files hold around the convolutions) are the float op
+  between a dequantisation and a requantisation (QGemm: the int32 accumulation first).
 * **MatMulIntegerToFloat / DynamicQuantizeMatMul** end in float32(acc) * (a_scale *
   b_scale) + bias; DynamicQuantizeMatMul first quantises A as DynamicQuantizeLinear does.
 * **MatMulNBits / GatherBlockQuantized** (com.microsoft; onnxruntime's weight-only block
@@ -387,3 +390,132 @@ def _gather_block_quantized(ctx: NodeCtx) -> Results:
         y = ctx.op("sub", [y, ctx.constant(float(1 << (bits - 1)), dtype)])
     return [ctx.op("mul", [y, blocked(ctx, gathered(ctx.x(2)), out_axis, block, length)])]
 
+
+
+# -- QOperator elementwise, pooling and softmax ops (com.microsoft) -----------------------------
+# onnxruntime.quantization's QOperator format writes these around QLinearConv / QLinearMatMul
+# (residual adds, SE-block muls, global pooling, the classifier's QGemm, attention softmax).
+# Each is the float op between a dequantisation, (x - zero_point) * scale, and a
+# requantisation, saturate(round_half_even(v / y_scale) + y_zero_point), all per tensor;
+# onnxruntime's kernels compute the same in float32 (MLAS QLinearAdd: a_scale / c_scale
+# times (a - a_zero_point) plus the same for b) or through a lookup table (QLinearSigmoid,
+# QLinearLeakyRelu, QLinearSoftmax), so an element can land one quantisation step away
+# where the exact value sits on a rounding boundary.
+
+def _dequantized(ctx: NodeCtx, x: int, scale: int, zp: int) -> Value:
+    """float32 (x - zero_point) * scale of a per-tensor quantised int8 / uint8 input."""
+    _per_tensor(ctx, scale, zp)
+    if _dtype(ctx.x(x)) not in _INT8:
+        raise Unsupported(f"input {x} must be int8 or uint8")
+    if _dtype(ctx.x(scale)) != DType.FLOAT32:
+        raise Unsupported("scales must be float32")
+    v = ctx.op("cast", [ctx.x(x)], {"dtype": DType.FLOAT32})
+    if ctx.has(zp):
+        v = ctx.op("sub", [v, ctx.op("cast", [ctx.x(zp)], {"dtype": DType.FLOAT32})])
+    return ctx.op("mul", [v, ctx.x(scale)])
+
+
+def _quantized(ctx: NodeCtx, v: Value, scale: int, zp: int, like: int) -> Value:
+    """saturate(round(v / scale) + zero_point) in the zero point's type (else that of input
+    `like`), as QuantizeLinear does."""
+    _per_tensor(ctx, scale, zp)
+    target = _dtype(ctx.x(zp)) if ctx.has(zp) else _dtype(ctx.x(like))
+    if target not in _INT8:
+        raise Unsupported(f"quantized output type {target.short}")
+    y = ctx.op("round", [ctx.op("div", [v, ctx.x(scale)])])
+    if ctx.has(zp):
+        y = ctx.op("add", [y, ctx.op("cast", [ctx.x(zp)], {"dtype": DType.FLOAT32})])
+    info = ml_dtypes.iinfo(target.numpy)
+    y = ctx.op("clip", [y], {"min": float(info.min), "max": float(info.max)})
+    return ctx.op("cast", [y], {"dtype": target})
+
+
+@contrib("QLinearAdd", "QLinearMul")
+def _qlinear_binary(ctx: NodeCtx) -> Results:
+    """A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale, C_zero_point."""
+    a, b = _dequantized(ctx, 0, 1, 2), _dequantized(ctx, 3, 4, 5)
+    op = "add" if ctx.node.op_type == "QLinearAdd" else "mul"
+    return [_quantized(ctx, ctx.op(op, [a, b]), 6, 7, 0)]
+
+
+@contrib("QLinearSigmoid", "QLinearLeakyRelu")
+def _qlinear_activation(ctx: NodeCtx) -> Results:
+    """X, X_scale, X_zero_point, Y_scale, Y_zero_point (+ LeakyRelu's alpha)."""
+    x = _dequantized(ctx, 0, 1, 2)
+    y = ctx.op("sigmoid", [x]) if ctx.node.op_type == "QLinearSigmoid" else \
+        ctx.op("leaky_relu", [x], {"alpha": float(ctx.a("alpha", 0.01))})
+    return [_quantized(ctx, y, 3, 4, 0)]
+
+
+@contrib("QLinearGlobalAveragePool")
+def _qlinear_global_average_pool(ctx: NodeCtx) -> Results:
+    """X, x_scale, x_zero_point, y_scale, y_zero_point; `channels_last` = 1 puts the
+    channels last (NHWC), else NCHW: the mean over the spatial dims, kept as size 1."""
+    rank = ctx.rank(0)
+    spatial = list(range(1, rank - 1)) if ctx.a("channels_last", 0) else list(range(2, rank))
+    x = _dequantized(ctx, 0, 1, 2)
+    y = ctx.op("reduce_mean", [x], {"axes": tuple(spatial), "keepdims": True})
+    return [_quantized(ctx, y, 3, 4, 0)]
+
+
+@contrib("QLinearSoftmax")
+def _qlinear_softmax(ctx: NodeCtx) -> Results:
+    """X, X_scale, x_zero_point, y_scale, y_zero_point; `axis` (default -1) as Softmax-13
+    reads it (the attribute `opset` < 13 flattens from `axis` on, as Softmax-1 did)."""
+    axis = int(ctx.a("axis", -1))
+    x = _dequantized(ctx, 0, 1, 2)
+    if int(ctx.a("opset", 13)) < 13:
+        rank = ctx.rank(0)
+        if axis % rank != rank - 1:
+            raise Unsupported("a Softmax-1 style axis other than the last")
+    y = ctx.op("softmax", [x], {"axis": axis})
+    return [_quantized(ctx, y, 3, 4, 0)]
+
+
+@contrib("QLinearConcat")
+def _qlinear_concat(ctx: NodeCtx) -> Results:
+    """Y_scale, Y_zero_point, then (X, X_scale, X_zero_point) per input; `axis`."""
+    count = len(ctx.node.input)
+    if count < 5 or (count - 2) % 3:
+        raise Unsupported("inputs must be Y_scale, Y_zero_point and triples")
+    parts = [_dequantized(ctx, i, i + 1, i + 2) for i in range(2, count, 3)]
+    y = ctx.op("concat", parts, {"axis": int(ctx.a("axis"))})
+    return [_quantized(ctx, y, 0, 1, 2)]
+
+
+@contrib("QGemm")
+def _qgemm(ctx: NodeCtx) -> Results:
+    """A, a_scale, a_zero_point, B, b_scale, b_zero_point, C (int32 bias, scale alpha *
+    a_scale * b_scale), y_scale, y_zero_point: alpha * A' B' + C accumulated in int32
+    (b's zero point and scale per tensor or per column), then requantised with y_scale,
+    or float32 when y_scale is absent."""
+    if _dtype(ctx.x(0)) not in _INT8 or _dtype(ctx.x(3)) not in _INT8:
+        raise Unsupported("operands must be int8 or uint8")
+    _per_tensor(ctx, 1, 2)
+    a = _minus_zero_point(ctx, ctx.x(0), 2, DType.INT32)
+    if ctx.a("transA", 0):
+        a = ctx.op("permute", [a], {"perm": (1, 0)})
+    b_zp = ctx.x(5) if ctx.has(5) else None
+    if b_zp is not None and ctx.shape(5) not in ((), (1,)):
+        if not ctx.a("transB", 0):
+            raise Unsupported("a per-column b_zero_point on an untransposed B")
+        b = ctx.op("sub", [ctx.op("cast", [ctx.x(3)], {"dtype": DType.INT32}),
+                           ctx.op("reshape", [ctx.op("cast", [b_zp], {"dtype": DType.INT32})],
+                                  {"shape": (-1, 1)})])
+    else:
+        b = _minus_zero_point(ctx, ctx.x(3), 5, DType.INT32)
+    if ctx.a("transB", 0):
+        b = ctx.op("permute", [b], {"perm": (1, 0)})
+    acc = ctx.op("matmul", [a, b])
+    if ctx.has(6):
+        acc = ctx.op("add", [acc, ctx.x(6)])
+    if any(_dtype(ctx.x(i)) != DType.FLOAT32 for i in (1, 4)):
+        raise Unsupported("scales must be float32")
+    scale = ctx.op("mul", [ctx.x(1), ctx.x(4)])
+    alpha = float(ctx.a("alpha", 1.0))
+    if alpha != 1.0:
+        scale = ctx.op("mul", [scale, ctx.constant(np.array(alpha, np.float32), DType.FLOAT32)])
+    y = ctx.op("mul", [ctx.op("cast", [acc], {"dtype": DType.FLOAT32}), scale])
+    if not ctx.has(7):
+        return [y]
+    return [_quantized(ctx, y, 7, 8, 0)]

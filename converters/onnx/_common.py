@@ -258,3 +258,10 @@ def restore_initializers(proto: ModelProto, moved: list[onnx.TensorProto],
     proto.graph.input.extend(inputs)
     proto.graph.initializer.extend(moved)
     return proto
+
+
+META_PROPS = "onnx.metadata."
+"""IR metadata key prefix of an imported file's metadata_props (written back without it)."""
+MODEL_FIELDS = {"doc_string": "onnx.doc_string", "domain": "onnx.domain",
+                "model_version": "onnx.model_version"}
+"""ModelProto fields kept as IR metadata on import and written back as the fields."""

@@ -33,7 +33,7 @@ import re
 import shutil
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -56,10 +56,12 @@ from irbridge.converters.onnx._common import (
     META_NODE,
     META_OP,
     META_OUTPUTS,
+    META_PROPS,
     META_SOURCE_FORMAT,
     META_SOURCE_NODE,
     META_SOURCE_OP,
     MIN_EXPORT_OPSET,
+    MODEL_FIELDS,
     MODEL_META_OPSETS,
     OPAQUE_ONNX_DOMAIN,
     TYPE_OPSET,
@@ -515,15 +517,14 @@ class _ModelExporter:
         proto.opset_import.extend(opsets)
         proto.ir_version = helper.find_min_ir_version_for(list(opsets), ignore_unknown=True)
         proto.ir_version = max(proto.ir_version, 8)
-        for key, text in sorted(model.metadata.items()):
+        props = _metadata_props(model.metadata, proto)
+        if model.source_format:
+            props["irbridge.source_format"] = model.source_format
+        if paired:  # complex graph inputs and outputs, written as (real, imag) pairs
+            props[_complex.MODEL_META_COMPLEX] = json.dumps(paired)
+        for key, text in sorted(props.items()):  # one entry per key (the checker's rule)
             entry = proto.metadata_props.add()
             entry.key, entry.value = key, text
-        if model.source_format:
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = "irbridge.source_format", model.source_format
-        if paired:  # complex graph inputs and outputs, written as (real, imag) pairs
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = _complex.MODEL_META_COMPLEX, json.dumps(paired)
         return proto
 
     def _link_graphs(self) -> None:
@@ -1021,6 +1022,28 @@ def _initialized(tensor: Tensor) -> Tensor:
 
 def _initializer(tensor: Tensor) -> onnx.TensorProto:
     return tensor_to_proto(_initialized(tensor))
+
+
+def _metadata_props(metadata: Mapping[str, str], proto: ModelProto) -> dict[str, str]:
+    """The model's metadata as metadata_props: an imported file's own entries under their
+    own keys again (imported as `onnx.metadata.KEY`), and its doc_string, domain and
+    model_version set back on `proto` as the fields they came from. irbridge's own keys
+    win over a file's entry of the same name."""
+    out: dict[str, str] = {}
+    for key, text in metadata.items():
+        if key.startswith(META_PROPS):
+            out.setdefault(key[len(META_PROPS):], text)
+    fields = {key: field for field, key in MODEL_FIELDS.items()}
+    for key, text in metadata.items():
+        if key in fields:
+            if fields[key] == "model_version":
+                with contextlib.suppress(ValueError):
+                    proto.model_version = int(text)
+            else:
+                setattr(proto, fields[key], text)
+        elif not key.startswith(META_PROPS):
+            out[key] = text
+    return out
 
 
 def _value_info(name: str, t: TensorType | None, what: str) -> onnx.ValueInfoProto:

@@ -58,8 +58,10 @@ from irbridge.converters.onnx._common import (
     META_NODE,
     META_OP,
     META_OUTPUTS,
+    META_PROPS,
     META_SOURCE_NODE,
     MIN_IMPORT_OPSET,
+    MODEL_FIELDS,
     MODEL_META_OPSETS,
     ONNX_DOMAINS,
     OPAQUE_ONNX_DOMAIN,
@@ -842,7 +844,11 @@ class _ModelImporter:
                                      f"{self.proto.producer_version}").strip()
         meta["onnx.ir_version"] = str(self.proto.ir_version)
         for prop in self.proto.metadata_props:
-            meta[f"onnx.metadata.{prop.key}"] = prop.value
+            meta[f"{META_PROPS}{prop.key}"] = prop.value
+        for name, key in MODEL_FIELDS.items():  # written back as the fields on export
+            value = getattr(self.proto, name)
+            if value:
+                meta[key] = str(value)
         main = _GraphImporter(self, self.proto.graph, None, "main")
         graph = main.convert()
         model.graphs = [graph]

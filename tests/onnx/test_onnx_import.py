@@ -301,3 +301,25 @@ def test_ops_lowered_to_neutral_sequences_match_onnxruntime(op: str, attrs: dict
     assert coverage.fully_neutral, coverage.lines()
     feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
     assert_close(run_model(model, feeds), ort_run(proto, feeds), rtol=1e-4, atol=1e-5)
+
+
+def test_model_metadata_and_fields_survive_a_round_trip() -> None:
+    """An imported file's metadata_props came back as `onnx.metadata.KEY` entries, and
+    its doc_string, domain and model_version were dropped (onnxruntime then read
+    model_version 2^63 - 1). They are written back under their own keys and fields, and
+    a second round trip (irbridge's own keys read back from its file) still gives one
+    entry per key."""
+    proto = onnx_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", F, [2])],
+                       [tensor("y", F, [2])])
+    helper.set_model_props(proto, {"labels": "cat,dog", "license": "MIT"})
+    proto.doc_string, proto.domain, proto.model_version = "my model", "org.example", 42
+    again = to_onnx(from_onnx(proto)[0])
+    twice = to_onnx(from_onnx(again)[0])
+    for out in (again, twice):
+        onnx.checker.check_model(out)  # refuses a metadata key given twice
+        props = {p.key: p.value for p in out.metadata_props}
+        assert len(props) == len(out.metadata_props)
+        assert props["labels"] == "cat,dog" and props["license"] == "MIT"
+        assert not any(key.startswith("onnx.metadata.") for key in props)
+        assert (out.doc_string, out.domain, out.model_version) == \
+            ("my model", "org.example", 42)

@@ -109,6 +109,8 @@ def test_onnx_one_step_import_and_export(net: str, tmp_path: Path) -> None:
     (["convert", "{net}", "--to", "onnx", "-o", "{tmp}/y.irb"],
      "the suffix .irb is for irb files, but --to onnx writes onnx (hint: name it y.onnx)"),
     (["convert", "{net}", "-o", "-"], "-o -: irbridge writes files, not standard output"),
+    (["convert", "{net}", "--no-weights", "--verify", "-o", "{tmp}/x.irb"],
+     "--verify needs real weights; drop --no-weights"),
     (["export", "{tmp}/missing.irb", "--to", "onnx", "-o", "{tmp}/x.onnx"], "no such file"),
     (["models", "--family", "nope"], "unknown family 'nope'"),
 ])

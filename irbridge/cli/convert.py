@@ -312,6 +312,8 @@ def _check_options(*, is_file: bool, output: Path | None, to: str | None, opset:
         return fmt
     if meta and verify:
         raise IrbridgeError("--verify needs real weights; drop --meta")
+    if pytorch_only.get("--no-weights") and verify:  # (a shape-only capture cannot run)
+        raise IrbridgeError("--verify needs real weights; drop --no-weights")
     for name, value in (("--batch", batch), ("--seq-len", seq_len)):
         if value is not None and not 1 <= value <= _MAX_DIM:
             raise IrbridgeError(f"{name} {value}: must be between 1 and {_MAX_DIM}")

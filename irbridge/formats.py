@@ -197,8 +197,13 @@ def output_path(raw: str, fmt: str | None = None) -> Path:
                                 "one file: give the file's name")
     if path.is_symlink():
         # written through, as a shell redirection would: the atomic rename would replace
-        # the link itself with a file and leave the file it points to as it was
-        path = Path(os.path.realpath(path))
+        # the link itself with a file and leave the file it points to as it was. Only to
+        # a regular file (or a new one) of the same suffix: a link to a device stays the
+        # link, which the writers refuse as not a regular file, and the format stays the
+        # one the name given says
+        real = Path(os.path.realpath(path))
+        if real.suffix == path.suffix and (real.is_file() or not real.exists()):
+            path = real
     return path
 
 

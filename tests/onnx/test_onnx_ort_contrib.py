@@ -727,10 +727,10 @@ def test_quantize_static_qoperator_elementwise_pooling_and_gemm(
         tmp_path: Path, per_channel: bool, activations: QuantType) -> None:
     """QLinearAdd / Mul / Sigmoid / LeakyRelu / GlobalAveragePool / Concat / Softmax and
     QGemm were unmapped: their outputs had no type, so every QLinearConv after them went
-    opaque too (resnet18's QOperator file: 29 opaque nodes, a fifth of its MACs). Each is
-    now the float op between a dequantisation and a requantisation; onnxruntime computes
-    the same float32 arithmetic, and over these 8 seeded inputs the outputs are equal
-    (exact: the comparison would show a one-step rounding difference)."""
+    opaque too (resnet18's QOperator file: 29 opaque nodes, only a fifth of its MACs
+    counted). Each is now the float op between a dequantisation and a requantisation;
+    onnxruntime computes the same float32 arithmetic, and over these 8 seeded inputs the
+    outputs are equal (exact: the comparison would show a one-step rounding difference)."""
     plain, proto = _qoperator(_QOpBlock(), tmp_path, activation_type=activations,
                               per_channel=per_channel)
     ops = {n.op_type for n in proto.graph.node if n.domain == "com.microsoft"}

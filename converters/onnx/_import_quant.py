@@ -186,7 +186,13 @@ def _requantize(ctx: NodeCtx, acc: Value, scales: tuple[int, int, int], zp: int,
     multiplier = ctx.op("div", [ctx.op("mul", [a_scale, b_scale]), y_scale])
     y = ctx.op("round", [ctx.op("mul", [ctx.op("cast", [acc], {"dtype": DType.FLOAT32}),
                                         multiplier])])
-    target = _dtype(ctx.x(zp)) if ctx.has(zp) else DType.UINT8
+    return _saturated(ctx, y, zp, DType.UINT8)
+
+
+def _saturated(ctx: NodeCtx, y: Value, zp: int, default: DType) -> Value:
+    """Rounded float32 `y` plus the zero point (input `zp`), saturated into and cast to
+    the zero point's type (`default` without one): the last step of every requantisation."""
+    target = _dtype(ctx.x(zp)) if ctx.has(zp) else default
     if target not in _INT8:
         raise Unsupported(f"quantized output type {target.short}")
     if ctx.has(zp):
@@ -419,15 +425,8 @@ def _quantized(ctx: NodeCtx, v: Value, scale: int, zp: int, like: int) -> Value:
     """saturate(round(v / scale) + zero_point) in the zero point's type (else that of input
     `like`), as QuantizeLinear does."""
     _per_tensor(ctx, scale, zp)
-    target = _dtype(ctx.x(zp)) if ctx.has(zp) else _dtype(ctx.x(like))
-    if target not in _INT8:
-        raise Unsupported(f"quantized output type {target.short}")
     y = ctx.op("round", [ctx.op("div", [v, ctx.x(scale)])])
-    if ctx.has(zp):
-        y = ctx.op("add", [y, ctx.op("cast", [ctx.x(zp)], {"dtype": DType.FLOAT32})])
-    info = ml_dtypes.iinfo(target.numpy)
-    y = ctx.op("clip", [y], {"min": float(info.min), "max": float(info.max)})
-    return ctx.op("cast", [y], {"dtype": target})
+    return _saturated(ctx, y, zp, _dtype(ctx.x(like)))
 
 
 @contrib("QLinearAdd", "QLinearMul")
@@ -495,16 +494,12 @@ def _qgemm(ctx: NodeCtx) -> Results:
     a = _minus_zero_point(ctx, ctx.x(0), 2, DType.INT32)
     if ctx.a("transA", 0):
         a = ctx.op("permute", [a], {"perm": (1, 0)})
-    b_zp = ctx.x(5) if ctx.has(5) else None
-    if b_zp is not None and ctx.shape(5) not in ((), (1,)):
-        if not ctx.a("transB", 0):
-            raise Unsupported("a per-column b_zero_point on an untransposed B")
-        b = ctx.op("sub", [ctx.op("cast", [ctx.x(3)], {"dtype": DType.INT32}),
-                           ctx.op("reshape", [ctx.op("cast", [b_zp], {"dtype": DType.INT32})],
-                                  {"shape": (-1, 1)})])
-    else:
-        b = _minus_zero_point(ctx, ctx.x(3), 5, DType.INT32)
-    if ctx.a("transB", 0):
+    transposed = bool(ctx.a("transB", 0))
+    if ctx.has(5) and ctx.shape(5) not in ((), (1,)) and not transposed:
+        raise Unsupported("a per-column b_zero_point on an untransposed B")
+    # B' is [N, K]: a per-column zero point [N] broadcasts along its rows
+    b = _minus_zero_point(ctx, ctx.x(3), 5, DType.INT32, row_axis=2 if transposed else None)
+    if transposed:
         b = ctx.op("permute", [b], {"perm": (1, 0)})
     acc = ctx.op("matmul", [a, b])
     if ctx.has(6):

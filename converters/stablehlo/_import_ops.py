@@ -1232,11 +1232,9 @@ def _skipping_scatter(imp: _Importer, scope: Scope, x: Value, idx: Value, update
     size = x_shape[axis]
     if _within(imp, scope, indices, size):
         return _op(scope, "scatter_elements", [x, idx, updates], {"axis": axis, **attrs})
-    kind = _dtype_of(idx).numpy
-    inside = _op(scope, "logical_and", [
-        _op(scope, "greater_equal", [idx, imp.constant(scope, np.array(0, kind), "zero")]),
-        _op(scope, "less", [idx, imp.constant(scope, np.array(size, kind), "size")])])
-    idx = _op(scope, "where", [inside, idx, imp.constant(scope, np.array(size, kind), "past")])
+    inside = _in_range(imp, scope, idx, size)
+    past = imp.constant(scope, np.array(size, _dtype_of(idx).numpy), "past")
+    idx = _op(scope, "where", [inside, idx, past])
     spare_shape = [1 if d == axis else n for d, n in enumerate(x_shape)]
     spare = imp.constant(scope, np.zeros(spare_shape, dtype=_dtype_of(x).numpy), "spare")
     y = _op(scope, "concat", [x, spare], {"axis": axis})
@@ -1591,9 +1589,7 @@ def _runtime_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
     for d, part in enumerate(parts):
         if part is None:
             continue
-        ok = _op(scope, "logical_and", [
-            _op(scope, "greater_equal", [part, imp.constant(scope, np.array(0), "zero")]),
-            _op(scope, "less", [part, imp.constant(scope, np.array(x_shape[d]), "size")])])
+        ok = _in_range(imp, scope, part, x_shape[d])
         inside = ok if inside is None else _op(scope, "logical_and", [inside, ok])
     if inside is not None:
         flat = _op(scope, "where", [inside, flat, imp.constant(scope, np.array(size), "past")])
@@ -1603,6 +1599,14 @@ def _runtime_scatter(imp: _Importer, scope: Scope, op: Any, dn: Any, x: Value,
                                         _reshape(scope, updates, [-1])],
             {"axis": 0, "reduction": kind})
     return _reshape(scope, _slice_value(scope, y, [0], [size], [1]), list(x_shape))
+
+
+def _in_range(imp: _Importer, scope: Scope, index: Value, size: int) -> Value:
+    """0 <= index < size, element-wise (constants in the index's own type)."""
+    kind = _dtype_of(index).numpy
+    return _op(scope, "logical_and", [
+        _op(scope, "greater_equal", [index, imp.constant(scope, np.array(0, kind), "zero")]),
+        _op(scope, "less", [index, imp.constant(scope, np.array(size, kind), "size")])])
 
 
 def _dtype_of(x: Value) -> DType:

@@ -88,12 +88,18 @@ def _check(got: list[np.ndarray], want: list[np.ndarray]) -> None:
         np.testing.assert_allclose(g, w, rtol=0, atol=1e-5 * max(1.0, float(np.abs(w).max())))
 
 
+def _imported(fn: Callable[..., Any], args: list[np.ndarray]
+              ) -> tuple[Model, list[np.ndarray]]:
+    """`fn` lowered by JAX (`jax.jit(fn).lower(*args).as_text()`) and imported, and JAX's
+    own outputs on `args`."""
+    want = [np.asarray(a) for a in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
+    return from_mlir(jax.jit(fn).lower(*args).as_text()), want
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_jax_runtime_indices_round_trip(name: str) -> None:
     fn, args = CASES[name]
-    text = jax.jit(fn).lower(*args).as_text()
-    want = [np.asarray(a) for a in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
-    model = from_mlir(text)
+    model, want = _imported(fn, args)
     ops = {n.qualified_op for g in model.graphs for n in _nodes(g)}
     assert not [op for op in ops if "::" in op], ops  # no opaque node anywhere
     assert ops & {"dynamic_slice", "dynamic_update_slice"}
@@ -203,9 +209,7 @@ OUT_OF_RANGE: dict[str, tuple[Callable[..., Any], list[np.ndarray]]] = {
 @pytest.mark.parametrize("name", sorted(OUT_OF_RANGE))
 def test_jax_gather_and_scatter_with_indices_outside_the_operand(name: str) -> None:
     fn, args = OUT_OF_RANGE[name]
-    text = jax.jit(fn).lower(*args).as_text()
-    want = [np.asarray(a) for a in jax.tree_util.tree_leaves(jax.jit(fn)(*args))]
-    model = from_mlir(text)
+    model, want = _imported(fn, args)
     assert not [n for g in model.graphs for n in _nodes(g) if "::" in n.qualified_op]
     for got in (run_model(model, args), evaluate(to_mlir_text(model), args),
                 _onnxruntime(model, args)):

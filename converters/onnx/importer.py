@@ -212,23 +212,38 @@ def parse_proto(data: bytes, source: str) -> ModelProto:
 
 def _check_strings(proto: ModelProto, source: str) -> None:
     """Every string field must be UTF-8: protobuf hands invalid ones over as bytes, which
-    would travel into names, errors and the .irb writer. Iterative over the messages."""
-    stack: list[tuple[Any, str]] = [(proto, "model")]
+    would travel into names, errors and the .irb writer. Iterative over the messages; a
+    message's path (`model.graph.node[3]`) is spelt out only for the error."""
+    stack: list[tuple[Any, _Path | None]] = [(proto, None)]
     while stack:
         message, path = stack.pop()
         for field_desc, value in message.ListFields():
-            where = f"{path}.{field_desc.name}"
             if field_desc.type == field_desc.TYPE_STRING:
                 repeated = field_desc.is_repeated
                 for index, item in enumerate(value if repeated else [value]):
                     if isinstance(item, bytes):
-                        at = f"{where}[{index}]" if repeated else where
+                        at = _spelt((path, field_desc.name, index if repeated else None))
                         raise FileFormatError(f"{source}: {at} is not valid UTF-8 text")
             elif field_desc.type == field_desc.TYPE_MESSAGE:
                 if field_desc.is_repeated:
-                    stack.extend((item, f"{where}[{i}]") for i, item in enumerate(value))
+                    name = field_desc.name
+                    stack.extend((item, (path, name, i)) for i, item in enumerate(value))
                 else:
-                    stack.append((value, where))
+                    stack.append((value, (path, field_desc.name, None)))
+
+
+_Path = tuple[Any, str, int | None]
+"""Where a message sits: (its parent's path or None for the model, field name, index in a
+repeated field or None)."""
+
+
+def _spelt(path: _Path) -> str:
+    parts: list[str] = []
+    at: _Path | None = path
+    while at is not None:
+        at, name, index = at
+        parts.append(name if index is None else f"{name}[{index}]")
+    return ".".join(["model", *reversed(parts)])
 
 
 def from_onnx(proto: ModelProto, *, source: str = "<memory>",
@@ -574,20 +589,22 @@ def _check_structure(graph: GraphProto, source: str, outer: set[str]) -> None:
     nodes are merely out of order."""
     defined = set(outer) | {v.name for v in graph.input} | {t.name for t in graph.initializer}
     defined |= {t.values.name for t in graph.sparse_initializer}
-    produced = {out for node in graph.node for out in node.output if out}
-    for node in graph.node:
-        for name in node.input:
-            if name and name not in defined and name not in produced:
-                raise CaptureError(f"{source}: node {_node_label(node)} reads {name!r}, which "
-                                   "no node, graph input or initializer defines")
-    order = _topological_order(graph, defined, source)
-    if order != list(range(len(graph.node))):
-        nodes = [NodeProto() for _ in graph.node]
-        for new, old in enumerate(order):
-            nodes[new].CopyFrom(graph.node[old])
-        del graph.node[:]
-        graph.node.extend(nodes)
-    available = defined | produced
+    available = _in_order(graph, defined)
+    if available is None:   # out of order, or a problem to name: the full analysis
+        produced = {out for node in graph.node for out in node.output if out}
+        for node in graph.node:
+            for name in node.input:
+                if name and name not in defined and name not in produced:
+                    raise CaptureError(f"{source}: node {_node_label(node)} reads {name!r}, "
+                                       "which no node, graph input or initializer defines")
+        order = _topological_order(graph, defined, source)
+        if order != list(range(len(graph.node))):
+            nodes = [NodeProto() for _ in graph.node]
+            for new, old in enumerate(order):
+                nodes[new].CopyFrom(graph.node[old])
+            del graph.node[:]
+            graph.node.extend(nodes)
+        available = defined | produced
     for node in graph.node:
         for attribute in node.attribute:
             subs = [attribute.g] if attribute.type == AttributeProto.GRAPH else []
@@ -597,6 +614,29 @@ def _check_structure(graph: GraphProto, source: str, outer: set[str]) -> None:
         if out.name not in available:
             raise CaptureError(f"{source}: graph {graph.name!r} output {out.name!r} is not "
                                "produced by any node, input or initializer")
+
+
+def _in_order(graph: GraphProto, defined: set[str]) -> set[str] | None:
+    """The names defined in `graph` (`defined` and every node output) when each node reads
+    only names defined before it and no name is defined twice, the way producers write
+    their files; None otherwise. One pass and one set, where the full analysis builds a
+    producer map, a dependency set per node and a depth-first order."""
+    available = set(defined)
+    for node in graph.node:
+        reads = _reads(node) if node.attribute and _has_subgraph(node) else node.input
+        for name in reads:
+            if name and name not in available:
+                return None
+        for out in node.output:
+            if out:
+                if out in available:
+                    return None
+                available.add(out)
+    return available
+
+
+def _has_subgraph(node: NodeProto) -> bool:
+    return any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)
 
 
 def _topological_order(graph: GraphProto, defined: set[str], source: str) -> list[int]:

@@ -14,6 +14,7 @@ from onnxtools import I64, F, onnx_model, tensor
 from irbridge.converters.onnx import export_onnx, from_onnx, import_onnx, to_onnx
 from irbridge.dtypes import DType
 from irbridge.errors import CaptureError, ExportError, FileFormatError, IrbridgeError
+from irbridge.executor import run_model
 from irbridge.ir import Graph, Model, Tensor, TensorType
 
 
@@ -157,6 +158,40 @@ def test_nodes_out_of_order_are_sorted() -> None:
     proto = onnx_model(nodes, [tensor("x", F, [2])], [tensor("y", F, [2])])
     model, _ = from_onnx(proto)
     assert [n.op for n in model.graph.nodes] == ["neg", "relu"]
+
+
+@pytest.mark.parametrize("second", ["x", "a"])
+def test_a_name_defined_twice_names_the_second_definition(second: str) -> None:
+    # in order otherwise: the one-pass check must not accept what the full analysis refuses
+    nodes = [helper.make_node("Neg", ["x"], ["a"], name="first"),
+             helper.make_node("Relu", ["a"], [second], name="again")]
+    proto = onnx_model(nodes, [tensor("x", F, [2])], [tensor("a", F, [2])])
+    with pytest.raises(CaptureError) as exc:
+        from_onnx(proto)
+    text = _one_line(exc)
+    assert f"value {second!r} is defined twice" in text and "Relu" in text
+
+
+def test_a_branch_reading_a_later_value_is_sorted_before_it() -> None:
+    # the If node's own inputs are all defined before it; its branch reads "late", which a
+    # node after it produces: an order only the subgraph's free names reveal
+    def branch(name: str, op: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["late"], [f"{name}_out"])], name, [],
+                                 [tensor(f"{name}_out", F, [2])])
+
+    nodes = [helper.make_node("If", ["cond"], ["y"], name="choose",
+                              then_branch=branch("then", "Neg"),
+                              else_branch=branch("else", "Relu")),
+             helper.make_node("Abs", ["x"], ["late"], name="producer")]
+    proto = onnx_model(nodes, [tensor("x", F, [2]), tensor("cond", onnx.TensorProto.BOOL, [])],
+                       [tensor("y", F, [2])])
+    model, _ = from_onnx(proto)
+    ops = [n.op for n in model.graph.nodes]
+    assert ops.index("abs") < ops.index(next(op for op in ops if op != "abs"))
+    x = np.array([-1.5, 2.0], np.float32)
+    for cond, want in ((True, -np.abs(x)), (False, np.abs(x))):
+        (got,) = run_model(model, {"x": x, "cond": np.array(cond)})
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("opset", [99, 29])

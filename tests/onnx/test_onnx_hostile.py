@@ -185,7 +185,7 @@ def test_a_name_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(data.replace(b"actname", b"act\xa9ame"))
     out = tmp_path / "out.irb"
     assert_one_line_error(run_cli("convert", path, "-o", out, cwd=tmp_path), str(path),
-                          "not valid UTF-8")
+                          "model.graph.node[0].name is not valid UTF-8")
     assert not out.exists()
 
 

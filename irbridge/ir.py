@@ -361,12 +361,11 @@ class Graph:
     def _new_value(self, name: str, type: TensorType | None) -> Value:
         if not name:
             raise ValueError(f"graph {self.name!r}: a value needs a non-empty name")
-        if name in self.values:
-            raise ValueError(f"graph {self.name!r}: value {name!r} is defined twice")
         if type is not None:
             type = self._types.setdefault(type, type)
         value = Value(name, type)
-        self.values[name] = value
+        if self.values.setdefault(name, value) is not value:   # one look-up, not two
+            raise ValueError(f"graph {self.name!r}: value {name!r} is defined twice")
         return value
 
     def _next_id(self) -> int:

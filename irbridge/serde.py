@@ -389,8 +389,9 @@ class _Reader:
 
         def resolve(name: str, what: str) -> Value:
             for scope in reversed(scopes):
-                if name in scope:
-                    return scope[name]
+                found = scope.get(name)
+                if found is not None:
+                    return found
             raise self.fail(f"graph {msg.name!r}: {what} reads {name!r}, which is not "
                             "defined before it")
 

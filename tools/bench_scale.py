@@ -3,7 +3,7 @@
 Synthetic graphs of about 1k, 10k and 100k nodes: a chain of residual blocks (MatMul ->
 Add -> Relu -> Add with the block's input), the shape of a deep transformer's node stream
 without its arithmetic cost (tiny 1x16 tensors, so the timings are the tool's own work).
-Each size runs in a fresh child process; each stage is timed alone, `--repeat` times (3 by
+Each stage at each size runs in its own fresh child process; each stage is timed alone, `--repeat` times (3 by
 default) after a full garbage collection each time, and the best run counts (process CPU
 time, so that other load on the machine does not decide the outcome; wall time of the same
 runs is reported beside it). The first run of a stage also pays one-off costs (lazy imports,
@@ -221,31 +221,37 @@ def _child(stages: Sequence[str], nodes: int, folder: str, queue: Any, repeat: i
 
 def measure(stages: Sequence[str], nodes: int, folder: str,
             timeout: float, repeat: int = REPEAT) -> list[dict[str, Any]]:
-    """Every stage at one size, in order, in one fresh child process (the stages run one
-    after the other, each timed alone after a full garbage collection)."""
+    """Every stage at one size, each in its own fresh child process (as each command of
+    the CLI runs in a fresh process): a stage's figures do not depend on the heap the
+    stages before it left behind (a 100k-node import leaves hundreds of MB of freed,
+    scattered pymalloc pools that the next stage's objects would be spread over).
+    `timeout` bounds each stage."""
+    return [_measure_one(stage, nodes, folder, timeout, repeat) for stage in stages]
+
+
+def _measure_one(stage: str, nodes: int, folder: str, timeout: float,
+                 repeat: int) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(list(stages), nodes, folder, queue, repeat))
+    proc = ctx.Process(target=_child, args=([stage], nodes, folder, queue, repeat))
     proc.start()
-    rows: dict[str, dict[str, Any]] = {}
+    row: dict[str, Any] | None = None
     deadline = time.monotonic() + timeout
-    while len(rows) < len(stages) and time.monotonic() < deadline:
+    while row is None and time.monotonic() < deadline:
         try:
-            stage, status, value = queue.get(timeout=1.0)
+            _, status, value = queue.get(timeout=1.0)
         except Exception:
             if not proc.is_alive() and queue.empty():
                 break
             continue
-        rows[stage] = {"stage": stage, "nodes": nodes,
-                       **(value if status == "ok" else {"error": value})}
-        print(json.dumps(rows[stage]), flush=True)
+        row = {"stage": stage, "nodes": nodes,
+               **(value if status == "ok" else {"error": value})}
+        print(json.dumps(row), flush=True)
     if proc.is_alive():
         proc.kill()
     proc.join()
-    for stage in stages:
-        rows.setdefault(stage, {"stage": stage, "nodes": nodes,
-                                "error": f"not measured (child exit {proc.exitcode})"})
-    return [rows[stage] for stage in stages]
+    return row or {"stage": stage, "nodes": nodes,
+                   "error": f"not measured (child exit {proc.exitcode})"}
 
 
 def _fixed_cost(by: dict[tuple[str, int], dict[str, Any]], stage: str,
@@ -278,7 +284,7 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
              f"{mp.cpu_count()} cores, Python {platform.python_version()}). "
              f"{conditions}".rstrip(), "",
              "Each figure is the best of "
-             f"{repeat} runs of the stage alone, in a fresh process per size, on a chain of "
+             f"{repeat} runs of the stage alone, in a fresh process per stage and size, on a chain of "
              "residual MatMul/Add/Relu/Add blocks of 1x16 tensors (so the figures are "
              "irbridge's own per-node work): process CPU seconds (user + system, so that "
              "other load on the machine does not decide the outcome), and the wall seconds "
@@ -595,7 +601,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     parser.add_argument("--stages", nargs="+", default=[*STAGES, *PEER_STAGES],
                         choices=[*STAGES, *PEER_STAGES])
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per size")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per stage and size")
     parser.add_argument("--md", type=Path, default=ROOT / "docs" / "benchmarks.md")
     parser.add_argument("--json", type=Path, default=ROOT / "build" / "bench_scale.json")
     parser.add_argument("--repeat", type=int, default=REPEAT,
@@ -653,8 +659,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_scale.") as folder:
         import onnx
 
-        for n in args.sizes:
+        from irbridge import serde
+        from irbridge.converters.onnx import import_onnx
+
+        for n in args.sizes:   # the inputs of every stage, made before any is timed
             onnx.save(onnx_chain(n), str(Path(folder) / f"chain{n}.onnx"))
+            serde.save(import_onnx(Path(folder) / f"chain{n}.onnx"),
+                       Path(folder) / f"chain{n}.irb")
         for n in args.sizes:
             rows += measure(args.stages, n, folder, args.timeout, args.repeat)
             loads.append(os.getloadavg()[0])

@@ -166,6 +166,8 @@ def _capture(model: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, An
         nonlocal warm_reason
         try:
             warm_up(model, args, kwargs)
+        except CaptureError:   # the forward ran; its output is what cannot be captured
+            raise
         except Exception as exc:
             if attempted:
                 # The attempts' changes were undone, so this is the model's own forward;

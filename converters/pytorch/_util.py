@@ -13,6 +13,7 @@ import torch
 import torch.fx
 
 from irbridge.dtypes import DType
+from irbridge.errors import CaptureError
 from irbridge.ir import SourceLocation, Tensor, TensorType
 
 
@@ -362,7 +363,51 @@ def tensor_leaves(value: Any) -> list[torch.Tensor]:
     """The tensors of a (possibly nested) output, in pytree order."""
     import torch.utils._pytree as pytree
 
+    register_dataclasses(value)
     return [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def register_dataclasses(value: Any) -> None:
+    """Make torch's pytree flatten the dataclass types in a model's output (a user's
+    `@dataclass` holding tensors), as torch.export asks its users to
+    (`torch.export.register_dataclass`): every front-end and the verifier then see its
+    fields' tensors as outputs, in field order (None fields have none). Without it pytree
+    takes the object for one leaf: Dynamo's capture had no outputs, export refused the
+    type, fx kept the constructor as an opaque op. A type with a field that `__init__`
+    does not take cannot be rebuilt from its fields: CaptureError names it."""
+    import dataclasses
+
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if dataclasses.is_dataclass(item) and not isinstance(item, type):
+            register_dataclass_type(type(item))
+            stack.extend(getattr(item, f.name) for f in dataclasses.fields(item))
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+
+
+def register_dataclass_type(cls: type) -> None:
+    """`cls` (a dataclass) registered as a pytree node unless it is already one."""
+    import dataclasses
+
+    import torch.utils._pytree as pytree
+
+    if cls in pytree.SUPPORTED_NODES:
+        return
+    hidden = [f.name for f in dataclasses.fields(cls) if not f.init]
+    if hidden:
+        raise CaptureError(
+            f"the model's output holds a {cls.__qualname__}, a dataclass whose field "
+            f"{hidden[0]!r} its __init__ does not take, so it cannot be rebuilt from its "
+            "fields; return its tensors in a tuple or dict")
+    torch.export.register_dataclass(cls)
 
 
 def describe_exception(exc: BaseException, limit: int = 240) -> str:

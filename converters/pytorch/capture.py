@@ -20,6 +20,7 @@ still expands that op when it appears anyway).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import itertools
 import keyword
@@ -40,7 +41,12 @@ import torch.utils._pytree as pytree
 from irbridge.errors import CaptureError
 from irbridge.ir import SymDim
 
-from ._util import ModulePaths, describe_exception
+from ._util import (
+    ModulePaths,
+    describe_exception,
+    register_dataclass_type,
+    register_dataclasses,
+)
 
 SOURCE_FORMATS = {"fx": "torch.fx", "dynamo": "torch.dynamo", "export": "torch.export"}
 
@@ -94,7 +100,7 @@ def warm_up(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, 
     """One eager forward pass, so lazily initialised state (YOLO's anchors and strides,
     lazy modules) exists before tracing."""
     with torch.no_grad(), keep_buffers(model, (args, kwargs)):
-        model(*args, **kwargs)
+        register_dataclasses(model(*args, **kwargs))
 
 
 def has_lazy_parameters(model: torch.nn.Module) -> bool:
@@ -497,6 +503,16 @@ class _Tracer(torch.fx.Tracer):
         if is_module and self.root_params is not None:
             root_fn = _fixed_signature(root_fn, self.root_params)
         return super().create_args_for_root(root_fn, is_module, concrete_args)
+
+    def create_arg(self, a: Any) -> Any:
+        # a dataclass holding traced values (a user's `@dataclass` output): its fields as
+        # a dict in field order, which flattens as the registered dataclass does (fx
+        # would record a call of the class, an op no converter knows)
+        if dataclasses.is_dataclass(a) and not isinstance(a, type):
+            register_dataclass_type(type(a))
+            return super().create_arg({f.name: getattr(a, f.name)
+                                       for f in dataclasses.fields(a)})
+        return super().create_arg(a)
 
     def _filter_traceback_frames(self, user_stack_summary: traceback.StackSummary,
                                  ) -> traceback.StackSummary:
@@ -1059,7 +1075,17 @@ def _break_reason(gm: torch.fx.GraphModule) -> str:
 
 def _map_outputs(result: Any, invocations: Sequence[_Invocation]) -> list[tuple[int, int] | None]:
     mapping: list[tuple[int, int] | None] = []
-    for leaf in pytree.tree_leaves(result):
+    register_dataclasses(result)
+    leaves = pytree.tree_leaves(result)
+    if not any(isinstance(leaf, torch.Tensor) for leaf in leaves):
+        opaque = next((leaf for leaf in leaves
+                       if not isinstance(leaf, int | float | complex | str | torch.SymInt)), None)
+        if opaque is not None:   # its tensors are outputs nobody could name
+            raise CaptureError(
+                f"the model's output is a {type(opaque).__qualname__}, whose tensors irbridge "
+                "cannot see (not a tuple, list, dict or dataclass); return them in one of "
+                "those")
+    for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
             continue
         found: tuple[int, int] | None = None

@@ -365,6 +365,14 @@ def make_with_kwargs():
 def make_plain():
     return Net()
 
+def make_with_values():
+    class Flagged(nn.Module):
+        def forward(self, x, flag, opts, pair):
+            y = x * opts["scale"] + pair[0]
+            return y.relu() if flag else y
+    return Flagged(), (torch.ones(2, 3), False, {"scale": torch.tensor(2.0)},
+                       (torch.zeros(3, dtype=torch.int64), None))
+
 def broken():
     raise ValueError("no GPU here")
 
@@ -399,6 +407,27 @@ def test_factory_inputs_are_used(user_file: Path) -> None:
     kw = zoo.build(f"{user_file}:make_with_kwargs")
     assert kw.args == () and set(kw.kwargs) == {"a", "b"}
     assert torch.equal(zoo.check_inputs(kw), torch.full((2,), 2.0))
+
+
+def test_factory_values_are_described_as_what_they_are(user_file: Path) -> None:
+    # the flag and the dict were described as float32[] tensors
+    built = zoo.build(f"{user_file}:make_with_values")
+    assert built.input_desc == ("x: float32[2, 3], flag: bool False, "
+                                "opts: dict{scale: float32[]}, pair: tuple(int64[3], None)")
+
+
+@pytest.mark.parametrize("option", ["batch", "seq_len"])
+def test_batch_and_seq_len_are_refused_for_a_factory_s_own_inputs(user_file: Path,
+                                                                  option: str) -> None:
+    # they were ignored: the user asked for batch 5 and got the factory's batch 2
+    with pytest.raises(zoo.ZooError) as info:
+        zoo.build(f"{user_file}:make_with_inputs", **{option: 5})  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"--{option.replace('_', '-')} applies to the inputs irbridge makes" in message
+    assert "make_with_inputs returned its own example inputs" in message
+    built = zoo.build(f"{user_file}:make_plain", batch=5)   # inputs irbridge makes
+    assert built.args[0].shape[0] == 5
 
 
 def test_package_module_factory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -230,6 +230,13 @@ def build(
         module.to(torch_dtype)
     if meta or dev.type != "cpu":
         _move(module, dev)
+    if example is not None and (batch is not None or seq_len is not None):
+        given = "--batch" if batch is not None else "--seq-len"
+        raise ZooError(
+            f"{given} applies to the inputs irbridge makes; {target.name} returned its own "
+            "example inputs",
+            hint="change them in the factory (or pass --input-shape for a single tensor "
+            "input, or return the model alone to have irbridge make them)")
     if example is not None:
         args, kwargs, specs = _given_inputs(
             module,

@@ -116,7 +116,8 @@ class InputSpec:
     kind: str
     """``tokens``, ``mask``, ``image``, ``image_list``, ``video``, ``audio``, ``tensor``,
     ``pixel_mask`` (ones over image patches), ``grid`` (every element ``fill``),
-    ``image_positions`` (``fill`` ones after the first token, zeros elsewhere) or ``given``."""
+    ``image_positions`` (``fill`` ones after the first token, zeros elsewhere), ``given``
+    (a tensor a factory returned) or ``value`` (anything else it returned)."""
     shape: tuple[int, ...]
     """Shape of the tensor (of each tensor, for ``image_list``)."""
     dtype: torch.dtype
@@ -131,8 +132,12 @@ class InputSpec:
     fill: int | None = None
     """The value of every element, for ``grid`` (a patch grid's side); the number of ones,
     for ``image_positions``."""
+    text: str = ""
+    """What a ``value`` input (not a tensor: a flag, a dict of tensors) holds, in words."""
 
     def describe(self) -> str:
+        if self.kind == "value":
+            return f"{self.name}={self.text}" if self.keyword else f"{self.name}: {self.text}"
         dt = str(self.dtype).removeprefix("torch.")
         shape = ", ".join(str(d) for d in self.shape)
         text = f"{dt}[{shape}]"

@@ -869,7 +869,25 @@ def _given_spec(name: str, value: Any, keyword: bool) -> InputSpec:
         return InputSpec(
             name, "image_list", tuple(value[0].shape), value[0].dtype, keyword, count=len(value)
         )
-    return InputSpec(name, "given", (), torch.float32, keyword)
+    return InputSpec(name, "value", (), torch.float32, keyword, text=_value_text(value))
+
+
+def _value_text(value: Any, depth: int = 0) -> str:
+    """A factory's non-tensor example input in a few words: ``bool False``,
+    ``dict{scale: float32[]}``, ``tuple(int64[2, 3], None)``; long ones cut short."""
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')}[{', '.join(map(str, value.shape))}]"
+    if value is None or isinstance(value, bool | int | float | complex | str):
+        text = repr(value) if value is None else f"{type(value).__name__} {value!r}"
+        return text if len(text) <= 40 else text[:37] + "..."
+    if depth < 2 and isinstance(value, dict):
+        items = [f"{k}: {_value_text(v, depth + 1)}" for k, v in list(value.items())[:4]]
+        return "dict{" + ", ".join(items) + (", ..." if len(value) > 4 else "") + "}"
+    if depth < 2 and isinstance(value, list | tuple):
+        items = [_value_text(v, depth + 1) for v in value[:4]]
+        return (f"{type(value).__name__}(" + ", ".join(items)
+                + (", ..." if len(value) > 4 else "") + ")")
+    return type(value).__qualname__
 
 
 

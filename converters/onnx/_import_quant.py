@@ -495,9 +495,8 @@ def _qgemm(ctx: NodeCtx) -> Results:
     if ctx.a("transA", 0):
         a = ctx.op("permute", [a], {"perm": (1, 0)})
     transposed = bool(ctx.a("transB", 0))
-    if ctx.has(5) and ctx.shape(5) not in ((), (1,)) and not transposed:
-        raise Unsupported("a per-column b_zero_point on an untransposed B")
-    # B' is [N, K]: a per-column zero point [N] broadcasts along its rows
+    # a per-column zero point [N] broadcasts along the rows of a transposed B [N, K], along
+    # the last axis of B [K, N] as it is
     b = _minus_zero_point(ctx, ctx.x(3), 5, DType.INT32, row_axis=2 if transposed else None)
     if transposed:
         b = ctx.op("permute", [b], {"perm": (1, 0)})

@@ -743,26 +743,30 @@ def test_quantize_static_qoperator_elementwise_pooling_and_gemm(
     assert summarize(model).cost.macs == summarize(import_onnx(plain)).cost.macs > 0
 
 
-@pytest.mark.parametrize(("alpha", "trans_a", "quantized_output", "per_column"), [
-    (1.0, 0, True, False), (0.5, 1, True, False), (1.0, 0, False, True),
-    (2.0, 1, False, False)])
-def test_qgemm_attributes_and_output_forms(alpha: float, trans_a: int,
+@pytest.mark.parametrize(("alpha", "trans_a", "trans_b", "quantized_output", "per_column"), [
+    (1.0, 0, 1, True, False), (0.5, 1, 1, True, False), (1.0, 0, 1, False, True),
+    (2.0, 1, 1, False, False), (1.0, 0, 0, True, True), (0.5, 1, 0, False, True)])
+def test_qgemm_attributes_and_output_forms(alpha: float, trans_a: int, trans_b: int,
                                            quantized_output: bool, per_column: bool) -> None:
-    """QGemm's alpha, transA, an int32 bias, per-column b scales, and its float output
-    (no y_scale) as well as its quantised one, exactly as onnxruntime computes them."""
+    """QGemm's alpha, transA, transB, an int32 bias, per-column b scales and zero points
+    (along B's last axis when it is not transposed: that case was refused), and its float
+    output (no y_scale) as well as its quantised one, exactly as onnxruntime computes
+    them."""
     rng = np.random.default_rng(5)
     a = rng.integers(0, 255, (4, 6), dtype=np.uint8)
     a = a.T.copy() if trans_a else a
+    b = rng.integers(-100, 100, (5, 6), dtype=np.int8)
     weights = {"a_scale": np.array(0.02, np.float32), "a_zero": np.array(128, np.uint8),
-               "b": rng.integers(-100, 100, (5, 6), dtype=np.int8),
+               "b": b if trans_b else b.T.copy(),
                "b_scale": np.array([0.01, 0.02, 0.03, 0.015, 0.005], np.float32)
                if per_column else np.array(0.01, np.float32),
-               "b_zero": np.zeros(5 if per_column else (), np.int8),
+               "b_zero": np.array([0, 3, -2, 1, 5], np.int8) if per_column
+               else np.zeros((), np.int8),
                "c": rng.integers(-500, 500, 5).astype(np.int32)}
     if quantized_output:
         weights |= {"y_scale": np.array(0.05, np.float32), "y_zero": np.array(100, np.uint8)}
     node = helper.make_node("QGemm", ["a", *weights], ["y"], domain="com.microsoft",
-                            alpha=alpha, transA=trans_a, transB=1)
+                            alpha=alpha, transA=trans_a, transB=trans_b)
     proto = onnx_model([node], [tensor("a", U8, list(a.shape))],
                        [tensor("y", U8 if quantized_output else F, [4, 5])], weights,
                        opset=17, extra_opsets=MS)

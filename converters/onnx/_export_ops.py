@@ -254,6 +254,22 @@ def _cast(e: NodeEmit) -> None:
 register("cast", _cast, "Cast")
 
 
+def _bitcast(e: NodeEmit) -> None:
+    """ONNX BitCast (opset 26) reinterprets elements of one bit width as another type of
+    the same width; a bitcast that splits or joins elements (u32 to u8[4]) has no ONNX
+    form."""
+    source, target = e.in_dtype(0), e.attrs["dtype"]
+    if source is None or source.bits != target.bits or DType.BOOL in (source, target):
+        raise ExportError(f"{e.where}: bitcast of {source.short if source else '?'} to "
+                          f"{target.short} changes the element width (or reads booleans), "
+                          "which ONNX BitCast cannot (it keeps the width)")
+    e.need_opset(26, "bitcast (ONNX BitCast)")
+    e.out("BitCast", [e.input(0)], to=dtype_to_onnx(target))
+
+
+register("bitcast", _bitcast, "BitCast")
+
+
 def _binary(onnx_op: str, compare: bool = False) -> Emitter:
     def emit(e: NodeEmit) -> None:
         dtype = _operand_dtype(e, (0, 1)) if compare else e.out_dtype()

@@ -401,6 +401,16 @@ def _cast(ctx: NodeCtx) -> Results:
     return [_cast_to(ctx, ctx.x(0), _onnx_dtype(int(ctx.a("to"))))]
 
 
+@handles("BitCast")
+def _bit_cast(ctx: NodeCtx) -> Results:
+    target = _onnx_dtype(int(ctx.a("to")))
+    if DType.BOOL in (_dtype(ctx.x(0)), target):
+        # an ONNX bool is one byte holding 0 or 1 (the IR's bitcast reads booleans as one
+        # bit each, StableHLO's i1): bool <-> an 8-bit integer is the cast
+        return [ctx.op("cast", [ctx.x(0)], {"dtype": target})]
+    return [ctx.op("bitcast", [ctx.x(0)], {"dtype": target})]
+
+
 @handles("CastLike")
 def _cast_like(ctx: NodeCtx) -> Results:
     return [_cast_to(ctx, ctx.x(0), _dtype(ctx.x(1)))]

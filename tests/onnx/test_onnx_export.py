@@ -23,7 +23,9 @@ COMPLEX_OPS = {"complex", "polar", "real", "imag", "conj", "complex_abs", "angle
                 "view_as_complex", "fft_r2c", "fft_c2c", "fft_c2r"}
 
 F32 = DType.FLOAT32
-# bit reinterpretation (ONNX has no bitcast) and StableHLO's reduce_precision: refused
+# a bitcast that changes the element width (the op's example: f32 -> 2 x i16; ONNX
+# BitCast keeps the width, test_bitcast_of_the_same_width below) and StableHLO's
+# reduce_precision: refused
 NO_ONNX_FORM = {"bitcast", "reduce_precision"}
 """Ops ONNX cannot express exactly: export refuses them (never approximates). The special
 functions, scans, float-format ops and factorisations export through their registry
@@ -36,8 +38,42 @@ EXAMPLES = sorted(set(examples()) - NO_ONNX_FORM - COMPLEX_OPS)
 @pytest.mark.parametrize("name", sorted(NO_ONNX_FORM))
 def test_special_functions_without_an_exact_onnx_form_are_refused(name: str) -> None:
     model, _ = _example_model(name)
-    with pytest.raises(ExportError, match=rf"node #\d+ {name}: neutral op '{name}' has no ONNX"):
+    why = "bitcast of f32 to i16 changes the element width" if name == "bitcast" else \
+        f"neutral op '{name}' has no ONNX"
+    with pytest.raises(ExportError, match=rf"node #\d+ {name}: {why}"):
         to_onnx(model)
+
+
+@pytest.mark.parametrize("source, target", [
+    (DType.UINT32, DType.FLOAT32),    # jax.random's uniform bits -> float (threefry)
+    (DType.FLOAT32, DType.INT32), (DType.FLOAT64, DType.UINT64), (DType.INT64, DType.FLOAT64),
+    (DType.FLOAT16, DType.BFLOAT16), (DType.INT8, DType.UINT8),
+])
+def test_bitcast_of_the_same_width_exports_as_onnx_bitcast(source: DType,
+                                                          target: DType) -> None:
+    """ONNX BitCast (opset 26) reinterprets the bits, as StableHLO's bitcast_convert does:
+    the export raises the opset to 26 by itself, onnxruntime gives the executor's bits, and
+    the file imports back as the IR's bitcast. Bit patterns compared exactly."""
+    g = Graph()
+    x = g.add_input("x", TensorType(source, (3, 4)))
+    node = g.add_node("bitcast", [x], ["y"], {"dtype": target},
+                      output_types=[TensorType(target, (3, 4))])
+    g.set_outputs(node.outputs)
+    model = Model(graphs=[g])
+    raw = np.random.default_rng(5).integers(0, 256, 3 * 4 * source.itemsize, dtype=np.uint8)
+    feeds = {"x": raw.view(source.numpy).reshape(3, 4)}
+    if source.is_float:   # no NaN payloads: runtimes may quieten a signalling NaN on copy
+        feeds["x"] = np.where(np.isfinite(feeds["x"]), feeds["x"], 0).astype(source.numpy)
+    (want,) = run_model(model, feeds)
+    proto = to_onnx(model)
+    assert [o.version for o in proto.opset_import if o.domain == ""] == [26]
+    assert [n.op_type for n in proto.graph.node] == ["BitCast"]
+    if target is not DType.BFLOAT16:   # onnxruntime's Python API hands out no bfloat16
+        (got,) = ort_run(proto, feeds)
+        assert got.tobytes() == want.tobytes()
+    back, _ = from_onnx(proto)
+    assert [n.op for n in back.graph.nodes] == ["bitcast"]
+    assert run_model(back, feeds)[0].tobytes() == want.tobytes()
 
 # ops whose ONNX form depends on the opset (and the oldest opset each form needs)
 VERSIONED = ["gelu", "mish", "hardswish", "layer_norm", "group_norm", "rms_norm", "reduce_mean",

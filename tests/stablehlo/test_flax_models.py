@@ -217,3 +217,25 @@ def test_hand_written_general_indexing_reproduces_the_interpreter(name: str) -> 
     original module."""
     text, args = HAND_WRITTEN[name]
     _all_paths(_import(text), args, evaluate(text, args))
+
+
+@pytest.mark.parametrize("draw", ["normal", "uniform", "bernoulli"])
+def test_jax_random_draws_reproduce_jax(draw: str, tmp_path: Path) -> None:
+    """jax.random makes its floats from threefry's uint32 bits with a bitcast_convert
+    (exponent bits OR-ed in, then read as float32): the IR's bitcast, ONNX BitCast (the
+    export goes to opset 26 by itself; it was refused). Every path against JAX's draws
+    (atol 1e-3 of the largest value: normal's erf_inv is a polynomial each path rounds
+    its own way)."""
+    def fn(x: Any) -> Any:
+        key = jax.random.key(3)
+        if draw == "normal":
+            return x + jax.random.normal(key, x.shape)
+        if draw == "uniform":
+            return x * jax.random.uniform(key, x.shape, minval=-2.0, maxval=5.0)
+        return jnp.where(jax.random.bernoulli(key, 0.3, x.shape), x, -x)
+
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+    want = [np.asarray(jax.jit(fn)(x))]
+    model = _import(_lowered(fn, [x], "text", tmp_path))
+    assert any(n.op == "bitcast" for n in model.graph.nodes)
+    _all_paths(model, [x], want)

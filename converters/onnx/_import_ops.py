@@ -1643,22 +1643,47 @@ def _einsum_matmul(ctx: NodeCtx, a_pair: tuple[Value, list[str]],
 
 @handles("GatherND")
 def _gather_nd(ctx: NodeCtx) -> Results:
-    """batch_dims = 0: the index tuples become flat row numbers of data reshaped to
-    [d0 * ... * d(k-1), rest...], then one gather along axis 0."""
-    if int(ctx.a("batch_dims", 0)) != 0:
-        raise Unsupported("batch_dims other than 0")
+    """The index tuples (the last dim of indices, k long) become flat row numbers of data
+    reshaped to [b0 * ... * d(b+k-1), rest...], then one gather along axis 0: each tuple's
+    row within its batch element (strides over d(b)..d(b+k-1), negatives counting back)
+    plus the batch element's first row. Dims d(b)..d(b+k-1) that are symbolic are read at
+    run time (`shape_of`), as a torch.onnx export with dynamic axes has them; the
+    `batch_dims` b leading dims must be static."""
+    b = int(ctx.a("batch_dims", 0))
     data, indices = ctx.x(0), ctx.x(1)
-    shape = ctx.static(0)
+    shape = ctx.shape(0)
     index_shape = ctx.shape(1)
     k = index_shape[-1] if index_shape else None
-    if not isinstance(k, int) or not 1 <= k <= len(shape):
-        raise Unsupported("the index tuple length must be static")
-    dims = np.array(shape[:k], dtype=np.int64)
-    strides = np.array([math.prod(shape[i + 1:k]) for i in range(k)], dtype=np.int64)
+    if not isinstance(k, int) or not 1 <= k <= len(shape) - b or b < 0 \
+            or len(index_shape) <= b:
+        raise Unsupported("the index tuple length must be static and fit the data's rank")
+    batch = shape[:b]
+    if not all(isinstance(d, int) for d in batch) or tuple(index_shape[:b]) != tuple(batch):
+        raise Unsupported("the batch dims must be static and the same in data and indices")
     index = indices if _dtype(indices) == DType.INT64 else \
         ctx.op("cast", [indices], {"dtype": DType.INT64})
-    wrapped = ctx.op("mod", [index, ctx.constant(dims, DType.INT64)])  # negatives count back
-    flat = ctx.op("reduce_sum", [ctx.op("mul", [wrapped, ctx.constant(strides, DType.INT64)])],
+    lead = shape[b:b + k]
+    if all(isinstance(d, int) for d in lead):
+        static = [d for d in lead if isinstance(d, int)]
+        dims = ctx.constant(np.array(static, dtype=np.int64), DType.INT64)
+        strides = ctx.constant(np.array([math.prod(static[i + 1:]) for i in range(k)],
+                                        dtype=np.int64), DType.INT64)
+        block: Value = ctx.constant(np.array(math.prod(static), np.int64), DType.INT64)
+    else:
+        dims = ctx.op("shape_of", [data], {"start": b, "end": b + k})
+        parts = [ctx.op("reduce_prod", [ctx.op("shape_of", [data],
+                                               {"start": b + i + 1, "end": b + k})],
+                        {"axes": (0,), "keepdims": True}) for i in range(k - 1)]
+        one = ctx.constant(np.ones(1, np.int64), DType.INT64)
+        strides = ctx.op("concat", [*parts, one], {"axis": 0}) if parts else one
+        block = ctx.op("reduce_prod", [dims], {"axes": (0,), "keepdims": False})
+    wrapped = ctx.op("mod", [index, dims])  # negatives count back
+    flat = ctx.op("reduce_sum", [ctx.op("mul", [wrapped, strides])],
                   {"axes": (-1,), "keepdims": False})
-    rows = ctx.op("reshape", [data], {"shape": (int(np.prod(dims)), *shape[k:])})
+    if b:   # each batch element's rows start at its number times its block of rows
+        count = math.prod(d for d in batch if isinstance(d, int))
+        first = np.arange(count, dtype=np.int64).reshape(
+            *(d for d in batch if isinstance(d, int)), *(1,) * (len(index_shape) - b - 1))
+        flat = ctx.op("add", [flat, ctx.op("mul", [ctx.constant(first, DType.INT64), block])])
+    rows = ctx.op("flatten", [data], {"start_axis": 0, "end_axis": b + k - 1})
     return [ctx.op("gather", [rows, flat], {"axis": 0})]

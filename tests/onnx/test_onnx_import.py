@@ -323,3 +323,37 @@ def test_model_metadata_and_fields_survive_a_round_trip() -> None:
         assert not any(key.startswith("onnx.metadata.") for key in props)
         assert (out.doc_string, out.domain, out.model_version) == \
             ("my model", "org.example", 42)
+
+
+@pytest.mark.parametrize("data_shape, index_shape, batch_dims", [
+    (["N", 4, 5], ["K", 2], 0),       # k = 2 over a symbolic first dim
+    ([3, "M", 5], [6, 3], 0),         # k = 3, the symbolic dim in the middle
+    (["N", "M"], [2, 1], 0),          # k = 1: whole rows
+    ([2, "N", 5, 3], [2, 4, 2], 1),   # one batch dim, then k = 2 over a symbolic dim
+    ([2, 3, 4, 5], [2, 3, 6, 1], 2),  # two batch dims, static
+])
+def test_gather_nd_over_symbolic_dims_and_batch_dims(data_shape: list[int | str],
+                                                     index_shape: list[int | str],
+                                                     batch_dims: int) -> None:
+    """GatherND where data has symbolic dims (torch.onnx's advanced indexing with dynamic
+    axes; the row strides are read at run time) or batch dims: both stayed opaque (a static
+    data shape and batch_dims 0 were needed). Indices include negatives; against
+    onnxruntime, exact."""
+    node = helper.make_node("GatherND", ["data", "idx"], ["y"], batch_dims=batch_dims)
+    k = index_shape[-1]
+    assert isinstance(k, int)
+    out_rank = len(index_shape) - 1 + len(data_shape) - batch_dims - k
+    proto = onnx_model([node], [tensor("data", F, data_shape), tensor("idx", I64, index_shape)],
+                       [tensor("y", F, [None] * out_rank)])
+    model, coverage = from_onnx(proto)
+    assert coverage.fully_neutral, coverage.lines()
+    rng = np.random.default_rng(4)
+    sizes = {"N": 7, "M": 6, "K": 5}
+    data = rng.standard_normal([sizes.get(d, d) for d in data_shape]).astype(np.float32)
+    lead = [int(sizes.get(d, d)) for d in index_shape[:-1]]
+    idx = np.stack([rng.integers(-data.shape[batch_dims + i], data.shape[batch_dims + i], lead)
+                    for i in range(k)], axis=-1).astype(np.int64)
+    feeds = {"data": data, "idx": idx}
+    (want,) = ort_run(proto, feeds)
+    np.testing.assert_array_equal(run_model(model, feeds)[0], want)
+    np.testing.assert_array_equal(ort_run(to_onnx(model), feeds)[0], want)

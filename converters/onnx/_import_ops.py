@@ -1641,6 +1641,31 @@ def _einsum_matmul(ctx: NodeCtx, a_pair: tuple[Value, list[str]],
     return _permuted(ctx, y, batch + left + right, output)
 
 
+@handles("ScatterND")
+def _scatter_nd(ctx: NodeCtx) -> Results:
+    """A copy of data with the slices the k-tuples of indices name (the last dim of
+    indices, k long, over data's first k axes; negatives count back) written with updates,
+    or added with reduction "add": `index_put` with one index tensor per tuple position.
+    torch.onnx writes slice assignment (`mask[:, h, w] = n`, Swin's attention mask) and
+    index_put this way."""
+    reduction = ctx.a("reduction", "none")
+    reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+    if reduction not in ("none", "add"):
+        raise Unsupported(f"reduction {reduction!r} (only none and add map to index_put)")
+    data, indices, updates = ctx.x(0), ctx.x(1), ctx.x(2)
+    index_shape = ctx.shape(1)
+    k = index_shape[-1] if index_shape else None
+    rank = ctx.rank(0)
+    if not isinstance(k, int) or not 1 <= k <= rank:
+        raise Unsupported("the index tuple length must be static and at most data's rank")
+    index = indices if _dtype(indices) == DType.INT64 else \
+        ctx.op("cast", [indices], {"dtype": DType.INT64})
+    parts = [ctx.op("gather", [index, ctx.constant(np.array(i, np.int64), DType.INT64)],
+                    {"axis": -1}) for i in range(k)]
+    return [ctx.op("index_put", [data, updates, *parts],
+                   {"index_axes": tuple(range(k)), "accumulate": reduction == "add"})]
+
+
 @handles("GatherND")
 def _gather_nd(ctx: NodeCtx) -> Results:
     """The index tuples (the last dim of indices, k long) become flat row numbers of data

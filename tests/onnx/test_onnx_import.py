@@ -4,6 +4,7 @@ keeping the semantics (onnxruntime on both sides)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -357,3 +358,46 @@ def test_gather_nd_over_symbolic_dims_and_batch_dims(data_shape: list[int | str]
     (want,) = ort_run(proto, feeds)
     np.testing.assert_array_equal(run_model(model, feeds)[0], want)
     np.testing.assert_array_equal(ort_run(to_onnx(model), feeds)[0], want)
+
+
+@pytest.mark.parametrize("data_shape, index_shape, reduction", [
+    ([4, 5, 6], [3, 1], "none"),            # whole [5, 6] slices
+    (["N", 5, 6], [2, 2, 2], "none"),       # [6] rows, a symbolic first dim
+    ([4, "M", 6], [7, 3], "add"),           # elements, duplicates accumulate
+    (["N", "M"], ["K", 1], "add"),          # rows of a fully symbolic matrix
+])
+def test_scatter_nd_imports_as_index_put(data_shape: list[int | str],
+                                         index_shape: list[int | str], reduction: str) -> None:
+    """ScatterND (torch.onnx's slice assignment and index_put; Swin's attention mask) was
+    unmapped: 18 opaque nodes in torchvision's swin_t. Now index_put, exported back as
+    ScatterND with the symbolic sizes read at run time. Negative indices; against
+    onnxruntime, exact (the added values are small integers, so the order of additions
+    does not matter)."""
+    node = helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"], reduction=reduction)
+    k = index_shape[-1]
+    assert isinstance(k, int)
+    upd_shape = [*index_shape[:-1], *data_shape[k:]]
+    proto = onnx_model([node], [tensor("data", F, data_shape), tensor("idx", I64, index_shape),
+                                tensor("upd", F, upd_shape)],
+                       [tensor("y", F, data_shape)], opset=18)
+    model, coverage = from_onnx(proto)
+    assert coverage.fully_neutral, coverage.lines()
+    rng = np.random.default_rng(9)
+    sizes = {"N": 4, "M": 5, "K": 6}
+    data = rng.integers(-5, 5, [sizes.get(d, d) for d in data_shape]).astype(np.float32)
+    lead = [int(sizes.get(d, d)) for d in index_shape[:-1]]
+    if reduction == "none":   # distinct tuples: ONNX leaves duplicates' order undefined
+        flat = rng.permutation(math.prod(data.shape[:k]))[:math.prod(lead)]
+        tuples = np.stack(np.unravel_index(flat, data.shape[:k]), axis=-1)
+        tuples -= np.array(data.shape[:k]) * rng.integers(0, 2, tuples.shape)  # negatives
+        idx = tuples.reshape(*lead, k).astype(np.int64)
+    else:
+        idx = np.stack([rng.integers(-data.shape[i], data.shape[i], lead) for i in range(k)],
+                       axis=-1).astype(np.int64)
+    upd = rng.integers(-3, 4, [*lead, *data.shape[k:]]).astype(np.float32)
+    feeds = {"data": data, "idx": idx, "upd": upd}
+    (want,) = ort_run(proto, feeds)
+    np.testing.assert_array_equal(run_model(model, feeds)[0], want)
+    again = to_onnx(model)
+    assert [n.op_type for n in again.graph.node].count("ScatterND") == 1
+    np.testing.assert_array_equal(ort_run(again, feeds)[0], want)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -300,3 +302,43 @@ def test_an_output_that_is_a_symlink_is_written_through(net: str, tmp_path: Path
         assert code == 0, stderr
         assert (tmp_path / out).is_symlink()
     assert serde.load(target).graphs and (tmp_path / "new.onnx").is_file()
+
+
+ITEM_BRANCH = '''
+import torch
+from torch import nn
+
+class ItemBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.fc(x).relu()
+        if bool((y.sum() > 0).item()):
+            return y * 2
+        return y - 1
+'''
+
+
+def test_failed_capture_attempts_print_nothing_of_torch_s_own(tmp_path: Path) -> None:
+    """fx refuses the branch on a value, torch.export printed the partial graph it traced
+    (a `def forward` listing, hundreds of lines for a real model) and Dynamo logged its
+    graph-break advice: all on the terminal around irbridge's summary, which already
+    names each attempt's outcome. Now stderr holds only irbridge's own lines; with --debug
+    torch's log records are back. In a fresh process, as torch reads TORCH_LOGS when it
+    is imported."""
+    (tmp_path / "item.py").write_text(ITEM_BRANCH)
+    source = f"{tmp_path / 'item.py'}:ItemBranch"
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}
+    args = [sys.executable, "-c", "from irbridge.cli.main import app; app()"]
+    quiet = subprocess.run([*args, "convert", source, "--input-shape", "2,16"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "export: " in quiet.stdout and "dynamo: ok, incomplete" in quiet.stdout
+    noise = [line for line in quiet.stderr.splitlines()
+             if line.strip() and not line.startswith("warning: ")]
+    assert noise == [], quiet.stderr[:2000]
+    loud = subprocess.run([*args, "--debug", "convert", source, "--input-shape", "2,16"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert loud.returncode == 0 and "Graph break" in loud.stderr, loud.stderr[:2000]

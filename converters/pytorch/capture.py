@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import io
 import itertools
 import keyword
+import logging
 import operator
 import re
 import sys
@@ -47,6 +49,8 @@ from ._util import (
     register_dataclass_type,
     register_dataclasses,
 )
+
+_log = logging.getLogger(__name__)
 
 SOURCE_FORMATS = {"fx": "torch.fx", "dynamo": "torch.dynamo", "export": "torch.export"}
 
@@ -731,6 +735,23 @@ def _decomposition_table() -> Any:
     return table
 
 
+def _quiet_failure(run: Callable[[], Any]) -> Any:
+    """`run()`, with what it writes to sys.stderr held back unless it succeeds: a failed
+    torch.export prints the partial graph it traced (hundreds of lines) before raising,
+    while capture() reports the failure in one line and tries the next method. The held
+    text goes to irbridge's log at DEBUG level."""
+    held = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(held):
+            result = run()
+    except BaseException:
+        if held.getvalue():
+            _log.debug("stderr of the failed attempt:\n%s", held.getvalue())
+        raise
+    sys.stderr.write(held.getvalue())
+    return result
+
+
 def _export_hf_caches() -> None:
     """Hugging Face causal LMs return their KV cache (`DynamicCache`) by default, which
     torch.export cannot flatten until transformers registers it as a pytree node (as its
@@ -753,8 +774,8 @@ def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mappin
     _export_hf_caches()
     dynamic_shapes, marked = _export_dynamic_shapes(model, args, kwargs, dynamic)
     with capture_mode():
-        ep = torch.export.export(model, args, dict(kwargs), dynamic_shapes=dynamic_shapes,
-                                 strict=strict)
+        ep = _quiet_failure(lambda: torch.export.export(
+            model, args, dict(kwargs), dynamic_shapes=dynamic_shapes, strict=strict))
         if decompose:
             ep = ep.run_decompositions(_decomposition_table())
         elif mutates_views(ep.graph_module) or _has_autocast(ep.graph_module) \

@@ -12,10 +12,14 @@ a folder where a file was expected ...) name the path and the problem; MemoryErr
 RecursionError say what ran out; anything else is a bug and says so (`internal error`,
 rerun with `--debug`). Every line is escaped to stay one line (file-provided strings can
 hold newlines or terminal control characters).
+
+Without `--debug`, torch's log records below errors are off (`TORCH_LOGS=-all`, unless
+the environment sets TORCH_LOGS): the capture summary reports attempts and graph breaks.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Annotated, Any
 
@@ -212,6 +216,12 @@ def _main(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")] = False,
 ) -> None:
     ctx.obj = {"debug": debug}
+    if not debug:
+        # torch's own log records (Dynamo's graph-break advice, export's "unable to find
+        # user code") repeat what the capture summary says, dozens of lines a model: only
+        # its errors, unless the user set TORCH_LOGS or asked for --debug. Read by torch
+        # when it is imported, which no command has done yet.
+        os.environ.setdefault("TORCH_LOGS", "-all")
 
 
 def _register() -> None:

@@ -864,17 +864,55 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
                    ) -> list[Value | Bound]:
     if len(op.operands) != 2:
         raise Unsupported("a windowed reduction of several operands")
-    kind = _body_kind(op.regions[0])
-    x = imp.materialize(scope, op.operands[0])
+    rank = len(imp.shape(op.operands[0]))
+    return [_windowed(imp, scope, op.operands[0], op.operands[1], _body_kind(op.regions[0]),
+                      _ints(op, "window_dimensions"), _ints(op, "window_strides", [1] * rank),
+                      _ints(op, "base_dilations", [1] * rank),
+                      _ints(op, "window_dilations", [1] * rank), _padding(op, rank),
+                      _dtype(types[0], "reduce_window"))]
+
+
+def _dynamic_reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
+                           ) -> list[Value | Bound]:
+    """`custom_call @stablehlo.dynamic_reduce_window` (JAX's cumsum / pooling over a
+    symbolic dim): reduce_window with the window, strides, dilations and padding as
+    operands, which are constants once --bind has refined the shapes; the body is the
+    function `called_computations` names."""
+    if len(op.operands) != 7 or len(op.results) != 1:
+        raise Unsupported("a dynamic windowed reduction of several operands")
+    ints = []
+    for index, what in enumerate(("window_dimensions", "window_strides", "base_dilations",
+                                  "window_dilations", "padding"), start=2):
+        data = imp.const_array(scope, op.operands[index])
+        if data is None:
+            raise Unsupported(f"a dynamic_reduce_window whose {what} is not a constant "
+                              "(bind the symbolic dims with --bind)")
+        ints.append([int(v) for v in np.asarray(data).reshape(-1)])
+    window, strides, base, dilations, flat_padding = ints
+    padding = [(lo, hi) for lo, hi in zip(flat_padding[::2], flat_padding[1::2], strict=True)]
+    try:   # (MLIR's attribute map has no .get)
+        callees = list(op.attributes["called_computations"])
+    except KeyError:
+        callees = []
+    body = imp.funcs.get(_str(callees[0])) if len(callees) == 1 else None
+    if body is None:
+        raise Unsupported("a dynamic_reduce_window without its reducer function")
+    return [_windowed(imp, scope, op.operands[0], op.operands[1], _body_kind(body.regions[0]),
+                      window, strides, base, dilations, padding,
+                      _dtype(types[0], "dynamic_reduce_window"))]
+
+
+def _windowed(imp: _Importer, scope: Scope, operand: Any, init_operand: Any,
+              kind: str | None, window: list[int], strides: list[int], base: list[int],
+              dilations: list[int], padding: list[tuple[int, int]], dtype: DType) -> Value:
+    """A windowed add / max / min / mul of `operand` from `init_operand`, StableHLO's
+    reduce_window semantics."""
+    x = imp.materialize(scope, operand)
     shape = _shape_of(x)
     rank = len(shape)
-    window = _ints(op, "window_dimensions")
-    strides = _ints(op, "window_strides", [1] * rank)
-    base = _ints(op, "base_dilations", [1] * rank)
-    dilations = _ints(op, "window_dilations", [1] * rank)
-    padding = _padding(op, rank)
-    init = _scalar(imp, scope, op.operands[1])
-    dtype = _dtype(types[0], "reduce_window")
+    init = _scalar(imp, scope, init_operand)
+    if len(window) != rank or len(padding) != rank:
+        raise Unsupported("window or padding of another rank than the operand's")
     if kind is None or kind not in ("add", "max", "min", "mul"):
         raise Unsupported("a windowed reduction body other than add, max, min or mul")
     if any(b != 1 for b in base) or any(lo < 0 or hi < 0 for lo, hi in padding):
@@ -899,7 +937,7 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
         if kind == "mul" or dtype is DType.BOOL or (
                 kind == "add" and any(p != (0, 0) for p in padding)):
             raise Unsupported(f"a windowed {kind} whose initial value is not its identity")
-        combine = imp.materialize(scope, op.operands[1])
+        combine = imp.materialize(scope, init_operand)
     if kind == "min":  # min = flip(max(flip(x))), flip order-reversing and exact
         flip = "neg" if dtype.is_float else "bitwise_not"
         x = _op(scope, flip, [x])
@@ -910,7 +948,7 @@ def _reduce_window(imp: _Importer, scope: Scope, op: Any, types: list[RankedType
     if combine is not None:
         joined = {"max": "maximum", "min": "minimum", "add": "add"}[kind]
         result = _op(scope, joined, [result, combine])
-    return [result]
+    return result
 
 
 def _reduce_window_pooled(scope: Scope, x: Value, kind: str, window: Sequence[int],
@@ -1878,6 +1916,8 @@ def _custom_call(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
     if target == "Sharding" and len(op.operands) == 1 and len(op.results) == 1 and \
             op.operands[0].type == op.results[0].type:
         return [imp.lookup(scope, op.operands[0])[0]]
+    if target == "stablehlo.dynamic_reduce_window":
+        return _dynamic_reduce_window(imp, scope, op, types)
     raise Unsupported(f"no mapping of stablehlo.custom_call @{target} to neutral ops")
 
 

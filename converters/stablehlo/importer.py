@@ -19,6 +19,7 @@ op"("file":line:0)))`, so a round trip keeps all three).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -646,7 +647,9 @@ class _Importer:
         if name in ("stablehlo.tuple", "stablehlo.get_tuple_element"):
             self.tuple_op(scope, op, where)
             return
-        types = [self.static_type(r.type, f"{where}: result {i}")
+        computed = name == "stablehlo.custom_call" and "call_target_name" in op.attributes \
+            and _str(op.attributes["call_target_name"]) in SHAPES_COMPUTED
+        types = [self.static_type(r.type, f"{where}: result {i}", dims_unknown=computed)
                  for i, r in enumerate(op.results)]
         saved = scope.builder.provenance
         scope.builder.provenance = self.provenance(name, loc)
@@ -662,6 +665,9 @@ class _Importer:
                 return
             except (OpError, ValueError, KeyError, IndexError, TypeError) as exc:
                 raise CaptureError(f"{where}: cannot import: {one_line(str(exc))}") from exc
+            if computed:   # the result types the handler's values have
+                types = [dataclasses.replace(rt, shape=_value_shape(out))
+                         for rt, out in zip(types, outs, strict=True)]
             self.bind(scope, op, outs, types, where)
             self.op_shardings(scope, op)
         finally:
@@ -798,12 +804,14 @@ class _Importer:
         return None if blob is None else blob[4:]  # the first 4 bytes hold the alignment
 
     # -- types, provenance, opaque nodes --------------------------------------------------------
-    def static_type(self, t: ir.Type, where: str) -> RankedType:
+    def static_type(self, t: ir.Type, where: str, dims_unknown: bool = False) -> RankedType:
+        """The type `t` names, which must be static (`dims_unknown`: its dims may be
+        dynamic, the handler computes them)."""
         rt = ranked_type(t)
         if rt is None:
             raise CaptureError(f"{where} has type {t}, not a ranked tensor; the importer "
                                "reads tensor programs only")
-        if not rt.is_static:
+        if not rt.is_static and not dims_unknown:
             raise CaptureError(f"{where} has dynamic shape {t}, which the importer cannot "
                                "resolve; export the program with static shapes")
         if rt.dtype is None:
@@ -1040,6 +1048,21 @@ def _per_value(text: str, count: int) -> list[str]:
         if len(items) == count:
             return [f"#sdy.sharding{item}" for item in items] if shardy else items
     return [text] * count
+
+
+SHAPES_COMPUTED = frozenset({"stablehlo.dynamic_reduce_window"})
+"""custom_call targets whose result shapes the importer computes from the operands:
+shape refinement (--bind) makes the operands static but leaves the custom call's result
+types dynamic."""
+
+
+def _value_shape(out: Value | Bound) -> tuple[int | None, ...]:
+    if isinstance(out, Bound):
+        return tuple(out.shape)
+    t = out.type
+    if t is None or not t.is_static:
+        raise CaptureError(f"value {out.name!r} has no static shape")
+    return t.static_shape()
 
 
 def _all_parameters(graph: Graph) -> list[Value]:

@@ -149,3 +149,30 @@ def test_reading_commands_take_bind(files: dict[str, Path], command: str) -> Non
     assert bound.exit_code == 0, bound.stderr
     if command == "info":
         assert "f32[3,16]" in bound.stdout and "f32[6,8]" in bound.stdout
+
+
+def _windows(x: object) -> object:
+    """Windowed reductions over the symbolic dim: a cumsum and a cummax along it, and a
+    strided, padded max pool across it: JAX writes them as
+    `custom_call @stablehlo.dynamic_reduce_window`, whose result types stay dynamic after
+    the shapes are refined (the importer refused the call)."""
+    xs = jnp.asarray(x)
+    pooled = jax.lax.reduce_window(xs, -jnp.inf, jax.lax.max, (2, 3), (1, 2),
+                                   ((1, 0), (1, 1)))
+    return jnp.cumsum(xs, axis=0), jax.lax.cummax(xs, axis=0), pooled
+
+
+@pytest.mark.parametrize("b", [1, 4])
+def test_dynamic_reduce_window_over_a_symbolic_dim(tmp_path: Path, b: int) -> None:
+    (sym,) = export.symbolic_shape("b")
+    exported = export.export(jax.jit(_windows))(jax.ShapeDtypeStruct((sym, 6), jnp.float32))
+    assert exported.mlir_module().count("dynamic_reduce_window") >= 2
+    path = tmp_path / "windows.mlir"
+    path.write_text(exported.mlir_module())
+    model = import_stablehlo(path, dims={"b": b})
+    assert not [n.qualified_op for n in model.graph.nodes if n.is_opaque]
+    x = np.random.default_rng(b).standard_normal((b, 6)).astype(np.float32)
+    want = [np.asarray(a) for a in _windows(x)]
+    got = run_model(model, [x])
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)

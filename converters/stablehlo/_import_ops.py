@@ -12,6 +12,7 @@ two-operand reductions over an iota become argmax / argmin.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, cast
 
@@ -113,6 +114,12 @@ def _producer(value: ir.Value) -> Any | None:
 def _op(scope: Scope, name: str, inputs: Sequence[Value | None],
         attrs: dict[str, object] | None = None) -> Value:
     return scope.builder.op(name, inputs, attrs)
+
+
+def _ops(scope: Scope, name: str, inputs: Sequence[Value | None],
+         attrs: dict[str, object], count: int) -> list[Value]:
+    """An op with `count` outputs."""
+    return scope.builder.op_multi(name, inputs, attrs, num_outputs=count)
 
 
 def _permute(scope: Scope, x: Value, perm: Sequence[int]) -> Value:
@@ -1238,6 +1245,9 @@ def _batched_index(imp: _Importer, scope: Scope, op: Any, ivd: int,
     idx = _drop_index_dim(scope, imp.materialize(scope, op.operands[1]), ivd)
     batch_positions = [p if p < ivd else p - 1 for p in index_batch]
     rest = [p for p in range(index_dims) if p not in batch_positions]
+    if not rest:   # one index per batch position: a unit dim along `axis`
+        idx = _reshape(scope, idx, [*_shape_of(idx), 1])
+        rest = [index_dims]
     if len(rest) != 1:
         raise Unsupported(f"a batched {what} with several {what}ed index dims")
     order = [rest[0] if dim == axis else batch_positions[operand_batch.index(dim)]
@@ -1311,7 +1321,8 @@ def _gather(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> l
                                     len(batch), "gather")
         idx = _clamped(imp, scope, op.operands[1], idx, x_shape[a])
         y = _op(scope, "gather_elements", [x, idx], {"axis": a})
-        return [_permute(scope, y, [order.index(p) for p in range(len(batch))])]
+        y = _permute(scope, y, [order.index(p) for p in range(r)])
+        return [_reshape(scope, y, out_shape)]   # (drops a unit dim of one index per batch)
     if operand_batch:
         return [_flat_gather(imp, scope, op, dn, x, sizes, out_shape)]
     # torch-mlir's torch.gather: full coordinates from iotas and one index tensor
@@ -1583,6 +1594,8 @@ def _scatter(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> 
         a = to_operand[0]
         idx, order = _batched_index(imp, scope, op, ivd, operand_batch, index_batch, a, r,
                                     len(batch), "scatter")
+        if len(batch) == len(operand_batch):   # updates then lack the unit dim too
+            updates = _reshape(scope, updates, [*_shape_of(updates), 1])
         return [_skipping_scatter(imp, scope, x, idx, _permute(scope, updates, order), a,
                                   attrs, op.operands[1])]
     if operand_batch:
@@ -1906,6 +1919,83 @@ def _sharding_constraint(imp: _Importer, scope: Scope, op: Any, types: list[Rank
     return [bound]
 
 
+# -- LAPACK custom calls (jax.numpy.linalg lowered for CPU) ------------------------------------
+# JAX lowers linalg on CPU to `custom_call @lapack_<s|d><routine>_ffi`, operands and results
+# as LAPACK has them (batched over leading dims), flags in `mhlo.backend_config` as the
+# characters LAPACK takes (uplo = 'L', trans_x = 'T', ...). Each maps to the neutral
+# linalg op computing the same factorisation. LAPACK's `info` result (0: success) is a
+# zero here: on a matrix the routine would flag (not positive definite, singular) the
+# executor's reference fails or the decomposition gives NaN, where JAX gives NaN.
+
+def _lapack_flags(op: Any) -> dict[str, str]:
+    if "mhlo.backend_config" not in op.attributes:
+        return {}
+    config = ir.DictAttr(op.attributes["mhlo.backend_config"])
+    return {a.name: chr(int(ir.IntegerAttr(a.attr).value)) for a in config}
+
+
+def _no_info(imp: _Importer, scope: Scope, rt: RankedType) -> Value:
+    return imp.constant(scope, np.zeros(rt.static_shape(), np.int32))
+
+
+def _potrf(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """The Cholesky factor in one triangle; LAPACK leaves the other as it was."""
+    upper = _lapack_flags(op).get("uplo", "L") == "U"
+    a = imp.materialize(scope, op.operands[0])
+    factor = _op(scope, "cholesky", [a], {"upper": upper})
+    rest = _op(scope, "trilu", [a], {"upper": not upper, "k": -1 if upper else 1})
+    return [_op(scope, "add", [factor, rest]), _no_info(imp, scope, types[1])]
+
+
+def _getrf(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    a = imp.materialize(scope, op.operands[0])
+    lu, pivots = _ops(scope, "lu_factor", [a], {}, 2)
+    return [lu, pivots, _no_info(imp, scope, types[2])]
+
+
+def _trsm(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    if len(op.operands) != 2:
+        raise Unsupported("a trsm with alpha")
+    flags = _lapack_flags(op)
+    transpose = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[flags.get("trans_x", "N")]
+    a, b = (imp.materialize(scope, v) for v in op.operands)
+    return [_op(scope, "triangular_solve", [a, b],
+                {"left_side": flags.get("side", "L") == "L",
+                 "lower": flags.get("uplo", "L") == "L",
+                 "unit_diagonal": flags.get("diag", "N") == "U", "transpose_a": transpose})]
+
+
+def _geqrf(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    return list(_ops(scope, "geqrf", [imp.materialize(scope, op.operands[0])], {}, 2))
+
+
+def _orgqr(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    a, tau = (imp.materialize(scope, v) for v in op.operands)
+    return [_op(scope, "householder_product", [a, tau])]
+
+
+def _syevd(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """Eigenvectors, eigenvalues, info (the neutral eigh gives eigenvalues first)."""
+    upper = _lapack_flags(op).get("uplo", "L") == "U"
+    w, v = _ops(scope, "eigh", [imp.materialize(scope, op.operands[0])], {"upper": upper}, 2)
+    return [v, w, _no_info(imp, scope, types[2])]
+
+
+def _gesdd(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
+    """(the input, overwritten: its contents are unspecified), S, U, VT, info."""
+    mode = _lapack_flags(op).get("mode", "A")
+    if mode not in ("A", "S"):
+        raise Unsupported(f"a gesdd of mode {mode!r} (only A and S compute U and VT)")
+    a = imp.materialize(scope, op.operands[0])
+    u, s, vh = _ops(scope, "svd", [a], {"full_matrices": mode == "A"}, 3)
+    return [a, s, u, vh, _no_info(imp, scope, types[4])]
+
+
+_LAPACK: dict[str, Callable[[_Importer, Scope, Any, list[RankedType]], list[Value | Bound]]] = {
+    "potrf": _potrf, "getrf": _getrf, "trsm": _trsm, "geqrf": _geqrf, "orgqr": _orgqr,
+    "syevd": _syevd, "gesdd": _gesdd}
+
+
 @handles("stablehlo.custom_call")
 def _custom_call(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
                  ) -> list[Value | Bound]:
@@ -1918,6 +2008,9 @@ def _custom_call(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
         return [imp.lookup(scope, op.operands[0])[0]]
     if target == "stablehlo.dynamic_reduce_window":
         return _dynamic_reduce_window(imp, scope, op, types)
+    lapack = re.fullmatch(r"lapack_([sd])(\w+?)(_ffi)?", target)
+    if lapack is not None and lapack[2] in _LAPACK:
+        return _LAPACK[lapack[2]](imp, scope, op, types)
     raise Unsupported(f"no mapping of stablehlo.custom_call @{target} to neutral ops")
 
 

@@ -705,7 +705,9 @@ class GraphLowerer:
 
             decompositions = core_aten_decompositions()
         try:
-            with _quiet():
+            # oneDNN off: on CPU, LSTM / GRU would otherwise dispatch to one
+            # mkldnn_rnn_layer kernel per layer instead of the cells' own ops
+            with _quiet(), torch.backends.mkldnn.flags(enabled=False):
                 # functionalized: in-place updates of views (mask[a:b] = v) become
                 # slice_scatter & co., and input mutations come back as trailing copy_
                 sub = make_fx(torch.func.functionalize(fn), decomposition_table=decompositions,
@@ -717,9 +719,17 @@ class GraphLowerer:
                 n.op == "call_function" and n.target is target for n in sub.graph.nodes):
             raise _RetraceFailed("the op does not decompose")
         if view_write_conflict(sub):
-            # functionalize does not reach below composite ops (F.pad's circular mode
-            # copies into slices of an empty tensor): the lowering would drop the writes
-            raise _RetraceFailed("the re-traced graph writes into views")
+            # functionalize does not reach below composite ops and decompositions (F.pad's
+            # circular mode copies into slices of an empty tensor; GRU's decomposition
+            # updates its gate slices in place): the traced graph, functionalized as a
+            # whole, has the writes as explicit ops, else the lowering would drop them
+            try:
+                with _quiet():
+                    sub = make_fx(torch.func.functionalize(sub), tracing_mode="real")(*examples)
+            except Exception as exc:
+                raise _RetraceFailed("the re-traced graph writes into views") from exc
+            if view_write_conflict(sub):
+                raise _RetraceFailed("the re-traced graph writes into views")
         nested = GraphLowerer(self.owner, None, self.graph, self.index, parent=self,
                               provenance=em.provenance, depth=self.depth + 1)
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]

@@ -529,6 +529,32 @@ class Cells(nn.Module):
         return self.gru(hh), c, self.plain(x, h), self.gru(hh, h)
 
 
+class Recurrent(nn.Module):
+    """Multi-layer LSTM (batch first) into a bidirectional GRU with an initial state."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        self.gru = nn.GRU(8, 5, bidirectional=True)
+
+    def forward(self, x: torch.Tensor, h0: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        y, (h, c) = self.lstm(x)
+        z, hz = self.gru(y.transpose(0, 1), h0)
+        return z, hz, h, c
+
+
+@pytest.mark.parametrize("frontend", ["fx", "export"])
+def test_lstm_and_gru_layers(frontend: str) -> None:
+    """nn.LSTM and nn.GRU: fx's re-trace of the LSTM went to one oneDNN kernel per layer
+    (mkldnn_rnn_layer, opaque), export's GRU (aten.gru.input) re-traced into in-place
+    updates of gate slices and stayed opaque: a model with both had an opaque node on
+    every front-end. (Dynamo runs nn.LSTM / nn.GRU as Python outside its graph.)"""
+    torch.manual_seed(0)
+    result = _check(Recurrent().eval(), (torch.randn(3, 7, 6), torch.randn(2, 3, 5)),
+                    frontend)
+    assert result.opaque_count == 0
+
+
 @pytest.mark.parametrize("frontend", FRONTENDS)
 def test_gru_cell(frontend: str) -> None:
     """nn.GRUCell was an opaque node on every front-end (its re-trace writes into the

@@ -30,7 +30,7 @@ class Problem:
 def verify(model: Model, *, check_types: bool = True) -> list[Problem]:
     """All problems of a model, errors first."""
     problems: list[Problem] = []
-    seen_ids: dict[int, str] = {}
+    seen_ids: dict[int, str | _Where] = {}
     for index, graph in enumerate(model.graphs):
         _verify_graph(model, graph, f"graph {index} ({graph.name})", [], seen_ids, problems,
                       check_types)
@@ -48,7 +48,8 @@ def check(model: Model) -> None:
 
 
 def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]],
-                  seen_ids: dict[int, str], problems: list[Problem], check_types: bool) -> None:
+                  seen_ids: dict[int, str | _Where], problems: list[Problem],
+                  check_types: bool) -> None:
     def error(where: str, message: str) -> None:
         problems.append(Problem("error", where, message))
 
@@ -58,14 +59,14 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
     defined: set[int] = set()  # ids of Value objects available so far
     names: dict[str, Value] = {}
 
-    def define(value: Value, where: str) -> None:
-        if value.name in names and names[value.name] is not value:
-            error(where, f"value name {value.name!r} is defined twice in {gwhere}")
-        names[value.name] = value
+    def define(value: Value, where: str | _Where) -> None:
+        if names.setdefault(value.name, value) is not value:
+            error(str(where), f"value name {value.name!r} is defined twice in {gwhere}")
+            names[value.name] = value
         defined.add(id(value))
         shape = value.type.shape if value.type is not None else None
         if shape is not None and any(isinstance(d, int) and d < 0 for d in shape):
-            error(where, f"value {value.name!r} has a negative dim: {value.type}")
+            error(str(where), f"value {value.name!r} has a negative dim: {value.type}")
 
     for value in graph.inputs:
         define(value, f"{gwhere} input {value.name!r}")
@@ -78,40 +79,50 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
                   "is not a tensor of the model (add it with Model.add_tensor)")
 
     scopes = [*outer, defined]
-    recorded: dict[int, set[tuple[int, int]]] = {}   # value -> its uses, as a set
+    shared: dict[int, set[tuple[int, int]]] = {}   # a much-used value -> its uses, a set
 
-    def recorded_uses(value: Value) -> set[tuple[int, int]]:
-        found = recorded.get(id(value))
+    def recorded(value: Value, node: Node, index: int) -> bool:
+        """Whether `value.uses` holds (node, index): a scan of a short list, a set kept
+        for a value used many times (a weight shared by every layer)."""
+        uses = value.uses
+        if len(uses) <= 8:
+            return any(n is node and i == index for n, i in uses)
+        found = shared.get(id(value))
         if found is None:
-            found = recorded[id(value)] = {(id(n), i) for n, i in value.uses}
-        return found
+            found = shared[id(value)] = {(id(n), i) for n, i in uses}
+        return (id(node), index) in found
 
     for node in graph.nodes:
-        where = f"{gwhere} {registry.node_where(node)}"
+        # the node's place in words only when a problem names it (a string per node was
+        # a large part of the pass on a big graph)
+        where = _Where(gwhere, node)
         if node.id in seen_ids:
-            error(where, f"node id {node.id} is also used by {seen_ids[node.id]}")
+            error(str(where), f"node id {node.id} is also used by {seen_ids[node.id]}")
         seen_ids[node.id] = where
         for index, operand in enumerate(node.inputs):
             if operand is None:
                 continue
             if not any(id(operand) in scope for scope in scopes):
-                error(where, f"input {index} reads {operand.name!r}, which is not defined before "
-                             "this node (graph out of topological order, or a dangling value)")
-            if (id(node), index) not in recorded_uses(operand):
-                error(where, f"input {index} ({operand.name!r}) is missing from that value's uses")
+                error(str(where), f"input {index} reads {operand.name!r}, which is not defined "
+                                  "before this node (graph out of topological order, or a "
+                                  "dangling value)")
+            if not recorded(operand, node, index):
+                error(str(where), f"input {index} ({operand.name!r}) is missing from that "
+                                  "value's uses")
         for sub_index, sub in enumerate(node.subgraphs()):
             _verify_graph(model, sub, f"{where} body {sub_index} ({sub.name})", scopes,
                           seen_ids, problems, check_types)
         for value in node.outputs:
             define(value, where)
             if value.producer is not node:
-                error(where, f"output {value.name!r} does not record this node as producer")
+                error(str(where), f"output {value.name!r} does not record this node as "
+                                  "producer")
             if value.type is None:
-                warn(where, f"output {value.name!r} has no type")
+                warn(str(where), f"output {value.name!r} has no type")
         if node.is_opaque:
-            warn(where, f"opaque op {node.qualified_op} (not in the neutral op set)")
+            warn(str(where), f"opaque op {node.qualified_op} (not in the neutral op set)")
             continue
-        _verify_op(node, where, registry.node_where(node), error, check_types)
+        _verify_op(node, where, error, check_types)
 
     for value in graph.outputs:
         if id(value) not in defined and not any(id(value) in s for s in outer):
@@ -121,29 +132,47 @@ def _verify_graph(model: Model, graph: Graph, gwhere: str, outer: list[set[int]]
 Report = Callable[[str, str], None]
 
 
-def _verify_op(node: Node, where: str, short: str, report: Report, check_types: bool) -> None:
+class _Where:
+    """A node's place in a problem's words (`graph 0 (main) node #3 add`), spelt out only
+    when a problem is reported."""
+
+    __slots__ = ("graph", "node")
+
+    def __init__(self, graph: str, node: Node) -> None:
+        self.graph, self.node = graph, node
+
+    @property
+    def short(self) -> str:
+        return registry.node_where(self.node)
+
+    def __str__(self) -> str:
+        return f"{self.graph} {self.short}"
+
+
+def _verify_op(node: Node, at: _Where, report: Report, check_types: bool) -> None:
     schema = registry.lookup(node.op)
     if schema is None:
-        report(where, f"unknown op {node.op!r} in the neutral op set; use a non-empty domain "
-                      "for an opaque op")
+        report(str(at), f"unknown op {node.op!r} in the neutral op set; use a non-empty "
+                        "domain for an opaque op")
         return
     try:
-        schema.check_arity(len(node.inputs), where)
-        schema.resolve_attrs(node.attrs, where)
+        schema.check_arity(len(node.inputs), at.short)
+        schema.resolve_attrs(node.attrs, at.short)
         if not schema.variadic_outputs and len(node.outputs) != len(schema.outputs):
-            report(where, f"has {len(node.outputs)} outputs; {node.op} has "
-                          f"{len(schema.outputs)} ({', '.join(schema.outputs)})")
+            report(str(at), f"has {len(node.outputs)} outputs; {node.op} has "
+                            f"{len(schema.outputs)} ({', '.join(schema.outputs)})")
             return
         if not check_types or any(v is not None and v.type is None for v in node.inputs):
             return
         inferred = registry.infer_types(node)
     except IrbridgeError as exc:
+        where, short = str(at), at.short
         report(where, exc.message.removeprefix(where + ": ").removeprefix(short + ": "))
         return
     for value, expected in zip(node.outputs, inferred, strict=False):
         if value.type is not None and not _compatible(value.type, expected):
-            report(where, f"output {value.name!r} is {value.type} but {node.op} infers "
-                          f"{expected} from its inputs")
+            report(str(at), f"output {value.name!r} is {value.type} but {node.op} infers "
+                            f"{expected} from its inputs")
 
 
 def _compatible(recorded: TensorType, inferred: TensorType) -> bool:

@@ -74,7 +74,7 @@ STAGES = ("onnx import", "capture lower", "serde save", "serde load", "validate"
           "onnx export", "stablehlo export")
 PEER_STAGES = ("torch.fx graph build", "torch.fx GraphModule", "onnx.load",
                "onnx.checker", "onnx shape inference")
-"""The peers' own work on the same graphs, in the same child processes: how much this
+"""The peers' own work on the same graphs, each in its own fresh process too: how much this
 machine's per-node cost grows from 10k to 100k nodes for established graph tools (torch.fx
 building its Graph node by node and generating its GraphModule's code; onnx parsing,
 checking and shape-inferring the same file)."""
@@ -295,7 +295,7 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
              "set leaves the CPU caches: a stage with no fixed cost comes out above 10x by "
              "that growth (the us/node column), where a quadratic term would show near 100x; "
              "wall ratios move with the machine's other load. The **peer** rows measure the "
-             "same growth for established graph tools in the same child processes: torch.fx "
+             "same growth for established graph tools, each in its own process too: torch.fx "
              "building its Graph of the same blocks node by node and generating its "
              "GraphModule's code, and onnx parsing (`onnx.load`), checking "
              "(`onnx.checker.check_model`) and shape-inferring (`data_prop=True`) the same "

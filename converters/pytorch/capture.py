@@ -429,7 +429,7 @@ def _trace_with_leaves(model: torch.nn.Module, params: Sequence[inspect.Paramete
         tracer = _Tracer(frozenset(leaves), params)
         tracer.record_stack_traces = True
         try:
-            return tracer, tracer.trace(model, concrete_args=dict(concrete) or None)
+            graph = tracer.trace(model, concrete_args=dict(concrete) or None)
         except Exception as exc:
             culprit = _failing_submodule(exc, model) if enabled else None
             if (culprit is None or type(culprit) in leaves or len(leaves) >= MAX_LEAF_CLASSES
@@ -438,6 +438,33 @@ def _trace_with_leaves(model: torch.nn.Module, params: Sequence[inspect.Paramete
                 # transformer stack): fx is not the front-end for this model
                 raise
             leaves.add(type(culprit))
+            continue
+        _dataclass_outputs_as_dicts(graph)
+        return tracer, graph
+
+
+def _dataclass_outputs_as_dicts(graph: torch.fx.Graph) -> None:
+    """fx records a dataclass holding traced values (a user's `@dataclass` output) as a
+    call of its class, an op no converter knows. In the graph's output such a call becomes
+    the dict of its fields, in field order, which flattens as the registered dataclass
+    does (`register_dataclass_type`). Elsewhere (an argument of a leaf call) the call
+    stays: the leaf's forward takes the dataclass itself."""
+    output = next(n for n in reversed(graph.nodes) if n.op == "output")
+
+    def as_dict(arg: Any) -> Any:
+        if isinstance(arg, torch.fx.Node) and arg.op == "call_function" and \
+                isinstance(arg.target, type) and dataclasses.is_dataclass(arg.target) and \
+                not arg.args:
+            register_dataclass_type(arg.target)
+            return {f.name: torch.fx.node.map_aggregate(arg.kwargs[f.name], as_dict)
+                    for f in dataclasses.fields(arg.target) if f.name in arg.kwargs}
+        return arg
+
+    output.args = torch.fx.node.map_aggregate(output.args, as_dict)
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and isinstance(node.target, type) and \
+                dataclasses.is_dataclass(node.target) and not node.users:
+            graph.erase_node(node)
 
 
 def _parameter_count(module: torch.nn.Module) -> int:
@@ -507,16 +534,6 @@ class _Tracer(torch.fx.Tracer):
         if is_module and self.root_params is not None:
             root_fn = _fixed_signature(root_fn, self.root_params)
         return super().create_args_for_root(root_fn, is_module, concrete_args)
-
-    def create_arg(self, a: Any) -> Any:
-        # a dataclass holding traced values (a user's `@dataclass` output): its fields as
-        # a dict in field order, which flattens as the registered dataclass does (fx
-        # would record a call of the class, an op no converter knows)
-        if dataclasses.is_dataclass(a) and not isinstance(a, type):
-            register_dataclass_type(type(a))
-            return super().create_arg({f.name: getattr(a, f.name)
-                                       for f in dataclasses.fields(a)})
-        return super().create_arg(a)
 
     def _filter_traceback_frames(self, user_stack_summary: traceback.StackSummary,
                                  ) -> traceback.StackSummary:

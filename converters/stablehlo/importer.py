@@ -661,6 +661,9 @@ class _Importer:
             try:
                 outs = handler(self, scope, op, types)
             except Unsupported as exc:
+                if not all(rt.is_static for rt in types):   # no type for an opaque node
+                    raise CaptureError(f"{where}: a result has a dynamic shape and the op "
+                                       f"cannot be imported: {exc}") from exc
                 self.opaque(scope, op, types, str(exc))
                 return
             except (OpError, ValueError, KeyError, IndexError, TypeError) as exc:

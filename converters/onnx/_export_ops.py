@@ -1336,8 +1336,8 @@ def _index_put(e: NodeEmit) -> None:
     those axes lead, coordinates = the broadcast indices stacked (negatives wrapped), the
     values broadcast to the indexed shape (pre + B + post, NumPy's rule for consecutive
     advanced indices) and moved to B + pre + post; accumulate is reduction add (opset 16).
-    Symbolic sizes are read at run time (`Shape`); the index tensors then must have one
-    shape (as a ScatterND's k-tuples give), B being that shape."""
+    Symbolic sizes are read at run time (`Shape`), B as the shape of the indices' sum
+    (their broadcast); the index tensors' ranks must be known."""
     axes = list(e.attrs["index_axes"])
     count = len(axes)
     rank = e.rank(0)
@@ -1352,41 +1352,44 @@ def _index_put(e: NodeEmit) -> None:
         e.need_opset(16, "index_put with accumulate (ScatterND reduction add)")
     first = axes[0]
     x_type = e.in_type(0)
-    static = x_type is not None and x_type.is_static and all(
-        t is not None and t.is_static for t in index_types)
-    if static:
+    indices = [e.as_dtype(2 + j, DType.INT64) for j in range(count)]
+    if x_type is not None and x_type.is_static and all(
+            t is not None and t.is_static for t in index_types):
         shape = e.static(0)
         batch_dims = tuple(int(d) for d in np.broadcast_shapes(
             *(e.static(2 + j) for j in range(count))))
-        batch: str | None = e.i64(list(batch_dims))
+        batch = e.i64(list(batch_dims))
+        sizes = [e.i64([shape[first + j]]) for j in range(count)]
         target = e.i64([*shape[:first], *batch_dims, *shape[first + count:]])
         nb = len(batch_dims)
     else:
-        shapes = {t.shape for t in index_types if t is not None}
-        if len(shapes) != 1 or None in shapes:
+        if any(t is None or t.shape is None for t in index_types):
             raise ExportError(f"{e.where}: index_put with symbolic sizes exports when its "
-                              "index tensors have one shape of known rank")
-        batch, nb = None, len(next(iter(shapes)) or ())
+                              "index tensors' ranks are known")
+        nb = max(len(t.shape or ()) for t in index_types if t is not None)
         x_shape = e.one("Shape", [e.input(0)])
-        parts = [e.one("Slice", [x_shape, e.i64([0]), e.i64([first])]),
-                 e.one("Shape", [e.input(2)]),
-                 e.one("Slice", [x_shape, e.i64([first + count]), e.i64([rank])])]
-        target = e.one("Concat", parts, axis=0)
+        total = indices[0]
+        for i in indices[1:]:   # (Add broadcasts: its result has B's shape)
+            total = e.one("Add", [total, i])
+        batch = e.one("Shape", [total])
+        sizes = [e.one("Slice", [x_shape, e.i64([first + j]), e.i64([first + j + 1])])
+                 for j in range(count)]
+        target = e.one("Concat", [e.one("Slice", [x_shape, e.i64([0]), e.i64([first])]), batch,
+                                  e.one("Slice", [x_shape, e.i64([first + count]),
+                                                  e.i64([rank])])], axis=0)
     coords = []
-    for j in range(count):
-        i = e.as_dtype(2 + j, DType.INT64)
-        size = e.i64([shape[first + j]]) if static else \
-            e.one("Slice", [x_shape, e.i64([first + j]), e.i64([first + j + 1])])
+    for i, size in zip(indices, sizes, strict=True):
         wrapped = e.one("Where", [e.one("Less", [i, e.i64(0)]), e.one("Add", [i, size]), i])
-        full = e.one("Expand", [wrapped, batch]) if batch is not None else wrapped
+        full = e.one("Expand", [wrapped, batch])
         coords.append(e.one("Unsqueeze", [full, e.i64([-1])]))
     index = coords[0] if count == 1 else e.one("Concat", coords, axis=-1)
     lead = list(range(first, first + count))
     perm = lead + [d for d in range(rank) if d not in lead]
     xt = e.one("Transpose", [e.input(0)], perm=perm)
     values = e.one("Expand", [e.as_dtype(1, e.in_dtype(0)), target])
-    npre, total = first, first + nb + rank - first - count
-    vperm = list(range(npre, npre + nb)) + list(range(npre)) + list(range(npre + nb, total))
+    npre, total_rank = first, nb + rank - count
+    vperm = list(range(npre, npre + nb)) + list(range(npre)) + list(
+        range(npre + nb, total_rank))
     vt = e.one("Transpose", [values], perm=vperm)
     yt = e.one("ScatterND", [xt, index, vt],
                reduction="add" if e.attrs["accumulate"] else None)

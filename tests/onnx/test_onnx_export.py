@@ -367,3 +367,34 @@ def test_multi_graph_models_are_joined_through_their_links() -> None:
     assert [i.name for i in proto.graph.input] == ["x", "w"]
     feeds = {"x": np.array([-1, 2, -3, 4], np.float32), "w": np.full(4, 2.0, np.float32)}
     assert_close(ort_run(proto, feeds), run_model(model, feeds))
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_with_symbolic_sizes_broadcasts_its_indices_at_run_time(
+        accumulate: bool) -> None:
+    """x[i0, i1] = v with x f32[N, 6, 4], i0 [K, 1] and i1 [3] (broadcast to [K, 3]), v [3, 4]
+    broadcast over K: the sizes are symbolic, so the broadcast shape is read at run time
+    (it was refused unless every index tensor had one shape). Against the IR executor in
+    onnxruntime, exact (small integer values: the order of additions does not matter)."""
+    n, k = SymDim("N"), SymDim("K")
+    g = Graph()
+    x = g.add_input("x", TensorType(F32, (n, 6, 4)))
+    i0 = g.add_input("i0", TensorType(DType.INT64, (k, 1)))
+    i1 = g.add_input("i1", TensorType(DType.INT64, (3,)))
+    v = g.add_input("v", TensorType(F32, (3, 4)))
+    node = g.add_node("index_put", [x, v, i0, i1], ["y"],
+                      {"index_axes": (0, 1), "accumulate": accumulate},
+                      output_types=[TensorType(F32, (n, 6, 4))])
+    g.set_outputs(node.outputs)
+    model = Model(graphs=[g])
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.integers(-4, 4, (5, 6, 4)).astype(np.float32),
+             "i0": np.array([[0], [-1], [2]], np.int64) if not accumulate
+             else np.array([[0], [-1], [4], [0]], np.int64),
+             "i1": np.array([1, -2, 5], np.int64),
+             "v": rng.integers(-3, 4, (3, 4)).astype(np.float32)}
+    (want,) = run_model(model, feeds)
+    proto = to_onnx(model)
+    assert "ScatterND" in [n.op_type for n in proto.graph.node]
+    (got,) = ort_run(proto, feeds)
+    np.testing.assert_array_equal(got, want)

@@ -260,9 +260,10 @@ def _bitcast(e: NodeEmit) -> None:
     form."""
     source, target = e.in_dtype(0), e.attrs["dtype"]
     if source is None or source.bits != target.bits or DType.BOOL in (source, target):
-        raise ExportError(f"{e.where}: bitcast of {source.short if source else '?'} to "
-                          f"{target.short} changes the element width (or reads booleans), "
-                          "which ONNX BitCast cannot (it keeps the width)")
+        raise ExportError(f"{e.where}: cannot export to ONNX: bitcast of "
+                          f"{source.short if source else '?'} to {target.short} changes the "
+                          "element width (or reads booleans), which ONNX BitCast cannot (it "
+                          "keeps the width)")
     e.need_opset(26, "bitcast (ONNX BitCast)")
     e.out("BitCast", [e.input(0)], to=dtype_to_onnx(target))
 

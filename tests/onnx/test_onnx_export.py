@@ -38,7 +38,8 @@ EXAMPLES = sorted(set(examples()) - NO_ONNX_FORM - COMPLEX_OPS)
 @pytest.mark.parametrize("name", sorted(NO_ONNX_FORM))
 def test_special_functions_without_an_exact_onnx_form_are_refused(name: str) -> None:
     model, _ = _example_model(name)
-    why = "bitcast of f32 to i16 changes the element width" if name == "bitcast" else \
+    why = "cannot export to ONNX: bitcast of f32 to i16 changes the element width" \
+        if name == "bitcast" else \
         f"neutral op '{name}' has no ONNX"
     with pytest.raises(ExportError, match=rf"node #\d+ {name}: {why}"):
         to_onnx(model)

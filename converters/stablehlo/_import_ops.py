@@ -1930,8 +1930,11 @@ def _sharding_constraint(imp: _Importer, scope: Scope, op: Any, types: list[Rank
 def _lapack_flags(op: Any) -> dict[str, str]:
     if "mhlo.backend_config" not in op.attributes:
         return {}
-    config = ir.DictAttr(op.attributes["mhlo.backend_config"])
-    return {a.name: chr(int(ir.IntegerAttr(a.attr).value)) for a in config}
+    try:
+        config = ir.DictAttr(op.attributes["mhlo.backend_config"])
+        return {a.name: chr(int(ir.IntegerAttr(a.attr).value)) for a in config}
+    except (ValueError, TypeError) as exc:   # another JAX's form: left opaque
+        raise Unsupported(f"a LAPACK call whose backend_config is not flags ({exc})") from exc
 
 
 def _no_info(imp: _Importer, scope: Scope, rt: RankedType) -> Value:
@@ -1957,7 +1960,10 @@ def _trsm(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> lis
     if len(op.operands) != 2:
         raise Unsupported("a trsm with alpha")
     flags = _lapack_flags(op)
-    transpose = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}[flags.get("trans_x", "N")]
+    transpose = {"N": "NO_TRANSPOSE", "T": "TRANSPOSE", "C": "ADJOINT"}.get(
+        flags.get("trans_x", "N"))
+    if transpose is None:
+        raise Unsupported(f"a trsm with trans_x {flags.get('trans_x')!r}")
     a, b = (imp.materialize(scope, v) for v in op.operands)
     return [_op(scope, "triangular_solve", [a, b],
                 {"left_side": flags.get("side", "L") == "L",

@@ -116,12 +116,6 @@ def _op(scope: Scope, name: str, inputs: Sequence[Value | None],
     return scope.builder.op(name, inputs, attrs)
 
 
-def _ops(scope: Scope, name: str, inputs: Sequence[Value | None],
-         attrs: dict[str, object], count: int) -> list[Value]:
-    """An op with `count` outputs."""
-    return scope.builder.op_multi(name, inputs, attrs, num_outputs=count)
-
-
 def _permute(scope: Scope, x: Value, perm: Sequence[int]) -> Value:
     perm = [int(p) for p in perm]
     if perm == list(range(len(perm))):
@@ -1952,7 +1946,7 @@ def _potrf(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> li
 
 def _getrf(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     a = imp.materialize(scope, op.operands[0])
-    lu, pivots = _ops(scope, "lu_factor", [a], {}, 2)
+    lu, pivots = scope.builder.op_multi("lu_factor", [a])
     return [lu, pivots, _no_info(imp, scope, types[2])]
 
 
@@ -1972,7 +1966,7 @@ def _trsm(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> lis
 
 
 def _geqrf(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
-    return list(_ops(scope, "geqrf", [imp.materialize(scope, op.operands[0])], {}, 2))
+    return list(scope.builder.op_multi("geqrf", [imp.materialize(scope, op.operands[0])]))
 
 
 def _orgqr(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
@@ -1983,7 +1977,8 @@ def _orgqr(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> li
 def _syevd(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:
     """Eigenvectors, eigenvalues, info (the neutral eigh gives eigenvalues first)."""
     upper = _lapack_flags(op).get("uplo", "L") == "U"
-    w, v = _ops(scope, "eigh", [imp.materialize(scope, op.operands[0])], {"upper": upper}, 2)
+    w, v = scope.builder.op_multi("eigh", [imp.materialize(scope, op.operands[0])],
+                                  {"upper": upper})
     return [v, w, _no_info(imp, scope, types[2])]
 
 
@@ -1993,7 +1988,7 @@ def _gesdd(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> li
     if mode not in ("A", "S"):
         raise Unsupported(f"a gesdd of mode {mode!r} (only A and S compute U and VT)")
     a = imp.materialize(scope, op.operands[0])
-    u, s, vh = _ops(scope, "svd", [a], {"full_matrices": mode == "A"}, 3)
+    u, s, vh = scope.builder.op_multi("svd", [a], {"full_matrices": mode == "A"})
     return [a, s, u, vh, _no_info(imp, scope, types[4])]
 
 
@@ -2006,7 +2001,9 @@ _LAPACK: dict[str, Callable[[_Importer, Scope, Any, list[RankedType]], list[Valu
 def _custom_call(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]
                  ) -> list[Value | Bound]:
     """GSPMD's with_sharding_constraint (`custom_call @Sharding`, its `mhlo.sharding`
-    recorded by the importer) is the value itself; other targets stay opaque."""
+    recorded by the importer) is the value itself; `@stablehlo.dynamic_reduce_window` is
+    the reduce_window it stands for; JAX's LAPACK calls are the neutral linalg ops
+    (`_LAPACK`); other targets stay opaque."""
     target = _str(op.attributes["call_target_name"]) if "call_target_name" in op.attributes \
         else "?"
     if target == "Sharding" and len(op.operands) == 1 and len(op.results) == 1 and \

@@ -72,13 +72,11 @@ def _signed(x: np.ndarray, axis: int) -> np.ndarray:
 def _canonical(name: str, outputs: list[np.ndarray]) -> list[np.ndarray]:
     if name == "eigh":                      # (eigenvalues, eigenvectors as columns)
         return [outputs[0], _signed(outputs[1], -2)]
-    if name.startswith("svd"):              # (U, S, Vh): U's columns, Vh's rows
-        u, s, vh = outputs
-        k = s.shape[-1]
-        sign = np.sign(np.take_along_axis(
-            u[..., :k], np.expand_dims(np.argmax(np.abs(u[..., :k]), axis=-2), -2), axis=-2))
-        return [_signed(u, -2), s, vh * np.swapaxes(sign, -1, -2)[..., :k, :]
-                if vh.shape[-2] == k else vh]
+    if name.startswith("svd"):   # (U, S, Vh), U with k columns: a sign per column of U
+        u, s, vh = outputs        # and the same per row of Vh
+        sign = np.sign(np.take_along_axis(u, np.argmax(np.abs(u), axis=-2)[..., None, :],
+                                          axis=-2))
+        return [u * sign, s, vh * np.swapaxes(sign, -1, -2)]
     return outputs
 
 

@@ -184,3 +184,68 @@ def test_fold_batch_norm_of_a_streamed_weight_in_the_written_file(tmp_path: Path
         eager = module(x).numpy()
     # folding reorders float32 arithmetic: rounding only
     assert_close(ort_run(proto, {proto.graph.input[0].name: x.numpy()}), [eager], rtol=1e-5, atol=1e-5)
+
+
+def test_zero_biases_are_dropped_and_others_kept() -> None:
+    """A bias of zeros (what folding a fresh BatchNormalization leaves) is a no-op add:
+    dropped from Conv, ConvTranspose and Gemm. A bias with one non-zero element, one a
+    graph input can override, and a NaN bias stay."""
+    rng = np.random.default_rng(0)
+
+    w = rng.standard_normal((4, 3, 3, 3))
+    almost = np.zeros(4)
+    almost[2] = 1e-30
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "zero4"], ["c0"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w", "almost"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w", "override"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["x", "w", "nan4"], ["c3"], pads=[1, 1, 1, 1]),
+        helper.make_node("ConvTranspose", ["c0", "wt", "zero3"], ["ct"]),
+        helper.make_node("Flatten", ["c1"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "g", "zero2"], ["gemm"], transB=1),
+    ]
+    inits = {name: np.asarray(array, np.float32) for name, array in [
+        ("w", w), ("zero4", np.zeros(4)), ("almost", almost), ("override", np.zeros(4)),
+        ("nan4", np.full(4, np.nan)), ("wt", rng.standard_normal((4, 3, 2, 2))),
+        ("zero3", -np.zeros(3)), ("g", rng.standard_normal((2, 4 * 5 * 5))),
+        ("zero2", np.zeros(2))]}
+    proto = onnx_model(nodes, [tensor("x", F, [1, 3, 5, 5]), tensor("override", F, [4])],
+                       [tensor("c2", F, [1, 4, 5, 5]), tensor("c3", F, [1, 4, 5, 5]),
+                        tensor("ct", F, [1, 3, 6, 6]), tensor("gemm", F, [1, 2])],
+                       initializers=inits)
+    x = rng.standard_normal((1, 3, 5, 5)).astype(np.float32)
+    feeds = {"x": x, "override": np.ones(4, np.float32)}
+    before = ort_run(proto, feeds)
+    report = optimize(proto)
+    assert report.zero_biases_dropped == 3
+    inputs = {n.output[0]: list(n.input) for n in proto.graph.node}
+    assert inputs["c0"] == ["x", "w"] and inputs["ct"] == ["c0", "wt"]
+    assert inputs["gemm"] == ["flat", "g"]
+    assert inputs["c1"][2] == "almost" and inputs["c2"][2] == "override"
+    assert inputs["c3"][2] == "nan4"
+    assert {"zero4", "zero3", "zero2"}.isdisjoint(t.name for t in proto.graph.initializer)
+    onnx.checker.check_model(proto)
+    # adding zero is exact: the same numbers bit for bit (NaN where the NaN bias is)
+    for got, want in zip(ort_run(proto, feeds), before, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_folding_ieee_special_values_prints_no_warning() -> None:
+    """log(0) = -inf and a cast of -inf to an integer are values the runtime computes
+    too (T5's relative position buckets fold to them): folded without a numpy warning
+    reaching the user's terminal, to the numbers onnxruntime gives for the same nodes."""
+    import warnings
+
+    I64 = onnx.TensorProto.INT64
+    nodes = [helper.make_node("Log", ["zeros"], ["log"]),
+             helper.make_node("Cast", ["log"], ["cast"], to=I64),
+             helper.make_node("Add", ["cast", "i"], ["y"])]
+    proto = onnx_model(nodes, [tensor("i", I64, [3])], [tensor("y", I64, [3])],
+                       initializers={"zeros": np.array([0.0, 1.0, 0.0], np.float32)})
+    feeds = {"i": np.array([1, 2, 3], np.int64)}
+    before = ort_run(proto, feeds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = optimize(proto)
+    assert report.folded == 2 and _ops(proto) == ["Add"]
+    np.testing.assert_array_equal(ort_run(proto, feeds)[0], before[0])

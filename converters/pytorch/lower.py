@@ -711,7 +711,7 @@ class GraphLowerer:
                 # functionalized: in-place updates of views (mask[a:b] = v) become
                 # slice_scatter & co., and input mutations come back as trailing copy_
                 sub = make_fx(torch.func.functionalize(fn), decomposition_table=decompositions,
-                              tracing_mode="real")(*examples)
+                              tracing_mode="real")(*_fresh(examples))
         except Exception as exc:
             raise _RetraceFailed(type(exc).__name__ + ": " + str(exc).splitlines()[0]
                                  if str(exc) else type(exc).__name__) from exc
@@ -725,11 +725,13 @@ class GraphLowerer:
             # whole, has the writes as explicit ops, else the lowering would drop them
             try:
                 with _quiet():
-                    sub = make_fx(torch.func.functionalize(sub), tracing_mode="real")(*examples)
+                    sub = make_fx(torch.func.functionalize(sub),
+                                  tracing_mode="real")(*_fresh(examples))
             except Exception as exc:
                 raise _RetraceFailed("the re-traced graph writes into views") from exc
             if view_write_conflict(sub):
                 raise _RetraceFailed("the re-traced graph writes into views")
+        _layouts(sub, examples)
         nested = GraphLowerer(self.owner, None, self.graph, self.index, parent=self,
                               provenance=em.provenance, depth=self.depth + 1)
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
@@ -775,13 +777,26 @@ class GraphLowerer:
 
     def _concrete(self, example: torch.Tensor) -> torch.Tensor:
         """A tensor make_fx can run on: the real example when we have it, else a meta
-        tensor of the same type (no data is ever materialised)."""
+        tensor of the same type (no data is ever materialised) that is the same view of
+        a storage of the same size (strides and offset: ops such as as_strided read the
+        storage, and a contiguous stand-in would make them read other elements)."""
         from torch._subclasses.fake_tensor import FakeTensor
 
         if not isinstance(example, FakeTensor):
             return example.detach()
-        shape = [int(d) if not isinstance(d, torch.SymInt) else _hint(d) for d in example.shape]
-        return torch.empty(shape, dtype=example.dtype, device="meta")
+
+        def concrete(d: Any) -> int:
+            return _hint(d) if isinstance(d, torch.SymInt) else int(d)
+
+        shape = [concrete(d) for d in example.shape]
+        try:
+            stride = [concrete(d) for d in example.stride()]
+            offset = concrete(example.storage_offset())
+            storage = concrete(example.untyped_storage().nbytes()) // example.element_size()
+            base = torch.empty(storage, dtype=example.dtype, device="meta")
+            return base.as_strided(shape, stride, offset)
+        except (RuntimeError, NotImplementedError):  # a layout without strides (sparse)
+            return torch.empty(shape, dtype=example.dtype, device="meta")
 
     def opaque(self, em: Emitter, reason: str) -> Any:
         node = em.node
@@ -1029,6 +1044,39 @@ def _merge_types(current: TensorType, expected: TensorType) -> TensorType:
     merged = tuple(b if (a is None or (not isinstance(a, int) and b is not None)) else a
                    for a, b in zip(current.shape, expected.shape, strict=True))
     return TensorType(current.dtype, merged)
+
+
+LAYOUT_UNKNOWN = "irbridge.layout_unknown"
+"""GraphModule.meta flag: the example values of the graph's non-input nodes do not say
+which storage they view (see `_layouts`)."""
+
+
+def _fresh(examples: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """New tensor objects for one trace: an op that changes its input's view in place
+    (as_strided_, transpose_ in quantile's decomposition) changes these, not `examples`."""
+    return [e.detach() for e in examples]
+
+
+def _layouts(sub: torch.fx.GraphModule, examples: Sequence[torch.Tensor]) -> None:
+    """Example values of a re-traced graph that say what each tensor views. make_fx
+    records a fresh `empty_strided` for every value, which keeps strides but drops the
+    storage offset and the storage's size: as_strided of a slice would read as if the
+    slice were its whole storage. The graph is run again on fake tensors of `examples`
+    (the inputs' own views), which track storages; where that fails, the placeholders
+    get `examples` and the graph is flagged LAYOUT_UNKNOWN for the rest."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+    try:
+        with _quiet():
+            mode = FakeTensorMode(allow_non_fake_inputs=True)
+            fakes = [mode.from_tensor(e) for e in examples]
+            FakeTensorProp(sub, mode).propagate_dont_convert_inputs(*fakes)
+    except Exception:
+        for ph, example in zip(placeholders, examples, strict=False):
+            ph.meta["val"] = example
+        sub.meta[LAYOUT_UNKNOWN] = True
 
 
 def example_value(node: torch.fx.Node) -> Any:

@@ -461,13 +461,24 @@ class _Window:
         if not isinstance(size, int):  # symbolic: only size-preserving windows are known
             return size if stride == 1 and pads == self.extent(axis) - 1 else None
         span = size + pads - self.extent(axis)
-        if span < 0:
-            return 0
         if not self.ceil_mode:
-            return span // stride + 1
+            return span // stride + 1 if span >= 0 else 0
+        # ceil mode: a window may overhang the end (even be wider than the padded input,
+        # as HF EfficientNet's pooler of kernel 1280 over 7 x 7), as long as it starts in it
         out = -(-span // stride) + 1
         # PyTorch: the last window must start inside the input or the left padding
-        return out - 1 if (out - 1) * stride >= size + begin else out
+        out = out - 1 if (out - 1) * stride >= size + begin else out
+        return max(out, 0)
+
+    def taps(self, axis: int, size: Dim) -> int:
+        """Kernel taps along `axis` that can land in the padded input: the kernel size,
+        less the taps of a ceil-mode window wider than the padded input (static sizes)."""
+        k = self.kernel[axis]
+        assert isinstance(k, int)
+        if not isinstance(size, int):
+            return k
+        padded = size + self.begins[axis] + self.ends[axis]
+        return min(k, (padded - 1) // self.dilations[axis] + 1)
 
     def transposed_dim(self, axis: int, size: Dim, output_padding: int) -> Dim:
         """Output size of the transposed convolution along `axis`."""
@@ -492,12 +503,15 @@ class _Window:
         sizes = x.shape[2:]
         outs = _static([self.out_dim(i, n) for i, n in enumerate(sizes)])
         assert outs is not None
+        # a ceil-mode window wider than the padded input (then the only one) is cut to the
+        # taps that land in it: the rest would only read `fill`
+        extents = tuple(self.dilations[i] * (self.taps(i, n) - 1) + 1
+                        for i, n in enumerate(sizes))
         pads = [(0, 0), (0, 0)]
         for i, (n, o) in enumerate(zip(sizes, outs, strict=True)):
-            needed = (o - 1) * self.strides[i] + self.extent(i)
+            needed = (o - 1) * self.strides[i] + extents[i]
             pads.append((self.begins[i], max(0, needed - n - self.begins[i])))
         padded = np.pad(x, pads, constant_values=fill) if any(p != (0, 0) for p in pads) else x
-        extents = tuple(self.extent(i) for i in range(len(sizes)))
         view = sliding_window_view(padded, extents, axis=tuple(range(2, x.ndim)))
         index = ((slice(None),) * 2
                  + tuple(slice(0, (o - 1) * s + 1, s)
@@ -952,7 +966,10 @@ def _pool_infer(ctx: OpContext) -> list[TensorType]:
 
 
 def _pool_cost(ctx: OpContext) -> Flops:
-    return Flops(other=_numel(_pool_infer(ctx)[0].shape) * math.prod(ctx.attrs["kernel"]))
+    x, window = _pool_window(ctx)
+    sizes = x[2:] if x is not None else (None,) * len(ctx.attrs["kernel"])
+    taps = math.prod(window.taps(i, n) for i, n in enumerate(sizes))
+    return Flops(other=_numel(_pool_infer(ctx)[0].shape) * taps)
 
 
 def _lowest(dtype: np.dtype) -> float:
@@ -970,7 +987,8 @@ define("max_pool", Category.POOL, inputs=inputs("x"),
        attrs=(*_POOL_ATTRS, attr("dilations", AttrKind.INTS, (),
                                  "per spatial dim; empty = all 1", empty_means=1)),
        infer=_pool_infer, cost=_pool_cost, reference=_max_pool_ref,
-       cost_doc="other = numel(y) * prod(kernel) (one comparison per window element)",
+       cost_doc="other = numel(y) * prod(kernel taps that can land in the padded input) (one "
+                "comparison per window element)",
        doc="N-d max pooling of x [N, C, *spatial]; padding is -inf. Output size as conv, "
            "rounded up with ceil_mode.")
 
@@ -998,7 +1016,8 @@ define("avg_pool", Category.POOL, inputs=inputs("x"),
               attr("dilations", AttrKind.INTS, (), "per spatial dim; empty = all 1",
                    empty_means=1)),
        infer=_pool_infer, cost=_pool_cost, reference=_avg_pool_ref,
-       cost_doc="other = numel(y) * prod(kernel) (adds and the divide)",
+       cost_doc="other = numel(y) * prod(kernel taps that can land in the padded input) (adds "
+                "and the divide)",
        doc="N-d average pooling of x [N, C, *spatial] with PyTorch's divisor: the number of "
            "window taps inside the padded input (count_include_pad) or inside the input; "
            "ceil-mode windows overhanging the end padding are clipped. Dilated windows "

@@ -627,18 +627,24 @@ def _nonzero_static(em: Emitter, a: Args) -> Value:
     return em.op("slice", [table], starts=(0,), ends=(size,), axes=(0,))
 
 
-def _storage_positions(em: Emitter, a: Args) -> np.ndarray:
-    """Flat positions in `self` that as_strided(size, stride, storage_offset) reads, when
-    `self` is known to be its storage laid out contiguously (its example value is
-    contiguous, starts the storage and fills it); else Unsupported."""
-    from ..lower import example_value
+def _storage_positions(em: Emitter, a: Args) -> tuple[np.ndarray, tuple[int, ...]]:
+    """Flat positions in `self`'s storage that as_strided(size, stride, storage_offset)
+    reads, and the permutation of `self`'s dims that lays its elements out in storage
+    order (`reshape(permute(self, order), -1)` is the storage). Known only when `self`'s
+    example value is its whole storage, densely, in some dim order (contiguous, or a
+    transposed or permuted view of a contiguous tensor, as Longformer's chunking reads);
+    else Unsupported: the IR has no elements outside the view."""
+    from ..lower import LAYOUT_UNKNOWN, example_value
 
     node = em.node.args[0] if em.node is not None and em.node.args else None
     example = example_value(node) if isinstance(node, torch.fx.Node) else None
-    if not isinstance(example, torch.Tensor) or not example.is_contiguous() \
-            or example.storage_offset() != 0 \
-            or example.untyped_storage().nbytes() != example.numel() * example.element_size():
-        raise Unsupported("as_strided of a tensor that is not its whole contiguous storage")
+    if isinstance(node, torch.fx.Node) and node.op != "placeholder" \
+            and em.gm is not None and em.gm.meta.get(LAYOUT_UNKNOWN):
+        example = None   # what it views is not known (a re-trace's make_fx values)
+    order = _storage_order(example) if isinstance(example, torch.Tensor) else None
+    if order is None:
+        raise Unsupported("as_strided of a tensor that is not its whole storage, densely")
+    assert isinstance(example, torch.Tensor)
     sizes, strides = [int(v) for v in a["size"]], [int(v) for v in a["stride"]]
     offset = int(a.get("storage_offset") or 0)
     positions = np.full(sizes, offset, np.int64)
@@ -648,27 +654,61 @@ def _storage_positions(em: Emitter, a: Args) -> np.ndarray:
         positions = positions + (np.arange(n, dtype=np.int64) * step).reshape(shape)
     if positions.size == 0 or positions.min() < 0 or positions.max() >= example.numel():
         raise Unsupported("as_strided outside its input or empty")
-    return positions
+    return positions, order
+
+
+def _storage_order(example: torch.Tensor) -> tuple[int, ...] | None:
+    """The dims of `example` from the largest stride to the smallest when its elements
+    fill its storage exactly once from offset 0 (dense, non-overlapping), else None."""
+    try:
+        sizes = [int(d) for d in example.shape]
+        strides = [int(d) for d in example.stride()]
+        if example.storage_offset() != 0 or example.untyped_storage().nbytes() \
+                != example.numel() * example.element_size():
+            return None
+    except (RuntimeError, TypeError, NotImplementedError):  # symbolic or storage-less
+        return None
+    # size-1 dims step nowhere: they go last, in their own order (a stable sort)
+    order = tuple(sorted(range(len(sizes)), key=lambda d: (sizes[d] == 1, -strides[d])))
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return order
+
+
+def _storage(em: Emitter, x: Value, order: tuple[int, ...]) -> Value:
+    """`x`'s elements in storage order, flat."""
+    if order != tuple(range(len(order))):
+        x = em.op("permute", [x], perm=order)
+    return em.op("reshape", [x], shape=(-1,))
 
 
 @_aten_fn(aten.as_strided.default, _op("as_strided_copy"), _op("as_strided_"))
 def _as_strided(em: Emitter, a: Args) -> Value:
-    """A strided view of a contiguous tensor: a gather of constant flat positions."""
-    positions = _storage_positions(em, a)
-    flat = em.op("reshape", [em.value(a["self"])], shape=(-1,))
+    """A strided view of a tensor that is its whole storage: a gather of constant flat
+    positions from its elements in storage order."""
+    positions, order = _storage_positions(em, a)
+    flat = _storage(em, em.value(a["self"]), order)
     return em.op("gather", [flat, em.const(positions, DType.INT64)], axis=0)
 
 
 @_aten_fn(_op("as_strided_scatter"))
 def _as_strided_scatter(em: Emitter, a: Args) -> Value:
-    """self with the strided view's elements replaced by src."""
-    positions = _storage_positions(em, a)
+    """self with the strided view's elements replaced by src (positions in self's storage
+    order, which the result keeps, as torch's clone of self does)."""
+    positions, order = _storage_positions(em, a)
     x = em.value(a["self"])
-    flat = em.op("reshape", [x], shape=(-1,))
+    flat = _storage(em, x, order)
     src = em.op("reshape", [em.cast(em.value(a["src"]), em.type(x).dtype)], shape=(-1,))
     y = em.op("scatter_elements", [flat, em.const(positions.reshape(-1), DType.INT64), src],
               axis=0)
-    return em.op("reshape", [y], shape=em.static_shape(x))
+    shape = em.static_shape(x)
+    y = em.op("reshape", [y], shape=tuple(shape[d] for d in order))
+    if order != tuple(range(len(order))):
+        y = em.op("permute", [y], perm=tuple(int(i) for i in np.argsort(order)))
+    return y
 
 
 @_aten_fn(aten.combinations.default)

@@ -160,7 +160,10 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
             attrs = schema.resolve_attrs(node.attrs, where)
             ctx = registry.RefContext([v.type for v in node.outputs], run_sub, where)
             try:
-                results = schema.reference(args, attrs, ctx)
+                # IEEE specials (log(0) = -inf, a NaN cast to an integer) are values here,
+                # as in the runtimes: no numpy warning on the user's terminal
+                with np.errstate(all="ignore"):
+                    results = schema.reference(args, attrs, ctx)
             except IrbridgeError:
                 raise
             except MemoryError as exc:

@@ -76,3 +76,23 @@ def test_numpy_failure_names_the_node() -> None:
     del b
     with pytest.raises(ExecutionError, match=r"node #0 matmul: reference implementation failed"):
         run_graph(graph, {"x": np.zeros((2, 3), np.float32), "y": np.zeros((4, 5), np.float32)})
+
+
+def test_ieee_specials_are_values_not_warnings() -> None:
+    """log(0) = -inf, 0/0 = NaN and a cast of -inf to an integer are what the runtimes
+    compute too (T5's and ProphetNet's relative position buckets): no numpy RuntimeWarning
+    reaches the user's terminal."""
+    import warnings
+
+    model, graph = Model(), Graph("g")
+    b = GraphBuilder(graph, model)
+    x = graph.add_input("x", TensorType(F32, (3,)))
+    log = b.op("log", [x])
+    ratio = b.op("div", [x, x])
+    graph.set_outputs([b.op("cast", [log], {"dtype": DType.INT64}), ratio])
+    model.graphs = [graph]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        as_int, nan = run_model(model, [np.array([0.0, 1.0, np.e], np.float32)])
+    assert as_int.dtype == np.int64 and list(as_int[1:]) == [0, 1]
+    assert np.isnan(nan[0]) and list(nan[1:]) == [1.0, 1.0]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import math
 import operator
+import typing
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +125,8 @@ class ModelLowerer:
         # tensor constants of the traced graphs (not the root's), named here; kept alive so
         # that their ids stay theirs
         self._constants: list[torch.Tensor] = []
+        # model tensor name -> data of a tensor constant of the program (not a weight)
+        self.literals: dict[str, torch.Tensor] = {}
 
     def lower(self) -> Model:
         next_id = 0
@@ -395,6 +399,8 @@ class GraphLowerer:
             if not isinstance(source, torch.Tensor):
                 raise CaptureError(f"graph {self.index}: no tensor for {slot.role} "
                                    f"{slot.name!r}")
+            if slot.role == "constant" and has_data(source):
+                self.owner.literals[slot.name] = source  # torch.export's lifted constants
             # created on first use, so unused buffers (num_batches_tracked) stay out
             return Deferred(lambda: self.parameter(self.owner.tensor(slot.name, source)))
         if slot.role in ("input", "link", "external"):
@@ -636,7 +642,50 @@ class GraphLowerer:
                 self.owner.stats.notes.append(
                     f"re-traced {em.provenance.source_op} at {node.name}: {reason}")
                 return result
+        folded = self.fold(em)
+        if folded is not None:
+            self.owner.stats.notes.append(
+                f"folded {em.provenance.source_op} at {node.name} (constant inputs): {reason}")
+            return folded
         return self.opaque(em, reason)
+
+    def fold(self, em: Emitter) -> Any:
+        """An ATen op with no lowering whose tensor inputs are all literal constants (not
+        weights, not model inputs), run once by torch and kept as its results: Reformer's
+        `np.lcm` of two config numbers arrives as aten.lcm of two constant tensors. Random
+        and in-place ops are never folded; None when the node does not qualify."""
+        node = em.node
+        assert node is not None
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) \
+                or torch.Tag.nondeterministic_seeded in target.tags \
+                or target._schema.is_mutable:
+            return None
+        flat, spec = pytree.tree_flatten((node.args, node.kwargs))
+        leaves: list[Any] = []
+        for leaf in flat:
+            if isinstance(leaf, torch.fx.Node):
+                data = _literal(self.resolve(self.env.get(leaf)), self.owner.literals)
+                if data is None:
+                    return None
+                leaves.append(data)
+            else:
+                leaves.append(leaf)
+        args, kwargs = pytree.tree_unflatten(leaves, spec)
+        try:
+            with torch.no_grad():
+                out = target(*args, **kwargs)
+        except Exception:
+            return None
+        outs, out_spec = pytree.tree_flatten(out)
+        if not outs or not all(isinstance(t, torch.Tensor) for t in outs) \
+                or sum(t.numel() for t in outs) > FOLD_MAX_ELEMENTS:
+            return None
+        try:
+            consts = [em.const(t.detach().numpy(), to_dtype(t.dtype)) for t in outs]
+        except (TypeError, ValueError, RuntimeError):  # a dtype numpy does not hold
+            return None
+        return pytree.tree_unflatten(consts, out_spec)
 
     def retrace(self, em: Emitter) -> Any:
         from torch.fx.experimental.proxy_tensor import make_fx
@@ -1044,6 +1093,44 @@ def _merge_types(current: TensorType, expected: TensorType) -> TensorType:
     merged = tuple(b if (a is None or (not isinstance(a, int) and b is not None)) else a
                    for a, b in zip(current.shape, expected.shape, strict=True))
     return TensorType(current.dtype, merged)
+
+
+FOLD_MAX_ELEMENTS = 1 << 16
+"""Largest result (elements, all outputs) `GraphLowerer.fold` keeps as a constant."""
+
+
+def _literal(value: Any, literals: Mapping[str, torch.Tensor]) -> torch.Tensor | None:
+    """The data of an IR value that is a literal of the program, never a weight or an
+    input: what a `constant` or `full` node produces, or a tensor constant of the program
+    (`literals`, by model tensor name), as a torch tensor; else None."""
+    if not isinstance(value, Value):
+        return None
+    if value.tensor is not None:
+        known = literals.get(value.tensor.name)
+        return known if known is not None and known.numel() <= FOLD_MAX_ELEMENTS else None
+    if value.producer is None:
+        return None
+    node = value.producer
+    if node.op == "constant":
+        tensor = node.attrs.get("value")
+        if not isinstance(tensor, Tensor) or tensor.data is None \
+                or tensor.data.size > FOLD_MAX_ELEMENTS:
+            return None
+        array = tensor.data.reshape(tensor.shape)
+    elif node.op == "full" and not node.inputs:
+        dtype, shape, fill = (node.attrs.get(k) for k in ("dtype", "shape", "value"))
+        if not isinstance(dtype, DType) or not isinstance(shape, tuple) \
+                or not all(isinstance(d, int) for d in shape) \
+                or not isinstance(fill, int | float) \
+                or math.prod(sizes := typing.cast(tuple[int, ...], shape)) > FOLD_MAX_ELEMENTS:
+            return None
+        array = np.full(sizes, fill, dtype=dtype.numpy)
+    else:
+        return None
+    try:
+        return torch.from_numpy(np.array(array))
+    except TypeError:  # bfloat16 & co.
+        return None
 
 
 LAYOUT_UNKNOWN = "irbridge.layout_unknown"

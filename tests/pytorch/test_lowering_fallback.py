@@ -117,3 +117,38 @@ def test_tensor_constants_of_two_graph_modules_keep_their_own_values() -> None:
     (got,) = session.run(None, {k: v.numpy() for k, v in result.inputs.items()})
     # float32 elementwise (a gather, a sqrt, a division): a few ulps
     np.testing.assert_allclose(got, module(x).numpy(), rtol=1e-6, atol=0)
+
+
+class _ConfigArithmetic(torch.nn.Module):
+    """Reformer's `np.lcm(chunk_a, chunk_b)`: arithmetic on literals of the program that
+    no table lowers, which every front-end hands over as an op of constant tensors."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = torch.lcm(torch.tensor(4), torch.tensor(6))
+        g = torch.gcd(torch.tensor([12, 18]), torch.tensor([8, 27]))
+        return x * k + g.sum()
+
+
+@pytest.mark.parametrize("frontend", ["fx", "export", "dynamo"])
+def test_an_unlowered_op_of_literals_is_folded_to_its_value(frontend: str) -> None:
+    module = _ConfigArithmetic()
+    result = capture(module, (torch.randn(3),), frontend=frontend)
+    assert result.opaque_count == 0, result.stats.notes
+    report = verify(result, module)
+    assert report.passed, report.summary()
+    if frontend != "fx":   # fx runs torch.tensor(...) ops eagerly while it traces
+        assert any(n.startswith("folded") for n in result.stats.notes), result.stats.notes
+
+
+class _NotLiterals(torch.nn.Module):
+    def forward(self, n: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.gcd(n, torch.tensor([4, 6, 8])),     # reads a model input
+                x + torch.poisson(torch.full((3,), 2.0)))   # a random draw
+
+
+def test_ops_of_inputs_and_random_ops_are_never_folded() -> None:
+    result = capture(_NotLiterals(), (torch.tensor([2, 3, 12]), torch.randn(3)),
+                     frontend="export")
+    opaque = sorted(n.op for _, n in result.model.all_nodes() if n.is_opaque)
+    assert opaque == ["gcd.default", "poisson.default"], opaque
+    assert not any(n.startswith("folded") for n in result.stats.notes)

@@ -41,6 +41,8 @@ TOLERANCES: dict[DType, tuple[float, float]] = {
 }
 EXACT = (0.0, 0.0)
 
+CONSTANT_NOTE = "the reference is one value repeated"
+
 
 @dataclass
 class OutputCheck:
@@ -74,12 +76,24 @@ class VerifyReport:
     def max_rel_error(self) -> float:
         return max((o.max_rel_error for o in self.outputs), default=float("nan"))
 
+    @property
+    def weak(self) -> bool:
+        """Every output of the reference is one value repeated (a random-weight model whose
+        last layer is zero-initialised): a pass then says little about the graph."""
+        return bool(self.outputs) and all(o.note.startswith(CONSTANT_NOTE)
+                                          for o in self.outputs)
+
     def summary(self) -> str:
         if self.error:
             return f"FAIL: {self.error}"
         state = "PASS" if self.passed else "FAIL"
-        return (f"{state}: {len(self.outputs)} outputs, max abs error "
+        text = (f"{state}: {len(self.outputs)} outputs, max abs error "
                 f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}")
+        if self.weak:
+            text += ("; weak check: every reference output is one value repeated, which a "
+                     "wrong graph of the right shape can match too (zero-initialised "
+                     "layers?); try other weights (--weights)")
+        return text
 
 
 def compare_output(index: int, name: str, got: np.ndarray, ref: np.ndarray, dtype: DType,
@@ -105,4 +119,8 @@ def compare_output(index: int, name: str, got: np.ndarray, ref: np.ndarray, dtyp
     scale = float(finite.max()) if finite.size else 0.0
     max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
     passed = max_abs <= atol + rtol * scale
-    return OutputCheck(index, name, dtype.short, shape, max_abs, max_rel, atol, rtol, passed)
+    note = ""
+    if b.size > 1 and not np.isnan(b.flat[0]) and bool(np.all(b == b.flat[0])):
+        note = f"{CONSTANT_NOTE} ({b.flat[0].real:g})"
+    return OutputCheck(index, name, dtype.short, shape, max_abs, max_rel, atol, rtol, passed,
+                       note)

@@ -36,3 +36,23 @@ def test_verify_uses_ieee_float32_and_restores_the_settings() -> None:
               float((reduced - exact).abs().max()))
     finally:
         torch.set_float32_matmul_precision("highest")
+
+
+def test_a_pass_against_constant_outputs_is_called_weak() -> None:
+    """HF EfficientNet built from its config outputs zeros everywhere (a zero-initialised
+    last norm): any graph of the right shape would match it. verify still passes, and says
+    that the check is weak; one varying output makes it an ordinary pass."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.Linear(4, 4)).eval()
+    torch.nn.init.zeros_(model[1].weight)
+    torch.nn.init.zeros_(model[1].bias)
+    x = torch.randn(2, 8)
+    report = verify(capture(model, (x,), frontend="fx"), model)
+    assert report.passed and report.weak
+    assert "weak check: every reference output is one value repeated" in report.summary()
+    assert report.outputs[0].note == "the reference is one value repeated (0)"
+
+    torch.nn.init.ones_(model[1].bias)
+    torch.nn.init.normal_(model[1].weight)
+    report = verify(capture(model, (x,), frontend="fx"), model)
+    assert report.passed and not report.weak and "weak" not in report.summary()

@@ -25,8 +25,10 @@ so that the reader can see that neither is what keeps a ratio under 10:
                    established tools' per-node cost on the same machine.
 
 The ratio 100k / 10k of each stage is the figure that matters: linear stages come out near
-10 (the issue's bound is "under 10x"; a quadratic one would be near 100). Writes its section
-of docs/benchmarks.md between its markers.
+10 (the issue's bound is "under 10x"; a quadratic one would be near 100). A size past 100k
+(`--sizes 1000 10000 100000 200000`) adds its ratio to 100k: the growth where the working
+set is out of the CPU caches at both sizes (2x is linear). Writes its section of
+docs/benchmarks.md between its markers.
 
 With `--llm`, it measures a real LLM instead (its own section of the doc, `scale-llm`):
 Llama-3-70B built on the meta device and captured shape-only with torch.export, traced
@@ -35,6 +37,7 @@ whole and with `repeat_blocks=True`, each in a fresh process: build, capture and
 equal for the two captures).
 
     uv run python tools/bench_scale.py                    # 1k, 10k, 100k; writes the doc
+    uv run python tools/bench_scale.py --sizes 1000 10000 100000 200000   # and 200k / 100k
     uv run python tools/bench_scale.py --sizes 1000 4000 --no-write
     uv run python tools/bench_scale.py --llm              # Llama-3-70B on meta
     uv run python tools/bench_scale.py --llm-weights llama-3-8b --dtype bfloat16
@@ -267,19 +270,31 @@ def _fixed_cost(by: dict[tuple[str, int], dict[str, Any]], stage: str,
     return float(a["seconds"] - slope * sizes[0])
 
 
-def _ratio(by: dict[tuple[str, int], dict[str, Any]], stage: str, sizes: Sequence[int],
+def _ratio(by: dict[tuple[str, int], dict[str, Any]], stage: str, pair: Sequence[int],
            key: str) -> float | None:
-    a, b = by.get((stage, sizes[-2]), {}), by.get((stage, sizes[-1]), {})
+    a, b = by.get((stage, pair[0]), {}), by.get((stage, pair[1]), {})
     if key in a and key in b and a[key] > 0:
         return float(b[key] / a[key])
     return None
+
+
+def bound_pair(sizes: Sequence[int]) -> tuple[int, int]:
+    """The two sizes whose ratio the bound is on: 10k and 100k when both were measured (the
+    issue's figure), else the two largest."""
+    if 10_000 in sizes and 100_000 in sizes:
+        return 10_000, 100_000
+    return sizes[-2], sizes[-1]
 
 
 def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
            total: float, repeat: int = REPEAT, conditions: str = "") -> str:
     by = {(r["stage"], r["nodes"]): r for r in rows}
     big = len(sizes) > 1
-    label = f"{sizes[-1] // 1000}k / {sizes[-2] // 1000}k" if big else ""
+    pair = bound_pair(sizes) if big else (0, 0)
+    label = f"{pair[1] // 1000}k / {pair[0] // 1000}k" if big else ""
+    # sizes past the bound's pair: growth beyond it, where the working set is out of cache
+    beyond = [n for n in sizes if big and n > pair[1]]
+    per_node = [n for n in sizes if big and n >= pair[0]]
     lines = [f"Measured with `{command}` ({total / 60:.1f} min, {platform.machine()}, "
              f"{mp.cpu_count()} cores, Python {platform.python_version()}). "
              f"{conditions}".rstrip(), "",
@@ -299,11 +314,16 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
              "building its Graph of the same blocks node by node and generating its "
              "GraphModule's code, and onnx parsing (`onnx.load`), checking "
              "(`onnx.checker.check_model`) and shape-inferring (`data_prop=True`) the same "
-             "file.", "",
+             "file." + "".join(
+                 f" The **{n // 1000}k / {pair[1] // 1000}k** column is the growth past "
+                 f"the bound's sizes, where the working set is out of the caches at both: "
+                 f"{n / pair[1]:g}x is linear." for n in beyond), "",
              "| stage | " + " | ".join(f"{n:,} nodes (s)" for n in sizes) +
-             (f" | {label} CPU | {label} wall | us/node at {sizes[-2] // 1000}k, "
-              f"{sizes[-1] // 1000}k | fixed cost (ms) | one-off cost (ms) |" if big else " |"),
-             "|---|" + "---:|" * (len(sizes) + (5 if big else 0))]
+             (f" | {label} CPU | {label} wall | "
+              + "".join(f"{n // 1000}k / {pair[1] // 1000}k CPU | " for n in beyond)
+              + "us/node at " + ", ".join(f"{n // 1000}k" for n in per_node)
+              + " | fixed cost (ms) | one-off cost (ms) |" if big else " |"),
+             "|---|" + "---:|" * (len(sizes) + (5 + len(beyond) if big else 0))]
     measured = {r["stage"] for r in rows}
     for stage in (*STAGES, *PEER_STAGES):
         if stage not in measured:
@@ -315,14 +335,16 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
                          f"failed: {r.get('error', '?')[:60]}")
         extra = ""
         if big:
-            cpu, wall = _ratio(by, stage, sizes, "seconds"), _ratio(by, stage, sizes, "wall")
-            per = [by.get((stage, n), {}).get("seconds") for n in sizes[-2:]]
+            cpu, wall = _ratio(by, stage, pair, "seconds"), _ratio(by, stage, pair, "wall")
+            growth = [_ratio(by, stage, (pair[1], n), "seconds") for n in beyond]
+            per = [by.get((stage, n), {}).get("seconds") for n in per_node]
             fixed = _fixed_cost(by, stage, sizes)
             first = by.get((stage, sizes[0]), {})
             once = (first["first"] - first["seconds"]) if "first" in first else None
             extra = (f" {cpu:.1f}x |" if cpu is not None else " - |") + \
                     (f" {wall:.1f}x |" if wall is not None else " - |") + \
-                    (" " + ", ".join(f"{t / n * 1e6:.1f}" for t, n in zip(per, sizes[-2:],
+                    "".join(f" {g:.2f}x |" if g is not None else " - |" for g in growth) + \
+                    (" " + ", ".join(f"{t / n * 1e6:.1f}" for t, n in zip(per, per_node,
                                                                           strict=True)
                                      if t is not None)
                      + " |" if None not in per else " - |") + \

@@ -652,14 +652,15 @@ class GraphLowerer:
     def fold(self, em: Emitter) -> Any:
         """An ATen op with no lowering whose tensor inputs are all literal constants (not
         weights, not model inputs), run once by torch and kept as its results: Reformer's
-        `np.lcm` of two config numbers arrives as aten.lcm of two constant tensors. Random
-        and in-place ops are never folded; None when the node does not qualify."""
+        `np.lcm` of two config numbers arrives as aten.lcm of two constant tensors. Random,
+        in-place and `empty*` ops are never folded; None when the node does not qualify."""
         node = em.node
         assert node is not None
         target = node.target
         if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload) \
                 or torch.Tag.nondeterministic_seeded in target.tags \
-                or target._schema.is_mutable:
+                or target._schema.is_mutable \
+                or "empty" in target._schema.name:   # uninitialised memory, not a value
             return None
         flat, spec = pytree.tree_flatten((node.args, node.kwargs))
         leaves: list[Any] = []

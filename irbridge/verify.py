@@ -155,9 +155,10 @@ def _verify_op(node: Node, at: _Where, report: Report, check_types: bool) -> Non
         report(str(at), f"unknown op {node.op!r} in the neutral op set; use a non-empty "
                         "domain for an opaque op")
         return
+    short = at.short   # the registry's checks name the node in their errors
     try:
-        schema.check_arity(len(node.inputs), at.short)
-        schema.resolve_attrs(node.attrs, at.short)
+        schema.check_arity(len(node.inputs), short)
+        schema.resolve_attrs(node.attrs, short)
         if not schema.variadic_outputs and len(node.outputs) != len(schema.outputs):
             report(str(at), f"has {len(node.outputs)} outputs; {node.op} has "
                             f"{len(schema.outputs)} ({', '.join(schema.outputs)})")
@@ -166,7 +167,7 @@ def _verify_op(node: Node, at: _Where, report: Report, check_types: bool) -> Non
             return
         inferred = registry.infer_types(node)
     except IrbridgeError as exc:
-        where, short = str(at), at.short
+        where = f"{at.graph} {short}"
         report(where, exc.message.removeprefix(where + ": ").removeprefix(short + ": "))
         return
     for value, expected in zip(node.outputs, inferred, strict=False):

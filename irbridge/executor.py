@@ -113,6 +113,9 @@ def _data_bytes(graph: Graph, feeds: Mapping[str, np.ndarray]) -> int:
     return total
 
 
+# IEEE specials (log(0) = -inf, a NaN cast to an integer) are values here, as in the
+# runtimes: no numpy warning on the user's terminal (set once per graph run, not per node)
+@np.errstate(all="ignore")
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
               outer: Mapping[str, np.ndarray] | None = None,
               on_node: NodeHook | None = None,
@@ -160,10 +163,7 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], *,
             attrs = schema.resolve_attrs(node.attrs, where)
             ctx = registry.RefContext([v.type for v in node.outputs], run_sub, where)
             try:
-                # IEEE specials (log(0) = -inf, a NaN cast to an integer) are values here,
-                # as in the runtimes: no numpy warning on the user's terminal
-                with np.errstate(all="ignore"):
-                    results = schema.reference(args, attrs, ctx)
+                results = schema.reference(args, attrs, ctx)
             except IrbridgeError:
                 raise
             except MemoryError as exc:

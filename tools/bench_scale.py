@@ -76,11 +76,12 @@ WIDTH = 16
 STAGES = ("onnx import", "capture lower", "serde save", "serde load", "validate", "analysis",
           "onnx export", "stablehlo export")
 PEER_STAGES = ("torch.fx graph build", "torch.fx GraphModule", "onnx.load",
-               "onnx.checker", "onnx shape inference")
+               "onnx.checker", "onnx shape inference", "CPython object chain")
 """The peers' own work on the same graphs, each in its own fresh process too: how much this
 machine's per-node cost grows from 10k to 100k nodes for established graph tools (torch.fx
 building its Graph node by node and generating its GraphModule's code; onnx parsing,
-checking and shape-inferring the same file)."""
+checking and shape-inferring the same file), and for the least a graph builder in CPython
+can do (`python_chain`)."""
 
 
 def onnx_chain(nodes: int) -> Any:
@@ -125,6 +126,44 @@ def fx_chain(nodes: int, module: bool = True) -> Any:
         count += 4
     g.output(prev)
     return torch.fx.GraphModule(root, g) if module else g
+
+
+class _Value:
+    __slots__ = ("name", "producer", "uses")
+
+    def __init__(self, name: str, producer: Any) -> None:
+        self.name, self.producer = name, producer
+        self.uses: list[_Node] = []
+
+
+class _Node:
+    __slots__ = ("inputs", "op", "outputs")
+
+    def __init__(self, op: str, inputs: list[_Value], index: int) -> None:
+        self.op, self.inputs = op, inputs
+        self.outputs = [_Value(f"v{index}", self)]
+        for value in inputs:
+            value.uses.append(self)
+
+
+def python_chain(nodes: int) -> tuple[list[_Node], dict[str, _Value]]:
+    """The floor for any graph builder in CPython: the same blocks as plain objects (a node
+    with its input list and one output value that records its uses, a name -> value dict),
+    nothing else. Linear by construction: its 100k / 10k ratio is this machine's growth of
+    per-node cost for CPython objects alone."""
+    env: dict[str, _Value] = {"x": _Value("x", None), "w": _Value("w", None),
+                              "b": _Value("b", None)}
+    made: list[_Node] = []
+    prev = env["x"]
+    while len(made) < nodes:
+        block_in = prev
+        for op, operand in (("matmul", env["w"]), ("add", env["b"]), ("relu", None),
+                            ("add", block_in)):
+            node = _Node(op, [prev] if operand is None else [prev, operand], len(made))
+            made.append(node)
+            prev = node.outputs[0]
+            env[prev.name] = prev
+    return made, env
 
 
 REPEAT = 3
@@ -185,6 +224,8 @@ def run_stage(stage: str, nodes: int, folder: str) -> dict[str, float]:
 def _peer_seconds(stage: str, nodes: int, onnx_path: Path) -> dict[str, float]:
     import onnx
 
+    if stage == "CPython object chain":
+        return _timed(lambda: python_chain(nodes))[0]
     if stage == "torch.fx graph build":
         return _timed(lambda: fx_chain(nodes, module=False))[0]
     if stage == "torch.fx GraphModule":
@@ -314,7 +355,10 @@ def render(rows: Sequence[dict[str, Any]], sizes: Sequence[int], command: str,
              "building its Graph of the same blocks node by node and generating its "
              "GraphModule's code, and onnx parsing (`onnx.load`), checking "
              "(`onnx.checker.check_model`) and shape-inferring (`data_prop=True`) the same "
-             "file." + "".join(
+             "file; and the floor, a CPython object chain (each block's nodes as plain "
+             "objects with their input lists and output values, a name -> value dict, "
+             "nothing else: the least a graph builder in CPython does per node, linear by "
+             "construction)." + "".join(
                  f" The **{n // 1000}k / {pair[1] // 1000}k** column is the growth past "
                  f"the bound's sizes, where the working set is out of the caches at both: "
                  f"{n / pair[1]:g}x is linear." for n in beyond), "",

@@ -36,6 +36,10 @@ whole and with `repeat_blocks=True`, each in a fresh process: build, capture and
 (`analyze` on h100-sxm) CPU and wall seconds, peak RSS, node count and MACs (which must be
 equal for the two captures).
 
+irbridge's own modules are compiled to .pyc before anything is timed (`compile_irbridge`), as
+an installed package's are; the dependencies come compiled from `uv sync`
+(`compile-bytecode` in pyproject.toml).
+
     uv run python tools/bench_scale.py                    # 1k, 10k, 100k; writes the doc
     uv run python tools/bench_scale.py --sizes 1000 10000 100000 200000   # and 200k / 100k
     uv run python tools/bench_scale.py --sizes 1000 4000 --no-write
@@ -149,20 +153,25 @@ class _Node:
 def python_chain(nodes: int) -> tuple[list[_Node], dict[str, _Value]]:
     """The floor for any graph builder in CPython: the same blocks as plain objects (a node
     with its input list and one output value that records its uses, a name -> value dict),
-    nothing else. Linear by construction: its 100k / 10k ratio is this machine's growth of
-    per-node cost for CPython objects alone."""
+    nothing else, with the garbage collector paused as irbridge's own stages pause it
+    (`irbridge._gc`). Linear by construction: its 100k / 10k ratio is this machine's growth
+    of per-node cost for CPython objects alone."""
     env: dict[str, _Value] = {"x": _Value("x", None), "w": _Value("w", None),
                               "b": _Value("b", None)}
     made: list[_Node] = []
     prev = env["x"]
-    while len(made) < nodes:
-        block_in = prev
-        for op, operand in (("matmul", env["w"]), ("add", env["b"]), ("relu", None),
-                            ("add", block_in)):
-            node = _Node(op, [prev] if operand is None else [prev, operand], len(made))
-            made.append(node)
-            prev = node.outputs[0]
-            env[prev.name] = prev
+    gc.disable()
+    try:
+        while len(made) < nodes:
+            block_in = prev
+            for op, operand in (("matmul", env["w"]), ("add", env["b"]), ("relu", None),
+                                ("add", block_in)):
+                node = _Node(op, [prev] if operand is None else [prev, operand], len(made))
+                made.append(node)
+                prev = node.outputs[0]
+                env[prev.name] = prev
+    finally:
+        gc.enable()
     return made, env
 
 
@@ -662,6 +671,19 @@ def write_section(md: Path, section: str, body: str,
     md.write_text(text)
 
 
+def compile_irbridge() -> None:
+    """irbridge's own modules compiled to .pyc before anything is timed, as an installed
+    package's are (pip compiles at install, uv with `compile-bytecode` in pyproject.toml,
+    which covers the dependencies here): where PYTHONDONTWRITEBYTECODE is set, as on this
+    project's CI machines, every child would otherwise compile them from source in its
+    timed lazy imports. `converters/` is compiled in its own place (irbridge/converters is
+    a link to it, which compileall does not follow)."""
+    import compileall
+
+    for folder in ("irbridge", "converters"):
+        compileall.compile_dir(str(ROOT / folder), quiet=1)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
@@ -689,6 +711,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f" {shlex.quote(a)}" for a in (sys.argv[1:] if argv is None else argv))
     began = time.perf_counter()
     loads = [os.getloadavg()[0]]
+    compile_irbridge()
     if args.llm_weights:
         args.folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="bench_llm_weights.", dir=args.folder) as tmp:

@@ -64,10 +64,17 @@ def commands(irb: Path) -> dict[str, list[str]]:
     }
 
 
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+"""The children's environment: bytecode caching on, as in any Python installation after its
+first run, where PYTHONDONTWRITEBYTECODE (set on this project's CI machines) would make
+every run compile every module it imports from source, on both sides."""
+
+
 def cpu_seconds(argv: Sequence[str]) -> tuple[float, float, int]:
     """(CPU seconds user+system, wall seconds, exit status) of one child process."""
     start = time.perf_counter()
-    proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=CHILD_ENV)
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return (usage.ru_utime + usage.ru_stime, time.perf_counter() - start, proc.returncode)
@@ -78,7 +85,7 @@ def imported_modules(argv: Sequence[str]) -> list[str]:
     if Path(argv[0]).name == "irbridge":
         argv = [sys.executable, "-m", "irbridge.cli.main", *argv[1:]]
     proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
-                          text=True, check=False)
+                          text=True, check=False, env=CHILD_ENV)
     names = set()
     for line in proc.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
@@ -155,6 +162,11 @@ def render(table: Mapping[str, Any], imports: Mapping[str, list[str]], info: Map
         "- `resnet18.irb`: torchvision resnet18 (random weights) captured with the fx "
         "front-end and saved with its weights sidecar, before timing. `irbridge` is the "
         "installed console script; output goes to /dev/null.",
+        "- **Bytecode caches on**: the children run without `PYTHONDONTWRITEBYTECODE`, "
+        "so the untimed first run of each command leaves the `.pyc` files that any Python "
+        "installation has after its first run (installed packages come compiled: "
+        "`compile-bytecode` in pyproject.toml); with it, every run compiles every module "
+        "it imports from source, on both sides.",
         "- **imports** lists which of " + ", ".join(f"`{h}`" for h in HEAVY)
         + " the command imports (a separate `-X importtime` run).",
         "",

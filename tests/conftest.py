@@ -16,6 +16,20 @@ os.environ.setdefault("YOLO_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """irbridge's own modules compiled to .pyc once, before the workers start: where
+    PYTHONDONTWRITEBYTECODE is set (CI here) every process the tests start (the CLI, the
+    fuzz server, the tools) would compile them from source again. Installed dependencies
+    come compiled from `uv sync` (`compile-bytecode`)."""
+    if hasattr(config, "workerinput"):   # an xdist worker: the controller did it
+        return
+    import compileall
+
+    root = Path(__file__).resolve().parents[1]
+    for folder in ("irbridge", "converters"):   # irbridge/converters links to converters/
+        compileall.compile_dir(str(root / folder), quiet=1)
+
+
 @pytest.fixture
 def tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)

@@ -29,6 +29,7 @@ import logging
 import operator
 import re
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -800,26 +801,11 @@ def _no_op_grad_modes(gm: torch.fx.GraphModule) -> list[torch.fx.Node] | None:
     return found
 
 
-@contextlib.contextmanager
-def _grad_mode_pass_shortcut() -> Iterator[None]:
-    """torch.export records every `torch._C._set_grad_enabled` call, then its
-    replace_set_grad_with_hop_pass splits the graph at each one, code-generates and
-    compiles every piece and the whole graph again, and inlines the pieces whose mode is
-    the ambient one: for Llama-3-70B (two no-op calls around its rotary embedding) 2.7 s of
-    an 11 s capture, to return the graph without the two calls. While this context is
-    open, a graph whose every such call is a no-op (the mode it sets is the one in force)
-    has them erased instead, the pass's own result; any other graph goes through the
-    pass. A torch without the pass where it is looked up: nothing changes."""
-    try:
-        from torch._export.passes import replace_set_grad_with_hop_pass as module
-    except ImportError:
-        yield
-        return
-    original = getattr(module, "replace_set_grad_with_hop_pass", None)
-    if original is None:
-        yield
-        return
+_SHORTCUT_LOCK = threading.Lock()
+_shortcut_users: list[Any] = []   # one entry per open context; [0] is torch's own pass
 
+
+def _grad_mode_shortcut(original: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
     def shortcut(gm: torch.fx.GraphModule, signature: Any) -> Any:
         nodes = _no_op_grad_modes(gm)
         if nodes is None:
@@ -832,11 +818,41 @@ def _grad_mode_pass_shortcut() -> Iterator[None]:
                 owner.recompile()
         return gm, signature
 
-    setattr(module, "replace_set_grad_with_hop_pass", shortcut)  # noqa: B010
+    return shortcut
+
+
+@contextlib.contextmanager
+def _grad_mode_pass_shortcut() -> Iterator[None]:
+    """torch.export records every `torch._C._set_grad_enabled` call, then its
+    replace_set_grad_with_hop_pass splits the graph at each one, code-generates and
+    compiles every piece and the whole graph again, and inlines the pieces whose mode is
+    the ambient one: for Llama-3-70B (two no-op calls around its rotary embedding) 2.7 s of
+    an 11 s capture, to return the graph without the two calls. While this context is
+    open, a graph whose every such call is a no-op (the mode it sets is the one in force)
+    has them erased instead, the pass's own result; any other graph goes through the
+    pass. Captures in several threads share one installation: the first to enter puts
+    the shortcut in, the last to leave puts torch's pass back. A torch without the pass
+    where it is looked up: nothing changes."""
+    try:
+        from torch._export.passes import replace_set_grad_with_hop_pass as module
+    except ImportError:
+        yield
+        return
+    name = "replace_set_grad_with_hop_pass"
+    with _SHORTCUT_LOCK:
+        torch_pass = _shortcut_users[0] if _shortcut_users else getattr(module, name, None)
+        if torch_pass is not None:
+            if not _shortcut_users:
+                setattr(module, name, _grad_mode_shortcut(torch_pass))
+            _shortcut_users.append(torch_pass)
     try:
         yield
     finally:
-        setattr(module, "replace_set_grad_with_hop_pass", original)  # noqa: B010
+        if torch_pass is not None:
+            with _SHORTCUT_LOCK:
+                _shortcut_users.pop()
+                if not _shortcut_users:
+                    setattr(module, name, torch_pass)
 
 
 def capture_export(model: torch.nn.Module, args: tuple[Any, ...], kwargs: Mapping[str, Any],

@@ -98,3 +98,25 @@ def test_the_pass_is_torchs_own_again_after_capture() -> None:
     with pytest.raises(CaptureError):  # export fails inside the shortcut's context
         capture(NoGradInside(), (torch.randn(3, 5),), frontend="export")
     assert grad_pass.replace_set_grad_with_hop_pass is before
+
+
+def test_overlapping_shortcut_contexts_put_torchs_pass_back_once_all_are_left() -> None:
+    """Contexts left in another order than entered (captures on two threads): the shortcut
+    stays in while any is open, torch's pass comes back when the last one leaves.
+    (torch.export itself cannot run on two threads at once: its mode stacks are global.)"""
+    from irbridge.converters.pytorch.capture import _grad_mode_pass_shortcut
+
+    before = grad_pass.replace_set_grad_with_hop_pass
+    first, second = _grad_mode_pass_shortcut(), _grad_mode_pass_shortcut()
+    first.__enter__()
+    installed = grad_pass.replace_set_grad_with_hop_pass
+    assert installed is not before
+    second.__enter__()
+    assert grad_pass.replace_set_grad_with_hop_pass is installed
+    first.__exit__(None, None, None)
+    assert grad_pass.replace_set_grad_with_hop_pass is installed
+    result = capture(NoGradInside(), (torch.randn(3, 8),), frontend="export")
+    assert grad_pass.replace_set_grad_with_hop_pass is installed
+    second.__exit__(None, None, None)
+    assert grad_pass.replace_set_grad_with_hop_pass is before
+    assert result.opaque_count == 0

@@ -131,12 +131,14 @@ def to_torch_dtype(dtype: DType) -> torch.dtype:
     return _DTYPE_TO_TORCH[dtype]
 
 
-def python_scalar_dtype(value: bool | int | float) -> DType:
+def python_scalar_dtype(value: bool | int | float | complex) -> DType:
     """The dtype torch gives a Python scalar on its own."""
     if isinstance(value, bool):
         return DType.BOOL
     if isinstance(value, int):
         return DType.INT64
+    if isinstance(value, complex):   # complex64 beside float32, complex128 beside float64
+        return to_dtype(torch.tensor(0j).dtype)
     return to_dtype(torch.get_default_dtype())
 
 

@@ -1235,6 +1235,12 @@ class Emitter:
             return self.b.op("full", [], {"shape": (), "value": float(data.item()),
                                           "dtype": DType.from_numpy(data.dtype)},
                              name=self.graph.unique_name(f"{self.name}_const"))
+        if data.ndim == 0:   # a complex scalar: stored as [1] (see above), read as 0-d
+            tensor = Tensor.from_array(self.graph.unique_name(f"{self.name}_const"),
+                                       data.reshape(1))
+            stored = self.b.op("constant", [], {"value": tensor}, name=tensor.name)
+            return self.b.op("reshape", [stored], {"shape": ()},
+                             name=self.graph.unique_name(f"{self.name}_scalar"))
         tensor = Tensor.from_array(self.graph.unique_name(f"{self.name}_const"), data)
         return self.b.op("constant", [], {"value": tensor}, name=tensor.name)
 
@@ -1248,7 +1254,7 @@ class Emitter:
     def param(self, name: str, t: torch.Tensor) -> Value:
         return self.lowerer.parameter(self.lowerer.owner.tensor(name, t))
 
-    def scalar(self, value: float | int | bool, dtype: DType) -> Value:
+    def scalar(self, value: complex | float | int | bool, dtype: DType) -> Value:
         return self.const(np.asarray(value).astype(dtype.numpy), dtype)
 
     def value(self, x: Any, dtype: DType | None = None) -> Value:
@@ -1262,7 +1268,7 @@ class Emitter:
             return x.value
         if isinstance(x, torch.SymInt | torch.SymFloat | torch.SymBool):
             raise Unsupported("a symbolic Python scalar that is not an IR value")
-        if isinstance(x, bool | int | float):
+        if isinstance(x, bool | int | float | complex):
             return self.scalar(x, dtype or python_scalar_dtype(x))
         if isinstance(x, torch.Tensor):
             return self.const_tensor(x)

@@ -70,6 +70,13 @@ CASES: dict[str, tuple[Fn, str, dict[str, float]]] = {
     "angle": (lambda x: torch.angle(torch.complex(x, x - 0.5)), "angle",
               {"rtol": 1e-6, "atol": 1e-6}),
     "polar": (lambda x: torch.polar(x.abs(), x), "polar", {"rtol": 1e-6, "atol": 1e-6}),
+    # Python complex scalars as operands (0-d complex constants)
+    "complex_scalar_mul": (lambda x: torch.fft.fft(x) * 2j, "mul", FFT_TOL),
+    "real_times_complex_scalar": (lambda x: x * (0.5 - 2j), "mul", EXACT_TOL),
+    "complex_scalar_add": (lambda x: torch.fft.fft(x).sum(dim=-1) - (1.5 + 3j), "sub",
+                           FFT_TOL),
+    "complex_scalar_0d": (lambda x: torch.complex(x, -x).sum() * 1j, "mul",
+                          {"rtol": 1e-5, "atol": 1e-5}),
 }
 
 

@@ -327,6 +327,21 @@ def test_generic_names_use_the_first_layer() -> None:
     assert args[0].shape == (1, 7, 6) and specs[0].dims == ("batch", "seq", "features")
 
 
+def test_a_hugging_face_model_with_d_model_takes_sequences_of_d_model_features() -> None:
+    """Perceiver's generic `inputs` are [batch, seq, d_model]; its first LayerNorm is over
+    the latents (d_latents), which once gave inputs the model refused."""
+    import transformers
+
+    config = transformers.PerceiverConfig(
+        num_latents=8, d_latents=48, d_model=24, num_blocks=1, num_self_attends_per_block=1,
+        num_self_attention_heads=2, num_cross_attention_heads=2)
+    model = transformers.PerceiverModel(config).eval()
+    args, _, specs = zoo.derive_inputs(model, seq_len=5)
+    assert args[0].shape == (1, 5, 24) and specs[0].dims == ("batch", "seq", "features")
+    with torch.no_grad():
+        assert model(*args).last_hidden_state.shape == (1, 8, 48)
+
+
 def test_underivable_required_input_is_an_error() -> None:
     with pytest.raises(ZooError, match=r"required parameter 'boxes' of NeedsTwo"):
         zoo.derive_inputs(NeedsTwo(), model_name="NeedsTwo")

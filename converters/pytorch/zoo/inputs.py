@@ -93,6 +93,11 @@ def _config(module: nn.Module) -> Any:
     return getattr(module, "config", None)
 
 
+def _is_transformers(module: nn.Module) -> bool:
+    """A Hugging Face transformers model (its classes live under ``transformers.``)."""
+    return type(module).__module__.startswith("transformers.")
+
+
 def _vocab_size(module: nn.Module) -> int | None:
     config = _config(module)
     vocab = getattr(config, "vocab_size", None) if config is not None else None
@@ -239,8 +244,16 @@ def _structural(
     float_dtype: torch.dtype,
     model_name: str,
 ) -> InputSpec:
-    """An input for a generically named parameter (``x``, ``input``): shaped by the first layer."""
+    """An input for a generically named parameter (``x``, ``input``): shaped by the first layer,
+    or for a Hugging Face model whose config gives the features' size (``d_model``) and whose
+    first layer takes features, a sequence of that size: Perceiver's ``inputs`` are
+    [batch, seq, d_model] while its first LayerNorm is over its latents (``d_latents``)."""
     layer = _first_layer(module)
+    d_model = _config_int(_config(module), "d_model")
+    if d_model is not None and isinstance(layer, (nn.LayerNorm, nn.Linear)) \
+            and _is_transformers(module):
+        return InputSpec(name, "tensor", (batch, seq_len, d_model), float_dtype, keyword,
+                         ("batch", "seq", "features"))
     if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d, nn.BatchNorm2d)):
         channels = (
             layer.in_channels if not isinstance(layer, nn.BatchNorm2d) else layer.num_features

@@ -130,6 +130,15 @@ def test_transformers_presets_build_on_meta(name: str) -> None:
     zoo.check_inputs(built)  # runs under FakeTensorMode: shapes only
 
 
+def test_an_architecture_with_several_classes_for_its_config_builds_the_first() -> None:
+    """Funnel's config maps to (FunnelModel, FunnelBaseModel): transformers' auto class
+    chooses by config.architectures and failed on None ('NoneType' object is not iterable),
+    and irbridge's own message about it failed on the tuple."""
+    built = zoo.build("hf:funnel", device="meta")
+    assert type(built.module).__name__ == "FunnelModel"
+    zoo.check_inputs(built)
+
+
 def test_text_inputs_follow_the_signature() -> None:
     bert = zoo.build("bert-base-uncased", device="meta", seq_len=64, batch=2)
     assert bert.args == ()

@@ -494,6 +494,11 @@ def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
     except Exception as exc:
         raise ZooError(f"could not build {entry.name}: {_first_line(exc)}") from exc
     _check_auto_class(entry.name, model_type, auto_name, config)
+    classes = auto_cls._model_mapping[type(config)]
+    if isinstance(classes, list | tuple) and getattr(config, "architectures", None) is None:
+        # several classes for one config (Funnel: FunnelModel, FunnelBaseModel): the auto
+        # class picks by config.architectures, and iterates None when it is unset
+        config.architectures = []   # no preference: the first, its default
     try:
         if torch.get_default_device().type != "meta":
             with torch.device("meta"):
@@ -504,9 +509,10 @@ def _make_hf_auto(entry: ModelEntry, pretrained: bool) -> nn.Module:
     except ZooError:
         raise
     except Exception as exc:
-        model_cls = auto_cls._model_mapping[type(config)]
+        named = " / ".join(c.__name__ for c in (classes if isinstance(classes, list | tuple)
+                                                else [classes]))
         raise ZooError(
-            f"could not build {entry.name}: transformers' own {model_cls.__name__} fails on "
+            f"could not build {entry.name}: transformers' own {named} fails on "
             f"the default {type(config).__name__}: {_first_line(exc)}") from exc
 
 

@@ -1150,6 +1150,9 @@ def test_blip2_default_config_without_image_token_is_refused_honestly() -> None:
                      r"the task speech-seq2seq has one \(hint: use hf:pop2piano:speech-seq2seq\)"),
     ("hf:musicgen", r"could not build hf:musicgen: transformers' own MusicgenModel fails on the "
                     r"default MusicgenConfig: AttributeError"),
+    ("hf:upernet", r"transformers' AutoModel has no class for upernet \(UperNetConfig\); the "
+                   r"task semantic-segmentation has one \(hint: use "
+                   r"hf:upernet:semantic-segmentation\)"),
 ])
 def test_hf_types_transformers_cannot_build_are_refused_in_one_line(spec: str,
                                                                     message: str) -> None:
@@ -1157,6 +1160,19 @@ def test_hf_types_transformers_cannot_build_are_refused_in_one_line(spec: str,
         zoo.build(spec)
     assert "\n" not in str(info.value)
     assert re.search(message, str(info.value))
+
+
+@pytest.mark.parametrize(("spec", "cls"), [
+    ("hf:upernet:semantic-segmentation", "UperNetForSemanticSegmentation"),
+    ("hf:distilbert:token-classification", "DistilBertForTokenClassification"),
+    ("hf:distilbert:question-answering", "DistilBertForQuestionAnswering"),
+    ("hf:hubert:audio-classification", "HubertForSequenceClassification"),
+    ("hf:wav2vec2:ctc", "Wav2Vec2ForCTC"),
+])
+def test_hf_tasks_build_their_heads(spec: str, cls: str) -> None:
+    built = zoo.build(spec, device="meta")
+    assert type(built.module).__name__ == cls
+    zoo.check_inputs(built)
 
 
 def test_image_size_from_the_backbone_config() -> None:

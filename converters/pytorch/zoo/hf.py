@@ -330,7 +330,12 @@ _HF_TASKS: dict[str, str] = {
     "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
     "image-text-to-text": "AutoModelForImageTextToText",
     "universal-segmentation": "AutoModelForUniversalSegmentation",
+    "semantic-segmentation": "AutoModelForSemanticSegmentation",
     "depth-estimation": "AutoModelForDepthEstimation",
+    "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
+    "audio-classification": "AutoModelForAudioClassification",
+    "ctc": "AutoModelForCTC",
 }
 
 

@@ -351,6 +351,21 @@ def test_a_hugging_face_model_with_d_model_takes_sequences_of_d_model_features()
         assert model(*args).last_hidden_state.shape == (1, 8, 48)
 
 
+@pytest.mark.parametrize("kind", ["PatchTSMixer", "PatchTST"])
+def test_time_series_past_values_follow_context_length_and_channels(kind: str) -> None:
+    """past_values are [batch, context_length, num_input_channels]; the first LayerNorm's
+    d_model and the default --seq-len gave [1, 128, d_model], which the models refuse."""
+    import transformers
+
+    config = getattr(transformers, f"{kind}Config")(context_length=24, num_input_channels=3,
+                                                     patch_length=8, patch_stride=8, d_model=16)
+    model = getattr(transformers, f"{kind}Model")(config).eval()
+    args, kwargs, specs = zoo.derive_inputs(model)
+    assert [s.describe() for s in specs] == ["past_values: float32[1, 24, 3]"]
+    with torch.no_grad():
+        model(*args, **kwargs)
+
+
 def test_underivable_required_input_is_an_error() -> None:
     with pytest.raises(ZooError, match=r"required parameter 'boxes' of NeedsTwo"):
         zoo.derive_inputs(NeedsTwo(), model_name="NeedsTwo")

@@ -206,6 +206,14 @@ def _feature_dim(config: Any, name: str) -> int | None:
     return None
 
 
+def _series_shape(config: Any) -> tuple[int, int] | None:
+    """[time, channels] of a multivariate time-series model's ``past_values`` (PatchTST,
+    PatchTSMixer): its config's ``context_length`` and ``num_input_channels``."""
+    length = _config_int(config, "context_length")
+    channels = _config_int(config, "num_input_channels")
+    return (length, channels) if length is not None and channels is not None else None
+
+
 def _patch_grid(config: Any, params: Mapping[str, inspect.Parameter]) -> tuple[int, int] | None:
     """``(patches, side)`` of a vision tower that takes its image cut into patches, with a
     patch mask and the patch grid's shape beside it (SigLIP2's NaFlex: ``pixel_values``
@@ -482,6 +490,8 @@ def _plan_inputs(
             kind = "patch_grid" if grid is not None else ""
         elif _feature_dim(config, n) is not None:
             kind = "regions"
+        elif n == "past_values" and _series_shape(config) is not None:
+            kind = "series"
         elif n in _GENERIC_NAMES and alias and not required:
             kind = ""
         elif n in _GENERIC_NAMES or (required and not have_primary):
@@ -592,6 +602,9 @@ def _plan_inputs(
                     "(module, example_inputs)")
             plans.append(InputSpec(n, "image_positions", (batch, seq_len), torch.int64, keyword,
                                    ("batch", "seq"), fill=count))
+        elif kind == "series":
+            plans.append(InputSpec(n, "tensor", (batch, *(_series_shape(config) or ())),
+                                   float_dtype, keyword, ("batch", "time", "channels")))
         elif kind == "regions":
             plans.append(InputSpec(n, "tensor", (batch, DEFAULT_REGIONS, _feature_dim(config, n) or 0),
                                    float_dtype, keyword, ("batch", "regions", "features")))

@@ -52,3 +52,30 @@ def test_zero_dim_inputs_give_zero_dim_results(dim: int, keep: bool, decompose: 
         actual = np.asarray(got[where[1]])
         assert actual.shape == () and actual.dtype == expected.numpy().dtype
         np.testing.assert_allclose(actual, expected.numpy(), rtol=1e-6)
+
+
+class AllTrue(torch.nn.Module):
+    """aten._is_all_true / _is_any_true: a bool tensor's all / any as a 0-d bool (what a
+    `torch._check` on a tensor condition traces to; Grounding DINO's deformable attention
+    has one), opaque before."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        every = torch.ops.aten._is_all_true(x > -1.0)
+        some = torch.ops.aten._is_any_true(x > 1.0)
+        return x * every.float() + some.float() * 2
+
+
+@pytest.mark.parametrize("frontend", ["export", "dynamo"])
+def test_is_all_true_and_is_any_true(frontend: str) -> None:
+    from irbridge.executor import run_graphs
+
+    module = AllTrue()
+    example = torch.tensor([[0.5, -0.2], [0.3, 0.1]])
+    result = capture(module, (example,), frontend=frontend)
+    assert result.opaque_count == 0, result.stats.notes
+    assert verify(result, module).passed
+    name = result.model.graphs[0].inputs[0].name
+    # both conditions false, then both true: the flags are computed, not baked in
+    for x in (example, torch.tensor([[2.0, -3.0], [0.3, 0.1]])):
+        got = np.asarray(run_graphs(result.model, {name: x.numpy()})[-1][0])
+        np.testing.assert_array_equal(got, module(x).numpy())

@@ -304,12 +304,15 @@ def _argsort(em: Emitter, a: Args) -> Value:
 
 
 @_aten_fn(aten.any.default, aten.any.dim, _op("any", "dims"), aten.all.default, aten.all.dim,
-          _op("all", "dims"))
+          _op("all", "dims"), aten._is_any_true.default, aten._is_all_true.default)
 @_lift_0d
 def _any_all(em: Emitter, a: Args) -> Value:
+    """any / all; `_is_any_true` / `_is_all_true` (a bool tensor's any / all as a 0-d bool,
+    what `torch._check` on a tensor condition traces to) are the whole-tensor forms."""
     x = em.cast(em.value(a["self"]), DType.BOOL)
     target = a.get("__op__")
-    is_any = target in (aten.any.default, aten.any.dim, _op("any", "dims"))
+    is_any = target in (aten.any.default, aten.any.dim, _op("any", "dims"),
+                        aten._is_any_true.default)
     ints = em.cast(x, DType.INT32)
     dims = a.get("dim")
     axes = _dims(dims, em.rank(x))

@@ -323,6 +323,35 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+UV_RUN_ENV = "RAY_ENABLE_UV_RUN_RUNTIME_ENV"
+
+
+@contextlib.contextmanager
+def _no_uv_run_propagation() -> Iterator[None]:
+    """A local cluster's workers run this interpreter (Ray's default). Under `uv run`, Ray
+    would instead start each worker with `uv run` and ship the current folder to it as its
+    working_dir: the whole project with its .venv, 9.1 GB copied into /tmp/ray per session
+    and 95 s for a two-group sweep. Ray reads the switch when it is imported and again at
+    `ray.init`; both are covered, and restored after."""
+    before = os.environ.get(UV_RUN_ENV)
+    os.environ[UV_RUN_ENV] = "0"
+    constants: Any = None
+    with contextlib.suppress(ImportError):   # else the environment variable alone
+        from ray._private import ray_constants as constants
+    flag = getattr(constants, UV_RUN_ENV, None)
+    if flag is not None:
+        setattr(constants, UV_RUN_ENV, False)
+    try:
+        yield
+    finally:
+        if flag is not None:
+            setattr(constants, UV_RUN_ENV, flag)
+        if before is None:
+            os.environ.pop(UV_RUN_ENV, None)
+        else:
+            os.environ[UV_RUN_ENV] = before
+
+
 def _ray(groups: list[Group], jobs: int, address: str | None
          ) -> Iterable[list[dict[str, Any]]]:
     try:
@@ -339,7 +368,8 @@ def _ray(groups: list[Group], jobs: int, address: str | None
         try:
             with _quiet_stderr():  # Ray's C++ client logs each failed retry on fd 2
                 if address is None:
-                    ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+                    with _no_uv_run_propagation():
+                        ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
                 else:
                     ray.init(address=address, log_to_driver=False)
         except Exception as exc:

@@ -5,6 +5,7 @@ for that cell on its own."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -39,6 +40,13 @@ def test_local_and_ray_agree_and_resume(tmp_path: Path) -> None:
     on_ray = tmp_path / "ray.parquet"
     sw.run(grid, on_ray, engine="ray", jobs=2)
     assert pq.read_table(local).equals(pq.read_table(on_ray))
+    # The local cluster ran this interpreter: under `uv run` (the README's commands) Ray
+    # would otherwise ship the working folder to every worker, 9.1 GB of this project and
+    # its .venv copied into the session's runtime_resources.
+    session = Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray" / "session_latest"
+    shipped = sum(f.stat().st_size for f in (session / "runtime_resources").rglob("*")
+                  if f.is_file())
+    assert shipped < 1 << 20, f"{shipped:,} bytes of runtime resources in {session}"
     # a100 has no fp8 peak, l4 no interconnect (TP 2): those cells say so, the rest ran.
     status = {(r["target"], r["dtype"], r["tp"]): r["status"] for r in rows if r["batch"] == 2}
     assert status[("a100-80gb", "fp8", 1)] == "target a100-80gb has no fp8 peak"

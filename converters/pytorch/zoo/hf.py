@@ -368,9 +368,15 @@ def _hf_offline() -> bool:
 
 
 def _hf_prepare(config: Any) -> None:
-    """Config tweaks for a static inference graph: no key/value cache in the outputs."""
+    """Config tweaks for a static inference graph: no key/value cache in the outputs; a
+    model with per-language adapters (X-MOD) runs its config's first language when the
+    config names no default (transformers refuses to run it otherwise)."""
     if hasattr(config, "use_cache"):
         config.use_cache = False
+    languages = getattr(config, "languages", None)
+    if hasattr(config, "default_language") and config.default_language is None \
+            and isinstance(languages, list | tuple) and languages:
+        config.default_language = languages[0]
 
 
 def _check_memory(name: str, num_params: int) -> None:

@@ -139,6 +139,26 @@ def test_an_architecture_with_several_classes_for_its_config_builds_the_first() 
     zoo.check_inputs(built)
 
 
+def test_a_model_with_language_adapters_runs_its_first_language() -> None:
+    """X-MOD's default config names its languages but no default one, and transformers
+    refuses to run it ("Input language unknown"): the build picks the first."""
+    import transformers
+
+    config = transformers.XmodConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                     num_attention_heads=2, intermediate_size=32,
+                                     languages=("de_DE", "en_XX"))
+    transformers.XmodModel(config)   # as given: no default language
+    assert config.default_language is None
+    from irbridge.converters.pytorch.zoo.hf import _hf_prepare
+
+    _hf_prepare(config)
+    assert config.default_language == "de_DE"
+    model = transformers.XmodModel(config).eval()
+    args, kwargs, _ = zoo.derive_inputs(model, seq_len=6)
+    with torch.no_grad():
+        assert model(*args, **kwargs).last_hidden_state.shape == (1, 6, 16)
+
+
 def test_text_inputs_follow_the_signature() -> None:
     bert = zoo.build("bert-base-uncased", device="meta", seq_len=64, batch=2)
     assert bert.args == ()

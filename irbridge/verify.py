@@ -167,7 +167,7 @@ def _verify_op(node: Node, at: _Where, report: Report, check_types: bool) -> Non
             return
         inferred = registry.infer_types(node)
     except IrbridgeError as exc:
-        where = f"{at.graph} {short}"
+        where = str(at)
         report(where, exc.message.removeprefix(where + ": ").removeprefix(short + ": "))
         return
     for value, expected in zip(node.outputs, inferred, strict=False):

@@ -23,11 +23,10 @@ def pytest_configure(config: pytest.Config) -> None:
     come compiled from `uv sync` (`compile-bytecode`)."""
     if hasattr(config, "workerinput"):   # an xdist worker: the controller did it
         return
-    import compileall
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from precompile import compile_irbridge
 
-    root = Path(__file__).resolve().parents[1]
-    for folder in ("irbridge", "converters"):   # irbridge/converters links to converters/
-        compileall.compile_dir(str(root / folder), quiet=1)
+    compile_irbridge()
 
 
 @pytest.fixture

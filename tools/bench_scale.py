@@ -36,7 +36,7 @@ whole and with `repeat_blocks=True`, each in a fresh process: build, capture and
 (`analyze` on h100-sxm) CPU and wall seconds, peak RSS, node count and MACs (which must be
 equal for the two captures).
 
-irbridge's own modules are compiled to .pyc before anything is timed (`compile_irbridge`), as
+irbridge's own modules are compiled to .pyc before anything is timed (tools/precompile.py), as
 an installed package's are; the dependencies come compiled from `uv sync`
 (`compile-bytecode` in pyproject.toml).
 
@@ -74,6 +74,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+
+from precompile import compile_irbridge  # noqa: E402
 
 SECTION = "scale"
 WIDTH = 16
@@ -158,10 +160,11 @@ def python_chain(nodes: int) -> tuple[list[_Node], dict[str, _Value]]:
     of per-node cost for CPython objects alone."""
     env: dict[str, _Value] = {"x": _Value("x", None), "w": _Value("w", None),
                               "b": _Value("b", None)}
+    from irbridge._gc import paused
+
     made: list[_Node] = []
     prev = env["x"]
-    gc.disable()
-    try:
+    with paused():
         while len(made) < nodes:
             block_in = prev
             for op, operand in (("matmul", env["w"]), ("add", env["b"]), ("relu", None),
@@ -170,8 +173,6 @@ def python_chain(nodes: int) -> tuple[list[_Node], dict[str, _Value]]:
                 made.append(node)
                 prev = node.outputs[0]
                 env[prev.name] = prev
-    finally:
-        gc.enable()
     return made, env
 
 
@@ -669,19 +670,6 @@ def write_section(md: Path, section: str, body: str,
     else:
         text = text.rstrip("\n") + f"\n\n## {heading}\n\n" + block + "\n"
     md.write_text(text)
-
-
-def compile_irbridge() -> None:
-    """irbridge's own modules compiled to .pyc before anything is timed, as an installed
-    package's are (pip compiles at install, uv with `compile-bytecode` in pyproject.toml,
-    which covers the dependencies here): where PYTHONDONTWRITEBYTECODE is set, as on this
-    project's CI machines, every child would otherwise compile them from source in its
-    timed lazy imports. `converters/` is compiled in its own place (irbridge/converters is
-    a link to it, which compileall does not follow)."""
-    import compileall
-
-    for folder in ("irbridge", "converters"):
-        compileall.compile_dir(str(ROOT / folder), quiet=1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

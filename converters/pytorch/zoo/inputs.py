@@ -455,6 +455,7 @@ def _plan_inputs(
     positional_open = True  # still passing contiguous leading parameters positionally
     have_primary = False
     grid = _patch_grid(config, signature.parameters)
+    series = _series_shape(config)
     named = _TOKEN_NAMES | _IMAGE_NAMES | _WAVEFORM_NAMES | _AUDIO_FEATURE_NAMES
     # a generic optional first parameter beside specifically named ones is an alias of
     # them (SpeechEncoderDecoderModel's `inputs` for input_values or input_features)
@@ -490,7 +491,7 @@ def _plan_inputs(
             kind = "patch_grid" if grid is not None else ""
         elif _feature_dim(config, n) is not None:
             kind = "regions"
-        elif n == "past_values" and _series_shape(config) is not None:
+        elif n == "past_values" and series is not None:
             kind = "series"
         elif n in _GENERIC_NAMES and alias and not required:
             kind = ""
@@ -602,8 +603,8 @@ def _plan_inputs(
                     "(module, example_inputs)")
             plans.append(InputSpec(n, "image_positions", (batch, seq_len), torch.int64, keyword,
                                    ("batch", "seq"), fill=count))
-        elif kind == "series":
-            plans.append(InputSpec(n, "tensor", (batch, *(_series_shape(config) or ())),
+        elif kind == "series" and series is not None:
+            plans.append(InputSpec(n, "tensor", (batch, *series),
                                    float_dtype, keyword, ("batch", "time", "channels")))
         elif kind == "regions":
             plans.append(InputSpec(n, "tensor", (batch, DEFAULT_REGIONS, _feature_dim(config, n) or 0),

@@ -63,6 +63,18 @@ class Budget:
                    steps if steps is not None else MAX_STEPS)
 
 
+def example_budget() -> int:
+    """Most bytes of random example inputs a command makes up for a model's declared
+    input types (`compare`, `--verify`): IRBRIDGE_MAX_MEMORY, else MEMORY_FLOOR. A file
+    can declare a 6 GB input in a few bytes; making it up is refused, not attempted."""
+    limit = _env_size("IRBRIDGE_MAX_MEMORY")
+    return MEMORY_FLOOR if limit is None else limit
+
+
+def human_bytes(n: int) -> str:
+    return _human(n)
+
+
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 

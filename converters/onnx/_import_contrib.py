@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from irbridge.converters.onnx._import_ops import (
     HandlerFn,
     Results,
@@ -206,7 +204,7 @@ def _embed_layer_norm(ctx: NodeCtx) -> Results:
         positions = ctx.x(8)
     else:
         length = ctx.static(0)[1]
-        positions = ctx.constant(np.arange(length, dtype=np.int64).reshape(1, -1), DType.INT64)
+        positions = ctx.arange(length, (1, length))
     total = ctx.op("add", [total, ctx.op("gather", [ctx.x(3), positions], {"axis": 0})])
     if ctx.has(1):
         total = ctx.op("add", [total, ctx.op("gather", [ctx.x(4), ctx.x(1)], {"axis": 0})])
@@ -246,7 +244,7 @@ def _rotary_embedding(ctx: NodeCtx) -> Results:
         raise Unsupported(f"rank-{rank} input")
     positions = ctx.x(1)
     if ctx.rank(1) == 1:
-        steps = ctx.constant(np.arange(length, dtype=np.int64), DType.INT64)
+        steps = ctx.arange(length)
         start = ctx.op("cast", [positions], {"dtype": DType.INT64})
         positions = ctx.op("unsqueeze", [ctx.op("add", [steps, start])], {"axes": (0,)})
     cos, sin = (ctx.op("unsqueeze", [ctx.op("gather", [ctx.x(i), positions], {"axis": 0})],
@@ -346,8 +344,8 @@ def _key_ranges(ctx: NodeCtx, mask: Value, size: Any, query: Value, key: Value,
     if not isinstance(batch, int) or size not in (batch, 2 * batch):
         raise Unsupported("a 1-D mask_index needs a static batch and shape (batch_size) or "
                           "(2 * batch_size) (the (3 * batch_size + 2) form is not supported)")
-    positions = ctx.constant(np.arange(_static_length(key), dtype=np.int32).reshape(1, -1),
-                             DType.INT32)
+    length = _static_length(key)
+    positions = ctx.arange(length, (1, length), DType.INT32)
     bounds = ctx.op("reshape", [ctx.op("cast", [mask], {"dtype": DType.INT32})],
                     {"shape": (-1, 1)})
     if size == batch:
@@ -533,7 +531,7 @@ def _steps(ctx: NodeCtx, x: Value, axis: int) -> Value:
     knows its length)."""
     dim = x.type.shape[axis] if x.type is not None and x.type.shape is not None else None
     if isinstance(dim, int):
-        return ctx.constant(np.arange(dim, dtype=np.int64), DType.INT64)
+        return ctx.arange(dim)
     return ctx.op("range", [None, _length(ctx, x, axis), None])
 
 

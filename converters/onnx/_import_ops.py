@@ -21,6 +21,7 @@ import numpy as np
 import onnx
 from onnx import GraphProto, TensorProto, helper
 
+from irbridge.converters.onnx import importer as _importer
 from irbridge.converters.onnx._common import dtype_from_onnx, onnx_type_name
 from irbridge.converters.onnx.importer import HANDLERS, NodeCtx, Unsupported
 from irbridge.dtypes import DType
@@ -613,8 +614,8 @@ def _group_norm(ctx: NodeCtx) -> Results:
     groups = int(ctx.a("num_groups"))
     channels = _static_dim(ctx, x, 1)
     if ctx.opset < 21 and groups != channels:  # GroupNormalization-18: per-group scale
-        index = ctx.constant(np.arange(channels, dtype=np.int64) // (channels // groups),
-                             DType.INT64)
+        index = ctx.op("floor_div", [ctx.arange(channels), ctx.constant(
+            np.array(channels // groups, np.int64), DType.INT64)])
         scale = ctx.op("gather", [scale, index], {"axis": 0})
         bias = ctx.op("gather", [bias, index], {"axis": 0})
     return [ctx.op("group_norm", [x, scale, bias],
@@ -1104,8 +1105,7 @@ def _topk(ctx: NodeCtx) -> Results:
 def _eye_like(ctx: NodeCtx) -> Results:
     rows, cols = ctx.static(0)
     dtype = _onnx_dtype(int(ctx.a("dtype"))) if ctx.a("dtype") is not None else _dtype(ctx.x(0))
-    eye = np.eye(rows, cols, int(ctx.a("k", 0)), dtype=dtype.numpy)
-    return [ctx.constant(eye, dtype)]
+    return [ctx.eye(rows, cols, int(ctx.a("k", 0)), dtype)]
 
 
 @handles("DepthToSpace", "SpaceToDepth")
@@ -1553,7 +1553,12 @@ def _einsum_diagonal(ctx: NodeCtx, x: Value, labels: list[str]) -> tuple[Value, 
         n = _static_dim(ctx, x, p)
         shape = [1] * len(labels)
         shape[p] = shape[q] = n
-        mask = ctx.constant(np.eye(n).reshape(shape).astype(_dtype(x).numpy), _dtype(x))
+        if n * n <= _importer.SYNTHESIS_LIMIT:   # read at call time (tests lower it)
+            mask = ctx.constant(np.eye(n).reshape(shape).astype(_dtype(x).numpy), _dtype(x))
+        else:   # computed when the graph runs: n comes from a declared dim
+            rows = ctx.arange(n, [n if a == p else 1 for a in range(len(labels))])
+            cols = ctx.arange(n, [n if a == q else 1 for a in range(len(labels))])
+            mask = ctx.op("cast", [ctx.op("equal", [rows, cols])], {"dtype": _dtype(x)})
         x = ctx.op("reduce_sum", [ctx.op("mul", [x, mask])], {"axes": (q,), "keepdims": False})
         labels = labels[:q] + labels[q + 1:]
     return x, labels
@@ -1707,8 +1712,8 @@ def _gather_nd(ctx: NodeCtx) -> Results:
                   {"axes": (-1,), "keepdims": False})
     if b:   # each batch element's rows start at its number times its block of rows
         count = math.prod(d for d in batch if isinstance(d, int))
-        first = np.arange(count, dtype=np.int64).reshape(
-            *(d for d in batch if isinstance(d, int)), *(1,) * (len(index_shape) - b - 1))
-        flat = ctx.op("add", [flat, ctx.op("mul", [ctx.constant(first, DType.INT64), block])])
+        first = ctx.arange(count, [*(d for d in batch if isinstance(d, int)),
+                                   *(1,) * (len(index_shape) - b - 1)])
+        flat = ctx.op("add", [flat, ctx.op("mul", [first, block])])
     rows = ctx.op("flatten", [data], {"start_axis": 0, "end_axis": b + k - 1})
     return [ctx.op("gather", [rows, flat], {"axis": 0})]

@@ -216,7 +216,7 @@ class _Unroller:
         ctx = self.ctx
         if not ctx.has(index):
             rows = self.batch if isinstance(self.batch, int) else 1
-            return ctx.constant(np.zeros((rows, self.hidden), self.dtype.numpy), self.dtype)
+            return ctx.zeros((rows, self.hidden), self.dtype)
         axis = 0 if self.layout == 0 else 1
         return ctx.op("gather", [ctx.x(index), ctx.constant(np.asarray(d, np.int64))],
                       {"axis": axis})

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,10 @@ KEEP_GROUP_INPUT_BYTES = 4096
 
 SHARE_MAX_BYTES = 1 << 20
 """Initializers up to this size are compared for sharing."""
+
+SHAPE_DATA_BYTES = 4096
+"""Initializers up to this size go to shape inference with their values (shapes, repeats,
+pads, bounds) when a fold's result size is declared before it is computed."""
 
 _NOT_FOLDABLE = {
     "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
@@ -242,6 +247,13 @@ class _Optimizer:
             dying = sum(b for n, b in in_bytes.items()
                         if n not in self.pinned and n not in self.inputs
                         and all(r == i for r in self.readers.get(n, [])))
+            # the bytes the result will take, from ONNX shape inference, before it is
+            # computed: a 150-byte file's Expand of a 1-element weight to [40000, 40000]
+            # must not make the exporter allocate 6 GB to find out it is too big to keep
+            declared = self._declared_bytes(node, names)
+            if declared is None or declared > FOLD_MAX_BYTES \
+                    or (declared > FOLD_SMALL_BYTES and declared > dying):
+                continue
             try:
                 resolvers = {n: self._resolver(n) for n in names if n}
                 results = _evaluate(node, self.opset, resolvers)
@@ -279,6 +291,42 @@ class _Optimizer:
                     self.rename_uses(name, store)
             self.remove(i)
             self.report.folded += 1
+
+    def _declared_bytes(self, node: NodeProto, names: Sequence[str]) -> int | None:
+        """The bytes of `node`'s outputs as ONNX shape inference declares them from its
+        initializer inputs (their types, and the values of the small ones, which is where
+        shapes, repeats and bounds live); None when an output's size is not known."""
+        small: list[TensorProto] = []
+        typed: list[onnx.ValueInfoProto] = []
+        for name in dict.fromkeys(n for n in names if n):
+            tensor = self.inits[name]
+            if _nbytes(tensor) <= SHAPE_DATA_BYTES and name not in (self.payloads or {}):
+                small.append(tensor)
+            else:
+                typed.append(onnx.helper.make_tensor_value_info(name, tensor.data_type,
+                                                                list(tensor.dims)))
+        outputs = [onnx.helper.make_value_info(o, onnx.TypeProto()) for o in node.output if o]
+        mini = onnx.helper.make_model(
+            onnx.helper.make_graph([node], "fold", typed, outputs, small),
+            opset_imports=list(self.proto.opset_import), ir_version=self.proto.ir_version)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(mini, strict_mode=False)
+        except Exception:
+            return None
+        total = 0
+        for out in inferred.graph.output:
+            t = out.type.tensor_type
+            if not t.HasField("shape") or not t.elem_type:
+                return None
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
+            if any(d < 0 for d in dims):
+                return None
+            try:
+                itemsize = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).itemsize
+            except (KeyError, ValueError, TypeError):
+                return None
+            total += math.prod(dims) * itemsize
+        return total
 
     def fold_batch_norms(self) -> None:
         for i, bn in enumerate(self.nodes):

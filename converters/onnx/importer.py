@@ -21,6 +21,7 @@ import ast
 import contextlib
 import itertools
 import json
+import math
 import os
 import re
 import stat
@@ -98,6 +99,11 @@ STRICT = os.environ.get("IRBRIDGE_ONNX_STRICT", "") == "1"
 
 FOLD_LIMIT = 1 << 16
 """Largest output (elements) that the importer computes at import time to fold shapes."""
+
+SYNTHESIS_LIMIT = FOLD_LIMIT
+"""Largest array (elements) a handler makes up at import time from declared dims (an
+index range, zeros, an identity mask: `NodeCtx.arange`, `zeros`, `eye`); a bigger one is
+a node the graph computes when it runs. Read at call time (tests lower it)."""
 
 
 class OnnxImportWarning(UserWarning):
@@ -1622,6 +1628,35 @@ class NodeCtx:
         if data.dtype == np.float64 and dtype is None:
             data = data.astype(np.float32)
         return self.op("constant", [], {"value": make_tensor(name, data)})
+
+    def arange(self, count: int, shape: Sequence[int] | None = None,
+               dtype: DType = DType.INT64) -> Value:
+        """0, 1, .., count - 1 (reshaped to `shape`): a constant when small, else a `range`
+        node. Counts come from declared dims, which a small file can make huge: what the
+        importer synthesises from a shape is never allocated at import time past
+        SYNTHESIS_LIMIT elements (the graph computes it when it runs)."""
+        if count <= SYNTHESIS_LIMIT:
+            data = np.arange(count, dtype=dtype.numpy)
+            return self.constant(data if shape is None else data.reshape(shape), dtype)
+        steps = self.op("range", [], {"start": 0.0, "limit": float(count), "delta": 1.0,
+                                      "dtype": dtype})
+        return steps if shape is None else self.op("reshape", [steps], {"shape": tuple(shape)})
+
+    def zeros(self, shape: Sequence[int], dtype: DType) -> Value:
+        """Zeros of `shape`: a constant when small, else a `full` node (see `arange`)."""
+        if math.prod(shape) <= SYNTHESIS_LIMIT:
+            return self.constant(np.zeros(tuple(shape), dtype.numpy), dtype)
+        return self.op("full", [], {"shape": tuple(shape), "value": 0.0, "dtype": dtype})
+
+    def eye(self, rows: int, cols: int, k: int, dtype: DType) -> Value:
+        """The rows x cols matrix with ones on diagonal `k`: a constant when small, else
+        `cast(equal(row + k, column))` on `arange`s (see `arange`)."""
+        if rows * cols <= SYNTHESIS_LIMIT:
+            return self.constant(np.eye(rows, cols, k, dtype=dtype.numpy), dtype)
+        row, col = self.arange(rows, (rows, 1)), self.arange(cols, (1, cols))
+        if k:
+            row = self.op("add", [row, self.constant(np.array(k, np.int64), DType.INT64)])
+        return self.op("cast", [self.op("equal", [row, col])], {"dtype": dtype})
 
     def initializer(self, array: np.ndarray, dtype: DType, name: str) -> Value:
         """A new model tensor holding `array` (weights a handler rewrote at import time,

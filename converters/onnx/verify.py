@@ -80,7 +80,7 @@ def reference_feeds(model: Model, inputs: Inputs | None = None, *, seed: int = 0
                     ) -> dict[str, np.ndarray]:
     """The arrays both sides run on, by IR input name: `inputs` by name or position,
     else seeded random arrays of the inputs' static types. Raises IrbridgeError."""
-    from irbridge.compare.numeric import _random_for
+    from irbridge.compare.numeric import _check_example_bytes, _random_for
 
     given: Mapping[str, np.ndarray]
     values = _user_inputs(model)
@@ -97,6 +97,7 @@ def reference_feeds(model: Model, inputs: Inputs | None = None, *, seed: int = 0
             raise IrbridgeError(f"{len(inputs)} input arrays for a model of {len(values)} "
                                 "inputs")
         given = {v.name: np.asarray(a) for v, a in zip(values, inputs, strict=True)}
+    _check_example_bytes(values, given)
     rng = np.random.default_rng(seed)  # seed 0: the arrays of `irbridge compare`
     feeds = {}
     for v in values:

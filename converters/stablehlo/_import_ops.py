@@ -44,6 +44,11 @@ HUGE = 2**62
 FOLD_LIMIT = 1 << 16
 """Largest constant (elements) a handler inspects element by element at import time."""
 
+SYNTHESIS_LIMIT = FOLD_LIMIT
+"""Largest array (elements) a handler makes up at import time from declared dims (an index
+range, zeros, a window mask: `_arange`, `_zeros`); a bigger one is a node the graph
+computes when it runs."""
+
 
 def handles(*names: str) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
@@ -136,6 +141,27 @@ def _cast(scope: Scope, x: Value, dtype: DType) -> Value:
     if t is not None and t.dtype == dtype:
         return x
     return _op(scope, "cast", [x], {"dtype": dtype})
+
+
+def _arange(imp: _Importer, scope: Scope, count: int, dims: Sequence[int]) -> Value:
+    """0, 1, .., count - 1 as int64 shaped `dims`: a constant when small, else a `range`
+    node. Counts come from declared dims, which a small file can make huge: what the
+    importer synthesises from a shape is never allocated at import time past SYNTHESIS_LIMIT
+    elements (the graph computes it when it runs)."""
+    if count <= SYNTHESIS_LIMIT:
+        return imp.constant(scope, np.arange(count, dtype=np.int64).reshape(dims), "iota")
+    steps = _op(scope, "range", [], {"start": 0.0, "limit": float(count), "delta": 1.0,
+                                     "dtype": DType.INT64})
+    return _reshape(scope, steps, dims)
+
+
+def _zeros(imp: _Importer, scope: Scope, shape: Sequence[int], dtype: DType,
+           name: str = "zeros") -> Value:
+    """Zeros of `shape`: a constant when small, else a `full` node (see `_arange`)."""
+    if math.prod(shape) <= SYNTHESIS_LIMIT:
+        return imp.constant(scope, np.zeros(tuple(shape), dtype.numpy), name)
+    return _op(scope, "full", [], {"shape": tuple(int(d) for d in shape), "value": 0.0,
+                                   "dtype": dtype})
 
 
 def _shape_of(x: Value) -> tuple[int, ...]:
@@ -615,10 +641,17 @@ def _dynamic_update_slice(imp: _Importer, scope: Scope, op: Any, types: list[Ran
     for axis in range(rank):
         if size[axis] == shape[axis]:
             continue
-        r = np.arange(shape[axis])
-        inside = (r >= starts[axis]) & (r < starts[axis] + size[axis])
-        part = imp.constant(scope, inside.reshape([shape[axis] if a == axis else 1
-                                                   for a in range(rank)]), "window")
+        dims = [shape[axis] if a == axis else 1 for a in range(rank)]
+        if shape[axis] <= SYNTHESIS_LIMIT:
+            r = np.arange(shape[axis])
+            inside = (r >= starts[axis]) & (r < starts[axis] + size[axis])
+            part = imp.constant(scope, inside.reshape(dims), "window")
+        else:   # computed when the graph runs (see _arange)
+            r_v = _arange(imp, scope, shape[axis], dims)
+            low, high = (imp.constant(scope, np.array(v, np.int64), "bound")
+                         for v in (starts[axis], starts[axis] + size[axis]))
+            part = _op(scope, "logical_and", [_op(scope, "greater_equal", [r_v, low]),
+                                              _op(scope, "less", [r_v, high])])
         mask = part if mask is None else _op(scope, "logical_and", [mask, part])
     assert mask is not None
     return [_op(scope, "where", [mask, padded, x])]
@@ -1278,7 +1311,7 @@ def _skipping_scatter(imp: _Importer, scope: Scope, x: Value, idx: Value, update
     past = imp.constant(scope, np.array(size, _dtype_of(idx).numpy), "past")
     idx = _op(scope, "where", [inside, idx, past])
     spare_shape = [1 if d == axis else n for d, n in enumerate(x_shape)]
-    spare = imp.constant(scope, np.zeros(spare_shape, dtype=_dtype_of(x).numpy), "spare")
+    spare = _zeros(imp, scope, spare_shape, _dtype_of(x), "spare")
     y = _op(scope, "concat", [x, spare], {"axis": axis})
     y = _op(scope, "scatter_elements", [y, idx, updates], {"axis": axis, **attrs})
     return _slice_value(scope, y, [0] * len(x_shape), list(x_shape), [1] * len(x_shape))
@@ -1424,8 +1457,7 @@ def _runtime_operand_index(imp: _Importer, scope: Scope, indices: ir.Value, ivd:
     def iota_at(position: int) -> Value:
         dims = [1] * rank
         dims[position] = shape[position]
-        return imp.constant(scope, np.arange(shape[position], dtype=np.int64).reshape(dims),
-                            "iota")
+        return _arange(imp, scope, shape[position], dims)
 
     for k, d in enumerate(start_map):
         part = _slice_value(scope, idx, [0] * len(batch_shape) + [k], [*batch_shape, k + 1],
@@ -1932,7 +1964,7 @@ def _lapack_flags(op: Any) -> dict[str, str]:
 
 
 def _no_info(imp: _Importer, scope: Scope, rt: RankedType) -> Value:
-    return imp.constant(scope, np.zeros(rt.static_shape(), np.int32))
+    return _zeros(imp, scope, rt.static_shape(), DType.INT32, "info")
 
 
 def _potrf(imp: _Importer, scope: Scope, op: Any, types: list[RankedType]) -> list[Value | Bound]:

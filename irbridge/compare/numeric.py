@@ -13,14 +13,15 @@ kernel size, an extra activation, other weights) is at least percent-sized.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from irbridge.compare.match import Matching, ValuePair
 from irbridge.errors import IrbridgeError
-from irbridge.executor import run_graphs
+from irbridge.executor import example_budget, human_bytes, run_graphs
 from irbridge.ir import Model, Node, Value
 
 RTOL = 1e-3
@@ -92,11 +93,45 @@ def _random_for(value: Value, rng: np.random.Generator) -> np.ndarray:
     dtype = value.type.dtype.numpy
     if np.issubdtype(dtype, np.bool_):
         return np.ones(shape, dtype=dtype)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(0, 10, size=shape).astype(dtype)  # valid ids for any vocabulary
+    if np.issubdtype(dtype, np.integer):   # valid ids for any vocabulary
+        return _drawn(shape, dtype, lambda n: rng.integers(0, 10, size=n))
     if np.issubdtype(dtype, np.complexfloating):  # both parts random, not a real array
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
+        real = _drawn(shape, dtype, rng.standard_normal)
+        return real + 1j * _drawn(shape, dtype, rng.standard_normal)
+    return _drawn(shape, dtype, rng.standard_normal)
+
+
+_CHUNK = 1 << 20
+
+
+def _drawn(shape: tuple[int, ...], dtype: Any, draw: Callable[[int], np.ndarray]
+           ) -> np.ndarray:
+    """`draw(n)` (float64 or int64 numbers) cast to `dtype` and shaped, drawn a million
+    at a time into the result: the same numbers as one `draw(size)` (the generator's
+    stream is sequential), without a float64 array of the whole size beside it."""
+    out = np.empty(int(np.prod(shape, dtype=np.int64)), dtype)
+    for start in range(0, out.size, _CHUNK):
+        out[start:start + _CHUNK] = draw(min(_CHUNK, out.size - start))
+    return out.reshape(shape)
+
+
+def _check_example_bytes(values: Sequence[Value], examples: Mapping[str, np.ndarray]) -> None:
+    """Refuse, before making any, random examples past `executor.example_budget()`."""
+    total, biggest = 0, None
+    for value in values:
+        if value.name in examples or value.type is None or not value.type.is_static:
+            continue
+        nbytes = (value.type.numel() or 0) * value.type.dtype.itemsize
+        total += nbytes
+        if biggest is None or nbytes > biggest[0]:
+            biggest = (nbytes, value)
+    limit = example_budget()
+    if total > limit and biggest is not None:
+        raise IrbridgeError(
+            f"the model's inputs take {human_bytes(total)} by their declared types (the "
+            f"largest, {biggest[1].name!r}, {biggest[1].type}: {human_bytes(biggest[0])}); "
+            f"random examples are made up to {human_bytes(limit)} (set IRBRIDGE_MAX_MEMORY "
+            "to raise it)")
 
 
 def make_feeds(left: Model, right: Model, examples: Mapping[str, np.ndarray]
@@ -109,6 +144,8 @@ def make_feeds(left: Model, right: Model, examples: Mapping[str, np.ndarray]
     if len(left_inputs) != len(right_inputs):
         raise IrbridgeError(f"input signatures differ: left takes {_sig(left_inputs)}, right "
                             f"takes {_sig(right_inputs)}")
+    if len(examples) != len(left_inputs):
+        _check_example_bytes(left_inputs, examples)
     arrays: list[np.ndarray] = []
     for position, value in enumerate(left_inputs):
         array = examples.get(value.name)

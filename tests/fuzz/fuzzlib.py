@@ -2,7 +2,8 @@
 
 - `build_seeds(folder)`: small valid files the mutations start from (an IR model with a
   conv, a matmul, elementwise ops, softmax, a reshape and sidecar weights; its text form;
-  its ONNX export; its StableHLO text), all built deterministically by irbridge itself.
+  its ONNX export; its StableHLO text and portable artifact), built deterministically by
+  irbridge itself, and the same layers as a serialized `jax.export` (built by JAX).
 - `mutate(fmt, data, seed)`: one deterministic mutated file from a seed file's bytes and an
   integer: byte flips, truncation, splices; protobuf wire-format mutations for .irb and
   .onnx (varints set to huge/negative values, fields duplicated or dropped, strings swapped
@@ -40,7 +41,7 @@ from typing import Any
 
 from irbridge._wire import varint
 
-FORMATS = ("irb", "irbt", "onnx", "mlir")
+FORMATS = ("irb", "irbt", "onnx", "mlir", "mlirbc", "jaxexport")
 MEMORY_LIMIT = 3 << 30
 """RLIMIT_AS of every case: a file that needs more is a memory blow-up."""
 CASE_TIMEOUT = 30.0
@@ -122,8 +123,34 @@ def build_seeds(folder: Path) -> dict[str, Path]:
         "irbt": serde.save(model, folder / "seed.irbt", weights="inline"),
         "onnx": export_onnx(model, folder / "seed.onnx"),
         "mlir": export_stablehlo(model, folder / "seed.mlir"),
+        # a StableHLO portable artifact (MLIR bytecode), as JAX and torch-mlir write them
+        "mlirbc": export_stablehlo(model, folder / "seed.mlirbc"),
+        "jaxexport": _jax_exported(folder / "seed.jaxexport"),
     }
     return {k: Path(v) for k, v in seeds.items()}
+
+
+def _jax_exported(path: Path) -> Path:
+    """The same layers written by JAX itself: `jax.export` of a jitted function, serialized
+    (a FlatBuffer wrapping the portable artifact), as JAX users save their programs."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax import export
+
+    rng = np.random.default_rng(1)
+    conv = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    fc = rng.standard_normal((256, 16)).astype(np.float32)
+    mm = rng.standard_normal((4, 4)).astype(np.float32)
+
+    def fn(x: Any) -> Any:
+        y = jax.lax.conv_general_dilated(x, conv, (1, 1), ((1, 1), (1, 1)))
+        y = jax.nn.relu(y).reshape(1, 256) @ fc
+        return jnp.tanh(jax.nn.softmax(y.reshape(1, 4, 4) @ mm, axis=-1))
+
+    spec = jax.ShapeDtypeStruct((1, 3, 8, 8), jnp.float32)
+    path.write_bytes(bytes(export.export(jax.jit(fn))(spec).serialize()))
+    return path
 
 
 # --------------------------------------------------------------------------- mutations

@@ -61,6 +61,8 @@ test_mutated_irb_files_keep_the_cli_contract = _fuzz_test("irb")
 test_mutated_irbt_files_keep_the_cli_contract = _fuzz_test("irbt")
 test_mutated_onnx_files_keep_the_cli_contract = _fuzz_test("onnx")
 test_mutated_mlir_files_keep_the_cli_contract = _fuzz_test("mlir")
+test_mutated_mlirbc_files_keep_the_cli_contract = _fuzz_test("mlirbc")
+test_mutated_jaxexport_files_keep_the_cli_contract = _fuzz_test("jaxexport")
 
 
 def test_unmutated_seeds_pass_every_command(harness: tuple[F.Runner, dict[str, Path], Path]) -> None:

@@ -8,6 +8,7 @@ import os
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -185,6 +186,34 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     line = text.splitlines()[0].strip() if text else ""
     return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def check_torch_archive(path: Path) -> None:
+    """Refuse a torch.save zip archive whose entries would inflate past the file's own
+    size, before torch.load reads it: torch.save stores its tensors uncompressed, and
+    torch.load inflates a deflated entry in full (a 260 KB archive held a 256 MB tensor,
+    a 16 MB one would hold 16 GB). Not a zip archive (safetensors, torch's legacy format,
+    whose reads are bounded by the file): nothing to check."""
+    import zipfile
+
+    try:
+        if not zipfile.is_zipfile(path):
+            return
+        with zipfile.ZipFile(path) as archive:
+            expanded = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        raise ZooError(f"{path}: not a readable torch archive ({_first_line(exc)})") from exc
+    size = path.stat().st_size
+    if expanded > 2 * size + ARCHIVE_SLACK:
+        raise ZooError(f"{path}: its zip entries would inflate to {expanded:,} bytes, "
+                       f"{expanded / max(size, 1):.0f}x the file's {size:,}; torch.save writes "
+                       "tensors uncompressed, so this is not one of its archives (refusing "
+                       "to inflate it)")
+
+
+ARCHIVE_SLACK = 1 << 20
+"""Bytes a torch archive's entries may exceed twice its size by (zip headers, small
+records): anything past it is compressed data."""
 
 
 @contextlib.contextmanager

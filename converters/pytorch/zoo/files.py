@@ -11,7 +11,15 @@ from torch import nn
 
 from irbridge.atomic import not_a_file
 
-from .common import FAMILY_CHECKPOINT, FAMILY_YOLO, ModelEntry, ZooError, _first_line, _Target
+from .common import (
+    FAMILY_CHECKPOINT,
+    FAMILY_YOLO,
+    ModelEntry,
+    ZooError,
+    _first_line,
+    _Target,
+    check_torch_archive,
+)
 from .registry import _entry_target, find_model
 from .yolo import _ultralytics_env, _yaml_code_reason, _yolo_image_size, _yolo_task
 
@@ -186,6 +194,7 @@ def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
         except Exception as exc:
             raise ZooError(f"could not read {path}: {_first_line(exc)}") from exc
     else:
+        check_torch_archive(path)
         try:
             obj = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:

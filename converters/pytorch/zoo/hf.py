@@ -24,6 +24,7 @@ from .common import (
     _first_line,
     _mem_available,
     _suggest,
+    check_torch_archive,
 )
 
 # --------------------------------------------------------------------------------------------
@@ -602,7 +603,11 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
     check_folder_entries(folder, "the model folder")
     weights = next((f for f in HF_WEIGHT_FILES if (folder / f).is_file()), None)
     if weights is not None and weights.endswith(".index.json"):
-        _check_shard_index(folder / weights)
+        for shard in _check_shard_index(folder / weights):
+            if shard.suffix == ".bin":
+                check_torch_archive(shard)
+    elif weights is not None and weights.endswith(".bin"):
+        check_torch_archive(folder / weights)
 
     def make(pretrained: bool) -> tuple[nn.Module, Any]:
         import transformers
@@ -654,12 +659,14 @@ def hf_folder_target(name: str, trust: bool) -> common._Target:
         own_code=remote and trust, weights_from=str(folder) if weights else None)
 
 
-def _check_shard_index(index: Path) -> None:
+def _check_shard_index(index: Path) -> list[Path]:
     """A sharded checkpoint's index names its shard files: each must be a relative path
-    inside the folder (transformers joins it to the folder as given) to a regular file."""
+    inside the folder (transformers joins it to the folder as given) to a regular file.
+    Returns their paths."""
     weight_map = read_json_object(index, "shard index", kind="shard index").get("weight_map")
     if not isinstance(weight_map, dict):
         raise ZooError(f"{index}: no weight_map object, not a shard index")
+    shards: list[Path] = []
     for shard in sorted({str(v) for v in weight_map.values()}):
         parts = Path(shard).parts
         if not shard or "\0" in shard or Path(shard).is_absolute() or ".." in parts:
@@ -673,6 +680,8 @@ def _check_shard_index(index: Path) -> None:
                            ) from exc
         if not stat.S_ISREG(mode):
             raise ZooError(f"{index}: shard {shard!r} is not a regular file")
+        shards.append(path)
+    return shards
 
 
 def _warn_loading(name: str, cls: str, info: Mapping[str, Any]) -> None:

@@ -23,6 +23,7 @@ import hashlib
 import os
 import re
 import shutil
+import signal
 import socket
 import stat
 import tempfile
@@ -303,3 +304,37 @@ def atomic_dir(target: str | os.PathLike[str]) -> Iterator[Path]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
+
+
+KILL_HOOK = "IRBRIDGE_TEST_KILL_AT"
+"""Tests only: name of a write stage at which the writing process SIGKILLs itself, to prove
+that a kill at any stage leaves the old or the new file whole (tests/test_serde_crash.py,
+tests/onnx/test_onnx_external_pair.py)."""
+
+
+def kill_point(name: str) -> None:
+    """A named stage of a multi-file write (see KILL_HOOK)."""
+    if os.environ.get(KILL_HOOK) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """Serialise the commit step of irbridge writers in `folder` (flock on the folder
+    itself, so no lock file is left behind; best effort where flock is unsupported)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

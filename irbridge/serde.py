@@ -19,10 +19,9 @@ import math
 import os
 import re
 import secrets
-import signal
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -36,7 +35,9 @@ from irbridge._proto import irbridge_pb2 as pb
 from irbridge.atomic import (
     check_companion_name,
     check_output,
+    folder_lock,
     fsync_dir,
+    kill_point,
     remove_stale,
     temp_prefix,
     write_error,
@@ -97,7 +98,7 @@ class _Sidecar:
         self.size += pad + len(data)
         self.placed += 1
         if self.placed == 1:
-            _stage("writing.data")  # the sidecar is partly written
+            kill_point("writing.data")  # the sidecar is partly written
         return ext
 
 
@@ -556,9 +557,6 @@ def _parse_text(text: str, source: str) -> pb.Model:
 # of earlier generations (and the pre-generation name `<name>.irb.data`) removed. A reader
 # that meets a vanished sidecar because the file was replaced under it reads the new file.
 _GENERATION_DIGITS = 16
-_KILL_HOOK = "IRBRIDGE_TEST_KILL_AT"
-"""Tests only: name of a save stage at which the writing process SIGKILLs itself, to prove
-that a kill at any stage leaves the old or the new model whole (tests/test_serde_crash.py)."""
 _MAX_MESSAGE = (1 << 31) - 1
 
 
@@ -595,11 +593,6 @@ def is_text_path(path: Path) -> bool:
     return path.suffix == ".irbt"
 
 
-def _stage(name: str) -> None:
-    if os.environ.get(_KILL_HOOK) == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
          external_threshold: int = DEFAULT_EXTERNAL_THRESHOLD) -> Path:
     """Write `model` to `path` (.irb binary, .irbt text), atomically (see the layout note
@@ -630,7 +623,7 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
                 _finish(handle)
             if sidecar.placed:
                 side_tmp = temps[-1]
-                _stage("sidecar-written")
+                kill_point("sidecar-written")
                 check_companion_name(path, side_name, "weights sidecar")
         else:
             msg = to_proto(model, weights=weights != "none", source=str(path))
@@ -639,18 +632,18 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
         del msg
         remove_stale(path)
         main_tmp = _write_temp(path, [payload], ".tmp", temps)
-        _stage("main-written")
-        with _folder_lock(path.parent):
+        kill_point("main-written")
+        with folder_lock(path.parent):
             check_output(path)  # it may have become a special file meanwhile
             if side_tmp is not None:
                 os.replace(side_tmp, path.with_name(side_name))
-                _stage("sidecar-renamed")
+                kill_point("sidecar-renamed")
                 fsync_dir(path.parent)
             os.replace(main_tmp, path)  # the commit point
-            _stage("main-renamed")
+            kill_point("main-renamed")
             fsync_dir(path.parent)
             _remove_old_sidecars(path, keep=side_name if side_tmp is not None else None)
-            _stage("cleaned")
+            kill_point("cleaned")
     except OSError as exc:
         raise FileFormatError(write_error(path, exc).message,
                               hint=write_error(path, exc).hint) from exc
@@ -697,7 +690,7 @@ def _write_temp(path: Path, chunks: list[bytes], suffix: str, temps: list[Path])
         for index, chunk in enumerate(chunks):
             handle.write(chunk)
             if index == len(chunks) // 2:
-                _stage("writing" + suffix.removesuffix(".tmp"))
+                kill_point("writing" + suffix.removesuffix(".tmp"))
         _finish(handle)
     return temps[-1]
 
@@ -714,28 +707,6 @@ def _open_temp(path: Path, suffix: str, temps: list[Path]) -> BinaryIO:
 def _finish(handle: BinaryIO) -> None:
     handle.flush()
     os.fsync(handle.fileno())
-
-
-@contextlib.contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """Serialise the commit step of irbridge writers in `folder` (flock on the folder
-    itself, so no lock file is left behind; best effort where flock is unsupported)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    try:
-        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        yield
-        return
-    try:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def _remove_old_sidecars(path: Path, keep: str | None) -> None:

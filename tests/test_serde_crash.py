@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from irbridge import serde
+from irbridge.atomic import KILL_HOOK
 
 STAGES = ["writing.data", "sidecar-written", "writing", "main-written", "sidecar-renamed",
           "main-renamed", "cleaned"]
@@ -64,9 +65,9 @@ def start_writer(tmp_path: Path, path: Path, seeds: str, rounds: int,
     script = tmp_path / "writer.py"
     script.write_text(WRITER)
     env = dict(os.environ)
-    env.pop(serde._KILL_HOOK, None)
+    env.pop(KILL_HOOK, None)
     if kill_at:
-        env[serde._KILL_HOOK] = kill_at
+        env[KILL_HOOK] = kill_at
     return subprocess.Popen([sys.executable, str(script), str(path), seeds, str(rounds)],
                             stdout=subprocess.PIPE, text=True, env=env)
 

@@ -30,6 +30,7 @@ import functools
 import json
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import warnings
@@ -43,7 +44,13 @@ from google.protobuf.message import EncodeError
 from onnx import AttributeProto, GraphProto, ModelProto, NodeProto, helper
 
 from irbridge._gc import gc_paused
-from irbridge.atomic import check_companion_name, check_output
+from irbridge.atomic import (
+    check_companion_name,
+    check_output,
+    folder_lock,
+    fsync_dir,
+    kill_point,
+)
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx import _export_opaque, _legal, _stream
 from irbridge.converters.onnx._common import (
@@ -332,6 +339,11 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = 
                                      check=check and not big,
                                      allow_custom_ops=allow_custom_ops, target=target)
     data_name = file.name + ".data"
+    if external and (file.parent / data_name).exists():
+        # the file being replaced may read that one: until the new model is in place (the
+        # commit point) its data must stay, so the new data goes under a fresh name
+        data_name = f"{file.name}.{secrets.token_hex(DATA_GENERATION_DIGITS // 2)}.data"
+        check_companion_name(file, data_name, "external data file")
     if big and external_data is None:
         warnings.warn(f"{file}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
                       f"ONNX file can hold: writing them to {data_name} next to it",
@@ -349,10 +361,40 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = 
             except Exception as exc:
                 raise ExportError(f"{file}: exported model fails the ONNX checker: "
                                   f"{_first_line(exc)}") from exc
-        if (stage / data_name).exists():
-            os.replace(stage / data_name, file.parent / data_name)
-        os.replace(staged, file)
+        with folder_lock(file.parent):   # one irbridge writer commits at a time
+            check_output(file)
+            if (stage / data_name).exists():
+                final = file.parent / data_name
+                if final.exists():   # another writer took the name meanwhile
+                    raise ExportError(f"{file}: {final.name} appeared while this export was "
+                                      "written (another writer?); not replacing it",
+                                      hint="export again")
+                os.replace(stage / data_name, final)
+                kill_point("onnx-data-renamed")
+                fsync_dir(file.parent)
+            os.replace(staged, file)   # the commit point
+            kill_point("onnx-model-renamed")
+            fsync_dir(file.parent)
+            _remove_old_data(file, keep=data_name if external else None)
     return file
+
+
+DATA_GENERATION_DIGITS = 16
+"""Hex digits of the fresh name `<file>.<generation>.data` an export's external data takes
+when `<file>.data` exists (the file it replaces may read it)."""
+
+
+def _remove_old_data(file: Path, keep: str | None) -> None:
+    """After the commit: the external data files of earlier exports to `file` (`<file>.data`,
+    `<file>.<generation>.data`) other than `keep`, which the new file reads."""
+    pattern = re.compile(rf"{re.escape(file.name)}(\.[0-9a-f]{{{DATA_GENERATION_DIGITS}}})?"
+                         r"\.data")
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(file.parent):
+            if entry.name != keep and pattern.fullmatch(entry.name) \
+                    and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def check_proto(proto: ModelProto) -> None:

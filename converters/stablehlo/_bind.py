@@ -26,7 +26,7 @@ from torch_mlir._mlir_libs import _stablehlo
 from irbridge.errors import CaptureError, FileFormatError
 
 from .._dims import check_bindings
-from ._mlir import ranked_type
+from ._mlir import ranked_type, string_value
 
 _SPEC = re.compile(r"args\[(\d+)\]\.shape = \(")
 _TOKEN = re.compile(r"\s*(\d+|[A-Za-z_][A-Za-z0-9_]*|[-+*()])")
@@ -36,11 +36,11 @@ _passes_registered = False
 def main_function(module: ir.Module) -> Any:
     """The program's entry: `@main`, else its one public function (None when neither)."""
     funcs = [op for op in module.body.operations if op.operation.name == "func.func"]
-    named = [op for op in funcs if ir.StringAttr(op.attributes["sym_name"]).value == "main"]
+    named = [op for op in funcs if string_value(ir.StringAttr(op.attributes["sym_name"])) == "main"]
     if named:
         return named[0]
     public = [op for op in funcs if "sym_visibility" not in op.attributes
-              or ir.StringAttr(op.attributes["sym_visibility"]).value == "public"]
+              or string_value(ir.StringAttr(op.attributes["sym_visibility"])) == "public"]
     return public[0] if len(public) == 1 else None
 
 
@@ -61,7 +61,7 @@ def _specs(module: ir.Module) -> dict[int, list[str]]:
             if op.operation.name != "stablehlo.custom_call" \
                     or "error_message" not in op.attributes:
                 continue
-            message = ir.StringAttr(op.attributes["error_message"]).value
+            message = string_value(ir.StringAttr(op.attributes["error_message"]))
             for match in _SPEC.finditer(message):
                 items, depth, current = [], 0, ""
                 for char in message[match.end():]:
@@ -245,8 +245,8 @@ def _drop_shape_assertions(module: ir.Module, source: str) -> None:
     doomed = []
     for func in module.body.operations:
         for op in _walk(func.operation):
-            if op.operation.name != "stablehlo.custom_call" or ir.StringAttr(
-                    op.attributes["call_target_name"]).value != "shape_assertion":
+            if op.operation.name != "stablehlo.custom_call" or string_value(ir.StringAttr(
+                    op.attributes["call_target_name"])) != "shape_assertion":
                 continue
             predicate = op.operands[0].owner
             holds = None
@@ -260,7 +260,7 @@ def _drop_shape_assertions(module: ir.Module, source: str) -> None:
                 raise CaptureError(f"{source}: a JAX shape assertion still depends on run-time "
                                    "values after binding; cannot check it")
             if not holds:
-                message = ir.StringAttr(op.attributes["error_message"]).value
+                message = string_value(ir.StringAttr(op.attributes["error_message"]))
                 for index, operand in enumerate(list(op.operands)[1:]):
                     value = _constant_int(operand)  # JAX's {0}, {1}: the values found
                     if value is not None:

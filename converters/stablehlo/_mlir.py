@@ -732,3 +732,16 @@ __all__ = [
     "text_too_deep",
     "version_tuple",
 ]
+
+
+def string_value(attr: Any) -> str:
+    """The text of a StringAttr or FlatSymbolRefAttr. Bytecode can hold bytes that are not
+    UTF-8, which the bindings' `.value` refuses with a RuntimeError (found by mutating a
+    `.jaxexport`): those decode with replacement characters instead."""
+    try:
+        return str(attr.value)
+    except (RuntimeError, UnicodeDecodeError):
+        try:
+            return bytes(ir.StringAttr(attr).value_bytes).decode("utf-8", "replace")
+        except (RuntimeError, ValueError, TypeError):
+            return "\ufffd"

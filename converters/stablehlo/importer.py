@@ -78,6 +78,7 @@ from ._mlir import (
     one_line,
     parse_location,
     ranked_type,
+    string_value,
     text_too_deep,
     version_tuple,
 )
@@ -1083,10 +1084,8 @@ def _symbol(op: Any) -> str:
 
 
 def _str(attr: Any) -> str:
-    if isinstance(attr, ir.StringAttr):
-        return str(attr.value)
-    if isinstance(attr, ir.FlatSymbolRefAttr):
-        return str(attr.value)
+    if isinstance(attr, ir.StringAttr | ir.FlatSymbolRefAttr):
+        return string_value(attr)
     return str(attr).strip('"')
 
 
@@ -1104,7 +1103,7 @@ def _attr_value(attr: Any) -> AttrValue:
         if isinstance(attr, ir.FloatAttr):
             return float(attr.value)
         if isinstance(attr, ir.StringAttr):
-            return str(attr.value)
+            return string_value(attr)
         if isinstance(attr, ir.DenseI64ArrayAttr | ir.DenseI32ArrayAttr):
             return tuple(int(v) for v in attr)
         if isinstance(attr, ir.DenseBoolArrayAttr):

@@ -41,7 +41,13 @@ from typing import Any
 
 from irbridge._wire import varint
 
-FORMATS = ("irb", "irbt", "onnx", "mlir", "mlirbc", "jaxexport")
+FORMATS = ("irb", "irbt", "onnx", "mlir")
+"""The formats of the long campaign (tools/fuzz_report.py, docs/reliability.md)."""
+BYTECODE_FORMATS = ("mlirbc", "jaxexport")
+"""StableHLO portable artifacts and serialized `jax.export`s: mutated in the default suite
+(tests/fuzz/test_fuzz_cli.py), not yet in the long campaign (each case also runs MLIR's
+bytecode reader in a child process, about 0.3 s a case)."""
+ALL_FORMATS = FORMATS + BYTECODE_FORMATS
 MEMORY_LIMIT = 3 << 30
 """RLIMIT_AS of every case: a file that needs more is a memory blow-up."""
 CASE_TIMEOUT = 30.0

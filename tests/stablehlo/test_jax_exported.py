@@ -61,3 +61,16 @@ def test_foreign_bytes_are_not_an_exported() -> None:
     for data in (b"", b"\x00" * 64, b"func.func @main() { return }", bytes(range(256))):
         with pytest.raises(NotExported):
             read_exported(data)
+
+
+def test_a_name_that_is_not_utf8_reads_with_replacement(blob: bytes, tmp_path: Path) -> None:
+    """MLIR bytecode can hold string attributes that are not UTF-8 (a mutated .jaxexport
+    renamed the module `jit_\\xffn`): the bindings' `.value` raised a RuntimeError, an
+    internal error; the name now reads with a replacement character."""
+    assert blob.count(b"jit__fn") >= 1
+    path = tmp_path / "odd.jaxexport"
+    path.write_bytes(blob.replace(b"jit__fn", b"jit__\xffn"))
+    model = import_stablehlo(path)
+    assert model.name == "jit__\ufffdn"
+    result = CliRunner().invoke(app, ["info", str(path)])
+    assert result.exit_code == 0, result.output

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hostile_cli import MEMORY_CAP, run_cli
 from onnx import TensorProto, helper, numpy_helper
 
 from irbridge.converters.onnx import import_onnx
 from irbridge.converters.onnx import importer as onnx_importer
-from tests.hostile_cli import MEMORY_CAP, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hostile_cli import MEMORY_CAP
 
 from irbridge.converters.stablehlo import _import_ops, evaluate, from_mlir
 from irbridge.executor import run_model
-from tests.hostile_cli import MEMORY_CAP
 
 BIG = 3_000_000_000
 """Rows of the declared tensors: 3e9 float32 rows are 12 GB (the int64 index range 24 GB)."""

@@ -1,6 +1,6 @@
 """The long fuzz campaign of the CLI contract (issue 12 item 14): thousands of mutated
-.irb, .irbt, .onnx and .mlir files through every command that reads a file; writes
-docs/reliability.md and tests/data/reliability_baseline.json.
+.irb, .irbt, .onnx, .mlir, .mlirbc and .jaxexport files through every command that reads a
+file; writes docs/reliability.md and tests/data/reliability_baseline.json.
 
     python tools/fuzz_report.py                 # 2,000 files per format, 2 parallel runners
     python tools/fuzz_report.py --cases 200     # a quick look
@@ -207,7 +207,9 @@ def render(state: Path, cases: int, repro: Path) -> dict[str, Any]:
         "- Seeds (`tests/fuzz/fuzzlib.py: build_seeds`): one IR model (conv, relu, flatten,",
         "  linear, add, reshape, matmul, softmax, tanh; random weights from a fixed generator)",
         "  saved as `.irb` with its larger weights in the `.irb.data` sidecar, as `.irbt` with",
-        "  inline weights, exported to `.onnx` and to StableHLO `.mlir` text.",
+        "  inline weights, exported to `.onnx`, to StableHLO `.mlir` text and to a",
+        "  `.mlirbc` portable artifact (MLIR bytecode); and the same layers written by JAX",
+        "  (`jax.export` of a jitted function, serialized: `.jaxexport`).",
         "- Mutations (`fuzzlib.mutate`, deterministic in (format, index)): byte flips,",
         "  truncation, splices, zeroed and duplicated ranges; for `.irb` and `.onnx` protobuf",
         "  wire-format edits (varints such as dims, ids, dtypes, offsets set to 0, -1, 2^31,",
@@ -216,7 +218,9 @@ def render(state: Path, cases: int, repro: Path) -> dict[str, Any]:
         "  2,000 deep); for `.irbt` and `.mlir` token edits (numbers, quoted strings, field",
         "  names and enums, tensor shapes with huge, zero, negative or dynamic dims, dense",
         "  literals such as `dense<1.0> : tensor<1000000000xf32>`, op names, SSA names, deep",
-        "  nesting of `stablehlo.if` or graph attributes, duplicated and deleted lines).",
+        "  nesting of `stablehlo.if` or graph attributes, duplicated and deleted lines);",
+        "  `.mlirbc` and `.jaxexport` get the byte-level edits (MLIR's bytecode reader runs",
+        "  in a child process first, so a reader crash is one line, not the CLI's).",
         "- Commands: " + ", ".join(f"`{' '.join(v)}`" for v in F.COMMANDS.values()) + "; "
         "every command for every format. Case i runs command",
         "  `i mod n` of its format's list, so every command sees about 1/n of the files.",

@@ -310,13 +310,20 @@ with ctx:
 """
 
 
+PROBE_SECONDS = 10
+"""Time MLIR's bytecode reader gets in the probe child, plus one second per 20 MB."""
+
+
 def _probe_bytecode(data: bytes, source: str) -> None:
     """Read the bytecode once in a child process first: on some corrupt inputs MLIR's
     reader (VHLO's attribute readers) corrupts the heap and aborts the whole process
     (found by mutating exported artifacts; one flipped byte of the attribute offsets is
     enough), which no check here can foresee. Errors are left to the real read in this
     process, which reports them in one line; only a crash or a hang is reported here."""
-    limit = 60 + len(data) // (20 << 20)  # seconds: generous for real models
+    # seconds: a real artifact reads in well under a second plus its bytes at far more than
+    # 20 MB/s; a mutated one can keep MLIR's reader busy for minutes (a count read from a
+    # flipped varint: a 19 KB .jaxexport ran past 100 s), which is refused at the limit
+    limit = PROBE_SECONDS + len(data) // (20 << 20)
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE], input=data, timeout=limit,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -41,13 +41,9 @@ from typing import Any
 
 from irbridge._wire import varint
 
-FORMATS = ("irb", "irbt", "onnx", "mlir")
-"""The formats of the long campaign (tools/fuzz_report.py, docs/reliability.md)."""
-BYTECODE_FORMATS = ("mlirbc", "jaxexport")
-"""StableHLO portable artifacts and serialized `jax.export`s: mutated in the default suite
-(tests/fuzz/test_fuzz_cli.py), not yet in the long campaign (each case also runs MLIR's
-bytecode reader in a child process, about 0.3 s a case)."""
-ALL_FORMATS = FORMATS + BYTECODE_FORMATS
+FORMATS = ("irb", "irbt", "onnx", "mlir", "mlirbc", "jaxexport")
+"""Every format a file command reads: irbridge's own, ONNX, StableHLO text, and StableHLO
+bytecode as JAX and torch-mlir write it (portable artifacts, serialized `jax.export`s)."""
 MEMORY_LIMIT = 3 << 30
 """RLIMIT_AS of every case: a file that needs more is a memory blow-up."""
 CASE_TIMEOUT = 30.0
@@ -138,25 +134,39 @@ def build_seeds(folder: Path) -> dict[str, Path]:
 
 def _jax_exported(path: Path) -> Path:
     """The same layers written by JAX itself: `jax.export` of a jitted function, serialized
-    (a FlatBuffer wrapping the portable artifact), as JAX users save their programs."""
+    (a FlatBuffer wrapping the portable artifact), as JAX users save their programs. The
+    function is compiled under a fixed file name and JAX records only that frame in its
+    locations, so the bytes do not depend on the checkout's path or the caller's stack."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     from jax import export
 
     rng = np.random.default_rng(1)
-    conv = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    fc = rng.standard_normal((256, 16)).astype(np.float32)
-    mm = rng.standard_normal((4, 4)).astype(np.float32)
-
-    def fn(x: Any) -> Any:
-        y = jax.lax.conv_general_dilated(x, conv, (1, 1), ((1, 1), (1, 1)))
-        y = jax.nn.relu(y).reshape(1, 256) @ fc
-        return jnp.tanh(jax.nn.softmax(y.reshape(1, 4, 4) @ mm, axis=-1))
-
-    spec = jax.ShapeDtypeStruct((1, 3, 8, 8), jnp.float32)
-    path.write_bytes(bytes(export.export(jax.jit(fn))(spec).serialize()))
+    scope: dict[str, Any] = {
+        "jax": jax, "jnp": jnp, "conv": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+        "fc": rng.standard_normal((256, 16)).astype(np.float32),
+        "mm": rng.standard_normal((4, 4)).astype(np.float32)}
+    exec(compile(_JAX_SEED_SOURCE, "fuzz_seed.py", "exec"), scope)
+    full = jax.config.jax_include_full_tracebacks_in_locations
+    jax.config.update("jax_include_full_tracebacks_in_locations", False)
+    try:
+        blob = scope["build"](export, jax.ShapeDtypeStruct((1, 3, 8, 8), jnp.float32))
+    finally:
+        jax.config.update("jax_include_full_tracebacks_in_locations", full)
+    path.write_bytes(bytes(blob))
     return path
+
+
+_JAX_SEED_SOURCE = """
+def fn(x):
+    y = jax.lax.conv_general_dilated(x, conv, (1, 1), ((1, 1), (1, 1)))
+    y = jax.nn.relu(y).reshape(1, 256) @ fc
+    return jnp.tanh(jax.nn.softmax(y.reshape(1, 4, 4) @ mm, axis=-1))
+
+def build(export, spec):
+    return export.export(jax.jit(fn))(spec).serialize()
+"""
 
 
 # --------------------------------------------------------------------------- mutations

@@ -71,7 +71,7 @@ def test_unmutated_seeds_pass_every_command(harness: tuple[F.Runner, dict[str, P
     """The seeds are valid: every command succeeds on them (else the fuzz cases start from
     a file that fails early, and test little)."""
     runner, seeds, root = harness
-    for fmt in F.ALL_FORMATS:
+    for fmt in F.FORMATS:
         for command in F.commands_for(fmt):
             work = Path(tempfile.mkdtemp(prefix=f"seed-{fmt}-{command}-", dir=root))
             verdict = F.run_case(runner, fmt, command, seeds[fmt].read_bytes(), seeds, work)
@@ -105,8 +105,23 @@ def test_the_contract_catches_what_it_must(harness: tuple[F.Runner, dict[str, Pa
 
 def test_mutations_are_deterministic(harness: tuple[F.Runner, dict[str, Path], Path]) -> None:
     _, seeds, _ = harness
-    for fmt in F.ALL_FORMATS:
+    for fmt in F.FORMATS:
         data = seeds[fmt].read_bytes()
         first = [F.mutate(fmt, data, i) for i in range(30)]
         assert first == [F.mutate(fmt, data, i) for i in range(30)]
         assert sum(m != data for m in first) >= 25  # nearly every mutation changes the file
+
+
+def test_a_bytecode_reader_that_does_not_finish_is_refused_in_time(
+        harness: tuple[F.Runner, dict[str, Path], Path]) -> None:
+    """A campaign find (tests/data/hostile/slow-bytecode-reader.jaxexport: the .jaxexport
+    seed with one mutated varint): MLIR's bytecode reader ran past 100 s on its 19 KB. The
+    probe child now gets 10 s (plus 1 s per 20 MB), so the CLI refuses it in one line well
+    inside the 30 s a case may take."""
+    runner, seeds, root = harness
+    data = (Path(__file__).parents[1] / "data" / "hostile" / "slow-bytecode-reader.jaxexport"
+            ).read_bytes()
+    work = Path(tempfile.mkdtemp(prefix="slow-reader-", dir=root))
+    verdict = F.run_case(runner, "jaxexport", "info", data, seeds, work)
+    assert verdict.outcome == "clean-error", (verdict.outcome, verdict.detail)
+    assert "did not finish in 10 s" in verdict.result["stderr"]

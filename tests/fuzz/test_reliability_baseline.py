@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 BASELINE = json.loads((ROOT / "tests" / "data" / "reliability_baseline.json").read_text())
 DOC = (ROOT / "docs" / "reliability.md").read_text()
 
-# failures of the recorded campaign (8,000 cases on main after merging every branch,
-# 2026-11-23 23:59 UTC), per kind: all zero, so any new failure fails this test.
+# failures of the recorded campaign (12,000 cases: 2,000 per format, .mlirbc and .jaxexport
+# included, on main 2026-11-28 09:35 UTC), per kind: all zero, so any new failure fails
+# this test.
 ALLOWED = {
     "traceback": 0, "internal": 0, "crash": 0, "hang": 0, "memory": 0, "multiline": 0,
     "bad-exit": 0, "wrote-on-failure": 0, "silent": 0,

@@ -290,7 +290,16 @@ def _parse_text(text: str, source: str) -> ir.Module:
 
 
 _PROBE = """
-import sys
+import resource, sys
+# never outlive the reader that started it (a parent killed with SIGKILL cannot kill it):
+# the kernel stops it past its CPU seconds, and at once when the parent dies
+seconds = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL (Linux)
+except (OSError, AttributeError):
+    pass
 from torch_mlir import ir
 from torch_mlir._mlir_libs import _stablehlo
 data = sys.stdin.buffer.read()
@@ -325,7 +334,8 @@ def _probe_bytecode(data: bytes, source: str) -> None:
     # flipped varint: a 19 KB .jaxexport ran past 100 s), which is refused at the limit
     limit = PROBE_SECONDS + len(data) // (20 << 20)
     try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE], input=data, timeout=limit,
+        proc = subprocess.run([sys.executable, "-c", _PROBE, str(limit + 5)], input=data,
+                              timeout=limit,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               check=False)
     except subprocess.TimeoutExpired as exc:

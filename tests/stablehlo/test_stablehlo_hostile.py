@@ -8,7 +8,11 @@ calls) or allocated 4 GB (splats)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -415,3 +419,41 @@ def test_a_range_of_three_billion_exports_within_the_memory_cap(tmp_path: Path) 
     text = out.read_text()
     assert "stablehlo.iota" in text and "tensor<3000000000xf32>" in text
     assert len(text) < 4000
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def test_a_killed_reader_leaves_no_bytecode_probe_running(tmp_path: Path) -> None:
+    """The bytecode probe child of a CLI killed with SIGKILL (a fuzz case past its time,
+    a user's kill -9) ran on alone: one spent 55 CPU minutes in MLIR's reader on a mutated
+    .jaxexport. It now dies with its parent (PR_SET_PDEATHSIG) and past its CPU seconds."""
+    slow = Path(__file__).parents[1] / "data" / "hostile" / "slow-bytecode-reader.jaxexport"
+    cli = subprocess.Popen([sys.executable, "-c", "from irbridge.cli.main import app; app()",
+                            "info", str(slow)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    probes: list[int] = []
+    while not probes and time.monotonic() < deadline and cli.poll() is None:
+        probes = _children(cli.pid)
+        time.sleep(0.05)
+    assert probes, "the CLI started no probe"
+    time.sleep(0.5)   # the probe is past its set-up, inside MLIR's reader
+    cli.kill()
+    cli.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in probes):
+        time.sleep(0.05)
+    alive = [p for p in probes if Path(f"/proc/{p}").exists()
+             and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert not alive, alive

@@ -57,9 +57,14 @@ def test_a_process_that_froze_its_own_objects_keeps_them_frozen(tmp_path: Path) 
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
-        assert frozen > 0
+        assert frozen > 10_000   # a test process holds far more (1.3 million in CI)
         model = import_onnx(path)
-        assert gc.get_freeze_count() == frozen
+        after = gc.get_freeze_count()
+        # nothing of the import was frozen (it makes thousands of objects), and the caller's
+        # frozen objects were not unfrozen (that empties the count); a few of them may die
+        # meanwhile (a cache of an earlier test dropping an entry: 2 of 1.3 million in one
+        # CI run), which lowers the count by that few
+        assert frozen - 1000 <= after <= frozen, (frozen, after)
         assert gc.isenabled()
         del model
     finally:

@@ -22,6 +22,7 @@ import errno
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -338,3 +339,30 @@ def folder_lock(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+GENERATION_DIGITS = 16
+"""Hex digits of a data file's generation name `<file>.<generation>.data`: the data file
+of a pair (`.irb` + sidecar, `.onnx` + external data) that a new write puts beside the one
+the file it replaces may still read; the file's rename is the commit point."""
+
+
+def generation_name(target: Path) -> str:
+    """A fresh data file name for `target`: `<name>.<16 random hex digits>.data`."""
+    return f"{target.name}.{secrets.token_hex(GENERATION_DIGITS // 2)}.data"
+
+
+def data_file_pattern(target: Path) -> re.Pattern[str]:
+    """Names of `target`'s data files: any generation, and the plain `<name>.data`."""
+    return re.compile(rf"{re.escape(target.name)}(\.[0-9a-f]{{{GENERATION_DIGITS}}})?\.data")
+
+
+def remove_old_data_files(target: Path, keep: str | None) -> None:
+    """After the commit: `target`'s data files other than `keep` (the one it reads now)."""
+    pattern = data_file_pattern(target)
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(target.parent):
+            if entry.name != keep and pattern.fullmatch(entry.name) \
+                    and entry.is_file(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)

@@ -71,10 +71,6 @@ def example_budget() -> int:
     return MEMORY_FLOOR if limit is None else limit
 
 
-def human_bytes(n: int) -> str:
-    return _human(n)
-
-
 _SUFFIX = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -90,7 +86,8 @@ def _env_size(name: str, suffixes: bool = True) -> int | None:
     return int(match[1]) * _SUFFIX[match[2].upper()]
 
 
-def _human(n: int) -> str:
+def human_bytes(n: int) -> str:
+    """Bytes in binary units, one decimal (the budget messages here and in compare)."""
     for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
             return f"{n / size:.1f} {unit}"
@@ -221,9 +218,9 @@ def _narrow(value: Value, array: np.ndarray) -> np.ndarray:
 
 def _check_memory(budget: Budget, nbytes: int, where: str, verb: str) -> None:
     if budget.held + nbytes > budget.limit:
-        raise ExecutionError(f"{where}: its outputs {verb} {_human(nbytes)} with "
-                             f"{_human(budget.held)} of intermediates held, past the "
-                             f"executor's memory budget of {_human(budget.limit)} (set "
+        raise ExecutionError(f"{where}: its outputs {verb} {human_bytes(nbytes)} with "
+                             f"{human_bytes(budget.held)} of intermediates held, past the "
+                             f"executor's memory budget of {human_bytes(budget.limit)} (set "
                              "IRBRIDGE_MAX_MEMORY to raise it)")
 
 

@@ -18,7 +18,6 @@ import io
 import math
 import os
 import re
-import secrets
 import stat
 import tempfile
 from collections.abc import Callable
@@ -35,9 +34,12 @@ from irbridge._proto import irbridge_pb2 as pb
 from irbridge.atomic import (
     check_companion_name,
     check_output,
+    data_file_pattern,
     folder_lock,
     fsync_dir,
+    generation_name,
     kill_point,
+    remove_old_data_files,
     remove_stale,
     temp_prefix,
     write_error,
@@ -556,13 +558,12 @@ def _parse_text(text: str, source: str) -> pb.Model:
 # renames the main file: that rename is the single commit point. Only after it are sidecars
 # of earlier generations (and the pre-generation name `<name>.irb.data`) removed. A reader
 # that meets a vanished sidecar because the file was replaced under it reads the new file.
-_GENERATION_DIGITS = 16
 _MAX_MESSAGE = (1 << 31) - 1
 
 
 def sidecar_pattern(path: Path) -> re.Pattern[str]:
     """Names of sidecars (any generation, and the pre-generation `<file>.data`) of `path`."""
-    return re.compile(rf"{re.escape(path.name)}(\.[0-9a-f]{{{_GENERATION_DIGITS}}})?\.data")
+    return data_file_pattern(path)
 
 
 def sidecar_path(path: Path) -> Path:
@@ -609,7 +610,7 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
         check_output(path)
     except IrbridgeError as exc:
         raise FileFormatError(exc.message, hint=exc.hint) from None
-    side_name = f"{path.name}.{secrets.token_hex(_GENERATION_DIGITS // 2)}.data"
+    side_name = generation_name(path)
     temps: list[Path] = []
     try:
         side_tmp = None
@@ -642,7 +643,7 @@ def save(model: Model, path: str | os.PathLike[str], *, weights: str = "auto",
             os.replace(main_tmp, path)  # the commit point
             kill_point("main-renamed")
             fsync_dir(path.parent)
-            _remove_old_sidecars(path, keep=side_name if side_tmp is not None else None)
+            remove_old_data_files(path, keep=side_name if side_tmp is not None else None)
             kill_point("cleaned")
     except OSError as exc:
         raise FileFormatError(write_error(path, exc).message,
@@ -707,15 +708,6 @@ def _open_temp(path: Path, suffix: str, temps: list[Path]) -> BinaryIO:
 def _finish(handle: BinaryIO) -> None:
     handle.flush()
     os.fsync(handle.fileno())
-
-
-def _remove_old_sidecars(path: Path, keep: str | None) -> None:
-    pattern = sidecar_pattern(path)
-    for entry in os.scandir(path.parent):
-        if entry.name != keep and pattern.fullmatch(entry.name) \
-                and entry.is_file(follow_symlinks=False):
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
 
 
 def _umask() -> int:

@@ -21,7 +21,6 @@ import numpy as np
 import onnx
 from onnx import GraphProto, TensorProto, helper
 
-from irbridge.converters.onnx import importer as _importer
 from irbridge.converters.onnx._common import dtype_from_onnx, onnx_type_name
 from irbridge.converters.onnx.importer import HANDLERS, NodeCtx, Unsupported
 from irbridge.dtypes import DType
@@ -1553,12 +1552,7 @@ def _einsum_diagonal(ctx: NodeCtx, x: Value, labels: list[str]) -> tuple[Value, 
         n = _static_dim(ctx, x, p)
         shape = [1] * len(labels)
         shape[p] = shape[q] = n
-        if n * n <= _importer.SYNTHESIS_LIMIT:   # read at call time (tests lower it)
-            mask = ctx.constant(np.eye(n).reshape(shape).astype(_dtype(x).numpy), _dtype(x))
-        else:   # computed when the graph runs: n comes from a declared dim
-            rows = ctx.arange(n, [n if a == p else 1 for a in range(len(labels))])
-            cols = ctx.arange(n, [n if a == q else 1 for a in range(len(labels))])
-            mask = ctx.op("cast", [ctx.op("equal", [rows, cols])], {"dtype": _dtype(x)})
+        mask = ctx.eye(n, n, 0, _dtype(x), shape)
         x = ctx.op("reduce_sum", [ctx.op("mul", [x, mask])], {"axes": (q,), "keepdims": False})
         labels = labels[:q] + labels[q + 1:]
     return x, labels

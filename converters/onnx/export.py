@@ -30,7 +30,6 @@ import functools
 import json
 import os
 import re
-import secrets
 import shutil
 import tempfile
 import warnings
@@ -49,7 +48,9 @@ from irbridge.atomic import (
     check_output,
     folder_lock,
     fsync_dir,
+    generation_name,
     kill_point,
+    remove_old_data_files,
 )
 from irbridge.builder import GraphBuilder
 from irbridge.converters.onnx import _export_opaque, _legal, _stream
@@ -342,7 +343,7 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = 
     if external and (file.parent / data_name).exists():
         # the file being replaced may read that one: until the new model is in place (the
         # commit point) its data must stay, so the new data goes under a fresh name
-        data_name = f"{file.name}.{secrets.token_hex(DATA_GENERATION_DIGITS // 2)}.data"
+        data_name = generation_name(file)
         check_companion_name(file, data_name, "external data file")
     if big and external_data is None:
         warnings.warn(f"{file}: weights take {weights / 1024**3:.2f} GiB, past the 2 GiB an "
@@ -375,26 +376,8 @@ def export_onnx(model: Model, path: str | os.PathLike[str], opset: int | None = 
             os.replace(staged, file)   # the commit point
             kill_point("onnx-model-renamed")
             fsync_dir(file.parent)
-            _remove_old_data(file, keep=data_name if external else None)
+            remove_old_data_files(file, keep=data_name if external else None)
     return file
-
-
-DATA_GENERATION_DIGITS = 16
-"""Hex digits of the fresh name `<file>.<generation>.data` an export's external data takes
-when `<file>.data` exists (the file it replaces may read it)."""
-
-
-def _remove_old_data(file: Path, keep: str | None) -> None:
-    """After the commit: the external data files of earlier exports to `file` (`<file>.data`,
-    `<file>.<generation>.data`) other than `keep`, which the new file reads."""
-    pattern = re.compile(rf"{re.escape(file.name)}(\.[0-9a-f]{{{DATA_GENERATION_DIGITS}}})?"
-                         r"\.data")
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(file.parent):
-            if entry.name != keep and pattern.fullmatch(entry.name) \
-                    and entry.is_file(follow_symlinks=False):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
 
 
 def check_proto(proto: ModelProto) -> None:

@@ -1648,12 +1648,18 @@ class NodeCtx:
             return self.constant(np.zeros(tuple(shape), dtype.numpy), dtype)
         return self.op("full", [], {"shape": tuple(shape), "value": 0.0, "dtype": dtype})
 
-    def eye(self, rows: int, cols: int, k: int, dtype: DType) -> Value:
-        """The rows x cols matrix with ones on diagonal `k`: a constant when small, else
+    def eye(self, rows: int, cols: int, k: int, dtype: DType,
+            shape: Sequence[int] | None = None) -> Value:
+        """The rows x cols matrix with ones on diagonal `k`, laid out in `shape` when given
+        (dims of 1 around it: the rows along its first other dim, the columns along its
+        last, as an Einsum diagonal's mask): a constant when small, else
         `cast(equal(row + k, column))` on `arange`s (see `arange`)."""
+        out = (rows, cols) if shape is None else tuple(shape)
         if rows * cols <= SYNTHESIS_LIMIT:
-            return self.constant(np.eye(rows, cols, k, dtype=dtype.numpy), dtype)
-        row, col = self.arange(rows, (rows, 1)), self.arange(cols, (1, cols))
+            return self.constant(np.eye(rows, cols, k, dtype=dtype.numpy).reshape(out), dtype)
+        big = [i for i, d in enumerate(out) if d != 1]
+        row = self.arange(rows, [rows if i == big[0] else 1 for i in range(len(out))])
+        col = self.arange(cols, [cols if i == big[-1] else 1 for i in range(len(out))])
         if k:
             row = self.op("add", [row, self.constant(np.array(k, np.int64), DType.INT64)])
         return self.op("cast", [self.op("equal", [row, col])], {"dtype": dtype})
